@@ -1,0 +1,122 @@
+"""Command line: ``python -m notebook_llm demo | ask | check-adapter | providers``."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from collections.abc import Sequence
+
+from .engine import Engine
+from .errors import LlmError
+from .protocol import (
+    BlockStart,
+    Finish,
+    ReasoningDelta,
+    TextDelta,
+    ToolCallDelta,
+    ToolSchema,
+    Usage,
+)
+
+WEATHER = ToolSchema(
+    "get_weather",
+    "Current weather for a city.",
+    {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+)
+
+
+async def _print_stream(engine: Engine, provider: str, model: str | None, prompt: str, **kw: object) -> None:
+    out = sys.stdout
+    async for ev in engine.stream(provider, model, prompt=prompt, **kw):  # type: ignore[arg-type]
+        if isinstance(ev, BlockStart) and ev.block_type == "reasoning":
+            out.write("\033[2m[thinking] ")
+        elif isinstance(ev, BlockStart) and ev.block_type == "tool-call":
+            out.write("\n[tool call] ")
+        elif isinstance(ev, ReasoningDelta):
+            out.write(ev.text)
+        elif isinstance(ev, TextDelta):
+            out.write(ev.text)
+        elif isinstance(ev, ToolCallDelta):
+            out.write(f"{ev.name}(" if ev.name else "")
+            out.write(ev.arguments_delta)
+        elif isinstance(ev, Usage):
+            u = ev.usage
+            out.write(f"\033[0m\n  · {u.input_tokens} in / {u.output_tokens} out tokens")
+        elif isinstance(ev, Finish):
+            reason = ev.reason
+            extra = f" [{reason.failure.code}] {reason.failure.message}" if reason.failure else ""
+            out.write(f"  · finish: {reason.kind}{extra}\n")
+        out.flush()
+
+
+def _demo(args: argparse.Namespace) -> int:
+    engine = Engine()
+    print("notebook_llm demo: the offline `mock` provider through the openai Lua adapter and a")
+    print("loopback server (no key, no network). In Jupyter: %load_ext notebook_llm, then %%llm.\n")
+    runs: list[tuple[str, str, dict[str, object]]] = [
+        ("echo", "Hello from notebook_llm! Every piece of this streamed back.", {}),
+        ("reasoning", "Why is the sky blue?", {}),
+        ("tools", "What is the weather in Paris?", {"tools": [WEATHER]}),
+        ("lorem", "Write a lot.", {"max_tokens": 30}),
+    ]
+    for model, prompt, kw in runs:
+        print(f"\033[1m%%llm mock:{model}\033[0m  {prompt}")
+        asyncio.run(_print_stream(engine, "mock", model, prompt, **kw))
+        print()
+    return 0
+
+
+def _ask(args: argparse.Namespace) -> int:
+    engine = Engine()
+    prompt = " ".join(args.prompt) or sys.stdin.read()
+    asyncio.run(
+        _print_stream(engine, args.provider, args.model, prompt, system=args.system, max_tokens=args.max_tokens)
+    )
+    return 0
+
+
+def _providers(args: argparse.Namespace) -> int:
+    engine = Engine()
+    for name in engine.provider_names():
+        cfg = engine.provider(name)
+        key = "no key needed" if not cfg.needs_key else ("key set" if engine.has_key(name) else f"needs {cfg.api_key_env}")
+        print(f"{name:12} adapter={cfg.adapter:10} model={cfg.model or '-':28} {key}")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m notebook_llm", description=__doc__)
+    sub = parser.add_subparsers(dest="command")
+    sub.add_parser("demo", help="stream a few answers from the offline mock provider")
+    ask = sub.add_parser("ask", help="ask one question and stream the answer")
+    ask.add_argument("prompt", nargs="*")
+    ask.add_argument("-p", "--provider", default="mock")
+    ask.add_argument("-m", "--model", default=None)
+    ask.add_argument("-s", "--system", default=None)
+    ask.add_argument("--max-tokens", type=int, default=None)
+    sub.add_parser("providers", help="list providers and whether their key is set")
+    check = sub.add_parser("check-adapter", help="run the conformance kit on a Lua adapter")
+    check.add_argument("path")
+    check.add_argument("--fixtures", action="append", default=[], help="a file or folder of recorded bodies")
+    check.add_argument("--expected", default=None, help="JSON file of expected results per fixture")
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "ask":
+            return _ask(args)
+        if args.command == "providers":
+            return _providers(args)
+        if args.command == "check-adapter":
+            from .conformance import cli_check
+
+            return cli_check(args.path, args.fixtures, args.expected)
+        return _demo(args)
+    except LlmError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

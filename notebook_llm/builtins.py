@@ -1,0 +1,60 @@
+"""What every Engine knows from the start: the adapter catalog and the offline mock providers."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING
+
+from .adapter import LlmAdapter
+from .protocol import Event, GenerateOptions, ModelInfo
+
+if TYPE_CHECKING:
+    from .engine import Engine
+
+MOCK_MODELS = ["echo", "reasoning", "tools", "lorem"]
+
+
+class LoopbackMock(LlmAdapter):
+    """The ``mock`` provider: the built-in openai Lua adapter talking to a loopback mock server.
+
+    So the offline default takes exactly the path a real provider takes (request transform,
+    HTTP, SSE framing, chunk transform, event mapping). The server starts on first use, on
+    127.0.0.1 with a free port, in a daemon thread, shared by the process.
+    """
+
+    name = "mock"
+    version = "1"
+
+    def __init__(self, engine: Engine) -> None:
+        self._engine = engine
+
+    async def stream(self, options: GenerateOptions) -> AsyncIterator[Event]:
+        from .mock.shared import shared_server
+
+        options.base_url = shared_server().url + "/v1"
+        async for event in self._engine.adapter("openai").stream(options):
+            yield event
+
+    async def list_models(self, provider: str) -> list[ModelInfo]:
+        from .mock.adapter import MockAdapter
+
+        return await MockAdapter().list_models(provider)
+
+    async def resolve_model(self, provider: str, model: str | None) -> ModelInfo | None:
+        from .mock.adapter import MockAdapter
+
+        return await MockAdapter().resolve_model(provider, model)
+
+
+def install_builtins(engine: Engine) -> None:
+    """Add the adapter catalog, and the ``mock`` / ``mock-direct`` providers (no key, no network)."""
+    from .lua.loader import AdapterCatalog
+    from .mock.adapter import MockAdapter
+
+    engine.add_adapter_resolver(AdapterCatalog())
+    direct = MockAdapter()
+    engine.add_adapter(direct)
+    engine.add_provider("mock-direct", adapter=direct, model="echo", models=MOCK_MODELS, needs_key=False)
+    mock = LoopbackMock(engine)
+    engine.add_adapter(mock)
+    engine.add_provider("mock", adapter=mock, model="echo", models=MOCK_MODELS, needs_key=False)

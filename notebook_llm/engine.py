@@ -1,0 +1,531 @@
+"""The engine: providers, the route registry, retries, and the public stream/complete calls.
+
+Nothing here knows about notebooks; the magics and widgets consume the events it yields.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import random
+from contextlib import aclosing
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from ._sync import run_sync
+from .adapter import LlmAdapter
+from .cancel import StopSignal
+from .errors import ErrorCode, LlmError
+from .protocol import (
+    Event,
+    Finish,
+    FinishReason,
+    GenerateOptions,
+    Message,
+    ModelInfo,
+    ToolSchema,
+)
+from .providers import FileConfig, ProviderConfig, load_file_config, resolve_provider_config
+from .registry import AdapterHandle, Registry
+from .secrets import Secret, register_secret
+from .validate import Completion, StreamValidator, assemble
+from .wire.http_errors import backoff_delay
+
+log = logging.getLogger("notebook_llm.engine")
+
+#: Resolves an adapter name the engine does not hold yet (built-in Lua, user file, entry point).
+AdapterResolver = Callable[[str], LlmAdapter | None]
+
+
+class Engine:
+    """Routes requests to adapters and yields protocol events.
+
+    >>> Engine().complete_sync(provider="mock", model="echo", prompt="hello").text
+    'hello'
+    """
+
+    def __init__(
+        self,
+        *,
+        config_file: Path | str | None | bool = None,
+        retries: int = 2,
+        retry_base: float = 0.5,
+        retry_cap: float = 30.0,
+        env_file: Path | str | None | bool = None,
+    ) -> None:
+        """``config_file=False`` ignores the user's config file (tests); ``retries`` is the number
+        of extra attempts for retryable errors that happen before any event was yielded."""
+        self.registry = Registry()
+        self.retries = retries
+        self.retry_base = retry_base
+        self.retry_cap = retry_cap
+        self._rng = random.Random()
+        self._adapters: dict[str, LlmAdapter] = {}
+        self._providers: dict[str, ProviderConfig] = {}
+        self._provider_handles: dict[str, AdapterHandle] = {}
+        self._session_keys: dict[str, Secret] = {}
+        self._resolvers: list[AdapterResolver] = []
+        if config_file is False:
+            self.file_config = FileConfig()
+        else:
+            self.file_config = load_file_config(Path(config_file) if isinstance(config_file, str | Path) else None)
+        self._env_file: dict[str, str] = {}
+        if env_file is not False:
+            self._env_file = _read_env_file(Path(env_file) if isinstance(env_file, str | Path) else Path(".env"))
+        from .builtins import install_builtins
+
+        install_builtins(self)
+
+    # ------------------------------------------------------------------ adapters and routes
+
+    def register_adapter(self, routes: Iterable[str] | str, adapter: LlmAdapter) -> AdapterHandle:
+        """Bind provider ``routes`` to ``adapter`` (all or nothing); the adapter becomes known by
+        its ``name`` too, so ``add_provider(adapter=name)`` can use it."""
+        handle = self.registry.register(routes, adapter)
+        self._adapters.setdefault(adapter.name, adapter)
+        return handle
+
+    def add_adapter(self, adapter: LlmAdapter, *, name: str | None = None) -> str:
+        """Make ``adapter`` known by name (session-loaded adapters win over all others)."""
+        if not isinstance(adapter, LlmAdapter):
+            raise LlmError(f"{adapter!r} is not an LlmAdapter", ErrorCode.INVALID_ADAPTER)
+        key = name or adapter.name
+        self._adapters[key] = adapter
+        return key
+
+    def add_adapter_resolver(self, resolver: AdapterResolver) -> None:
+        """Add a fallback that finds adapters by name (used by the Lua adapter catalog)."""
+        self._resolvers.append(resolver)
+
+    def adapter(self, name: str) -> LlmAdapter:
+        """The adapter called ``name``: session-loaded or registered first, then resolvers."""
+        found = self._adapters.get(name)
+        if found is not None:
+            return found
+        for resolver in self._resolvers:
+            found = resolver(name)
+            if found is not None:
+                self._adapters[name] = found
+                return found
+        raise LlmError(
+            f"no adapter named {name!r}; known: {', '.join(sorted(self.adapter_names())) or 'none'}",
+            ErrorCode.NO_ADAPTER,
+        )
+
+    def load_adapter(
+        self, path_or_source: str | Path, *, name: str | None = None, origin: str | None = None
+    ) -> str:
+        """Load a Lua adapter from a file path or from source text; returns its name.
+
+        If an adapter of that name is already known and is a Lua adapter, it is hot-reloaded in
+        place (providers using it switch at their next request); a failed load keeps the previous
+        version active and raises ``LlmError(INVALID_ADAPTER)`` with the Lua message and line.
+        """
+        from .lua.adapter import LuaAdapter
+
+        is_path = isinstance(path_or_source, Path) or (
+            "\n" not in path_or_source and str(path_or_source).endswith(".lua")
+        )
+        if is_path:
+            new = LuaAdapter.from_file(Path(path_or_source), name=name, origin=origin or "file")
+        else:
+            new = LuaAdapter.from_source(str(path_or_source), name=name, origin=origin or "cell")
+        key = name or new.name
+        existing = self._adapters.get(key)
+        if existing is None:
+            try:
+                existing = self.adapter(key)
+            except LlmError:
+                existing = None
+        if isinstance(existing, LuaAdapter):
+            existing.reload(new.source)
+            existing.origin, existing.path = new.origin, new.path
+            return key
+        self._adapters[key] = new
+        return key
+
+    def reload_adapter(self, name: str) -> LlmAdapter:
+        """Re-read a file-backed Lua adapter (failure keeps the previous version)."""
+        from .lua.adapter import LuaAdapter
+
+        adapter = self.adapter(name)
+        if not isinstance(adapter, LuaAdapter):
+            raise LlmError(f"adapter {name!r} is not a Lua adapter; nothing to reload", ErrorCode.INVALID_ADAPTER)
+        adapter.reload()
+        return adapter
+
+    def unload_adapter(self, name: str) -> None:
+        """Forget a session-loaded adapter and the provider routes that use it."""
+        adapter = self._adapters.pop(name, None)
+        if adapter is None:
+            raise LlmError(f"no loaded adapter named {name!r}", ErrorCode.NO_ADAPTER)
+        for route, held in self.registry.routes().items():
+            if held is adapter:
+                self.remove_provider(route)
+                handle = self.registry.handle(route)
+                if handle is not None:
+                    handle()
+
+    def adapter_names(self) -> set[str]:
+        names = set(self._adapters)
+        for resolver in self._resolvers:
+            names.update(getattr(resolver, "names", lambda: [])())
+        return names
+
+    # ------------------------------------------------------------------ providers
+
+    def add_provider(
+        self,
+        name: str,
+        *,
+        adapter: str | LlmAdapter,
+        base_url: str | None = None,
+        model: str | None = None,
+        api_key_env: str | None = None,
+        api_key: str | None = None,
+        headers: dict[str, str] | None = None,
+        extra_body: dict[str, Any] | None = None,
+        needs_key: bool | None = None,
+        models: Sequence[str] | None = None,
+        prices: dict[str, tuple[float, float]] | None = None,
+    ) -> AdapterHandle:
+        """Register route ``name`` served by ``adapter`` with these connection settings."""
+        instance = adapter if isinstance(adapter, LlmAdapter) else self.adapter(adapter)
+        adapter_name = adapter if isinstance(adapter, str) else instance.name
+        config = ProviderConfig(
+            name,
+            adapter_name,
+            base_url,
+            model,
+            api_key_env,
+            Secret(api_key) if api_key else None,
+            dict(headers or {}),
+            dict(extra_body or {}),
+            needs_key=(api_key_env is not None or api_key is not None) if needs_key is None else needs_key,
+            models=list(models or []),
+            prices=dict(prices or {}),
+        )
+        return self._bind_provider(config, instance)
+
+    def _bind_provider(self, config: ProviderConfig, adapter: LlmAdapter) -> AdapterHandle:
+        handle = self.registry.register([config.name], adapter)
+        self._providers[config.name] = config
+        self._provider_handles[config.name] = handle
+        return handle
+
+    def remove_provider(self, name: str) -> None:
+        handle = self._provider_handles.pop(name, None)
+        if handle is not None:
+            handle()
+        self._providers.pop(name, None)
+
+    def provider(self, name: str) -> ProviderConfig:
+        """The configuration of provider ``name`` (preset and config-file providers are added on
+        first use)."""
+        self._ensure_route(name)
+        config = self._providers.get(name)
+        if config is None:  # a route registered with register_adapter, without settings
+            adapter = self.registry.get(name)
+            assert adapter is not None
+            config = ProviderConfig(name, adapter.name, needs_key=False)
+        return config
+
+    def provider_names(self) -> list[str]:
+        from .providers import PRESETS
+
+        names = set(PRESETS) | set(self.file_config.providers) | set(self.registry.routes())
+        return sorted(names)
+
+    def _ensure_route(self, name: str) -> LlmAdapter:
+        adapter = self.registry.get(name)
+        if adapter is not None:
+            return adapter
+        config = resolve_provider_config(name, self.file_config)
+        if config is None:
+            raise LlmError(
+                f"no provider or adapter route named {name!r}; known providers: "
+                f"{', '.join(self.provider_names())}",
+                ErrorCode.NO_ADAPTER,
+                provider=name,
+            )
+        instance = self.adapter(config.adapter)
+        if self.registry.get(name) is None:
+            self._bind_provider(config, instance)
+        return instance
+
+    # ------------------------------------------------------------------ keys
+
+    def set_key(self, provider: str, key: str) -> None:
+        """Use ``key`` for ``provider`` for this session only (kept in memory, never shown)."""
+        if not key:
+            raise LlmError("an empty key", ErrorCode.MISSING_CREDENTIAL, provider=provider)
+        self._session_keys[provider] = Secret(key)
+
+    def _key_for(self, config: ProviderConfig) -> str | None:
+        if config.name in self._session_keys:
+            return self._session_keys[config.name].get()
+        if config.api_key is not None:
+            return config.api_key.get()
+        if config.api_key_env:
+            value = os.environ.get(config.api_key_env) or self._env_file.get(config.api_key_env)
+            if value:
+                register_secret(value)
+                return value
+        return None
+
+    def has_key(self, provider: str) -> bool:
+        config = self.provider(provider)
+        return self._key_for(config) is not None
+
+    def key_hint(self, provider: str) -> str:
+        """What to do to give ``provider`` a key (names the variable, never shows a value)."""
+        config = self.provider(provider)
+        var = config.api_key_env or f"{provider.upper()}_API_KEY"
+        return (
+            f"set the environment variable {var} (or put {var}=... in a .env file), "
+            f"or run %llm key {provider}"
+        )
+
+    # ------------------------------------------------------------------ requests
+
+    def _options(
+        self,
+        provider: str,
+        model: str | None,
+        prompt: str | None,
+        messages: Sequence[Message] | None,
+        system: str | None,
+        tools: Sequence[ToolSchema] | None,
+        temperature: float | None,
+        max_tokens: int | None,
+        stop: Sequence[str] | None,
+        reasoning_effort: str | None,
+        extra_body: dict[str, Any] | None,
+    ) -> tuple[LlmAdapter, GenerateOptions]:
+        if not provider:
+            raise LlmError("no provider given", ErrorCode.INVALID_OPTIONS)
+        adapter = self._ensure_route(provider)
+        config = self.provider(provider)
+        msgs = list(messages or [])
+        if prompt is not None:
+            msgs.append(Message.user(prompt))
+        if not msgs:
+            raise LlmError("nothing to send: give prompt= or messages=", ErrorCode.INVALID_OPTIONS)
+        if max_tokens is not None and max_tokens <= 0:
+            raise LlmError(f"max_tokens must be positive, not {max_tokens}", ErrorCode.INVALID_OPTIONS)
+        if temperature is not None and not 0 <= temperature <= 2:
+            raise LlmError(f"temperature must be within 0..2, not {temperature}", ErrorCode.INVALID_OPTIONS)
+        api_key = self._key_for(config)
+        if api_key is None and config.needs_key:
+            raise LlmError(
+                f"no API key for provider {provider!r}: {self.key_hint(provider)}",
+                ErrorCode.MISSING_CREDENTIAL,
+                provider=provider,
+                details={"variable": config.api_key_env},
+            )
+        options = GenerateOptions(
+            provider=provider,
+            model=model or config.model,
+            messages=msgs,
+            system=system,
+            tools=list(tools) if tools else None,
+            temperature=temperature,
+            max_tokens=max_tokens,
+            stop=list(stop) if stop else None,
+            reasoning_effort=reasoning_effort,
+            extra_body={**config.extra_body, **(extra_body or {})},
+            base_url=config.base_url,
+            headers=dict(config.headers),
+            api_key=api_key,
+        )
+        return adapter, options
+
+    async def _check_reasoning(self, adapter: LlmAdapter, options: GenerateOptions) -> None:
+        if options.reasoning_effort is None:
+            return
+        info = await adapter.resolve_model(options.provider, options.model)
+        efforts = info.reasoning_efforts if info is not None else None
+        if not efforts or options.reasoning_effort not in efforts:
+            offered = f"it offers {', '.join(efforts)}" if efforts else "it has no reasoning efforts"
+            raise LlmError(
+                f"model {options.model!r} of provider {options.provider!r} does not support "
+                f"reasoning effort {options.reasoning_effort!r}: {offered}",
+                ErrorCode.UNSUPPORTED_REASONING_EFFORT,
+                provider=options.provider,
+            )
+
+    async def stream(
+        self,
+        provider: str,
+        model: str | None = None,
+        *,
+        prompt: str | None = None,
+        messages: Sequence[Message] | None = None,
+        system: str | None = None,
+        tools: Sequence[ToolSchema] | None = None,
+        temperature: float | None = None,
+        max_tokens: int | None = None,
+        stop: Sequence[str] | None = None,
+        reasoning_effort: str | None = None,
+        extra_body: dict[str, Any] | None = None,
+        stop_signal: StopSignal | None = None,
+    ) -> AsyncIterator[Event]:
+        """Stream the events of one generation.
+
+        Configuration problems raise ``LlmError`` before any I/O (``NO_ADAPTER``,
+        ``MISSING_CREDENTIAL``, ``UNSUPPORTED_REASONING_EFFORT``, ``INVALID_OPTIONS``). Everything
+        that goes wrong afterwards ends the stream with ``finish`` of kind ``error`` (or
+        ``aborted`` after ``stop_signal.set()`` / a cancelled consumer), never a bare exception.
+        Retryable errors that happen before the first event are retried with backoff.
+        """
+        adapter, options = self._options(
+            provider, model, prompt, messages, system, tools, temperature, max_tokens, stop,
+            reasoning_effort, extra_body,
+        )
+        await self._check_reasoning(adapter, options)
+        attempt = 0
+        while True:
+            pending_error: LlmError | None = None
+            emitted = False
+            async with aclosing(_guarded(adapter, options, stop_signal)) as events:
+                async for event in events:
+                    if isinstance(event, Finish) and event.reason.kind == "error" and not emitted:
+                        err = event.reason.failure
+                        if err is not None and err.retryable and attempt < self.retries:
+                            pending_error = err
+                            break
+                    emitted = True
+                    yield event
+            if pending_error is None:
+                return
+            delay = backoff_delay(
+                attempt, retry_after=pending_error.retry_after, base=self.retry_base,
+                cap=self.retry_cap, rng=self._rng,
+            )
+            attempt += 1
+            log.info(
+                "retrying %s after %s (attempt %d of %d, waiting %.2fs)",
+                provider, pending_error.code, attempt, self.retries, delay,
+            )
+            if stop_signal is not None and stop_signal.is_set():
+                yield Finish(FinishReason("aborted", LlmError(stop_signal.reason, ErrorCode.ABORTED)))
+                return
+            await asyncio.sleep(delay)
+
+    async def complete(self, provider: str, model: str | None = None, **kwargs: Any) -> Completion:
+        """Run one generation to the end and return the :class:`Completion`.
+
+        Raises the stream's ``LlmError`` when it ends with an error or is aborted; the partial
+        completion is attached to the error as ``err.details['completion']``.
+        """
+        events = [ev async for ev in self.stream(provider, model, **kwargs)]
+        completion = assemble(events)
+        completion.provider = provider
+        completion.model = model or self.provider(provider).model
+        if completion.error is not None:
+            err = completion.error
+            err.details["completion"] = completion
+            if err.provider is None:
+                err.provider = provider
+            raise err
+        return completion
+
+    def complete_sync(self, provider: str, model: str | None = None, **kwargs: Any) -> Completion:
+        """:meth:`complete` from synchronous code, also inside a running loop (Jupyter).
+
+        Ctrl-C / kernel interrupt stops the stream cleanly and raises ``LlmError('ABORTED')``.
+        """
+        stop = kwargs.pop("stop_signal", None) or StopSignal()
+        return run_sync(self.complete(provider, model, stop_signal=stop, **kwargs), on_interrupt=stop.set)
+
+    async def list_models(self, provider: str) -> list[ModelInfo]:
+        adapter = self._ensure_route(provider)
+        models = await adapter.list_models(provider)
+        if models:
+            return models
+        return [ModelInfo(m) for m in self.provider(provider).models]
+
+
+async def _guarded(
+    adapter: LlmAdapter, options: GenerateOptions, stop: StopSignal | None
+) -> AsyncIterator[Event]:
+    """Iterate one adapter stream, enforcing the five rules and the error contract.
+
+    Adapter exceptions and rule violations become ``finish{kind:'error'}``; ``stop.set()``
+    cancels the pending read, the adapter's stream is closed (closing its HTTP response) and a
+    ``finish{kind:'aborted'}`` ends the stream. Cancellation from outside is propagated after
+    the adapter stream is closed.
+    """
+    validator = StreamValidator()
+    agen = adapter.stream(options)
+    task = asyncio.current_task()
+    name = getattr(adapter, "name", type(adapter).__name__)
+    failure: LlmError | None = None
+    try:
+        while True:
+            if stop is not None:
+                if stop.is_set():
+                    failure = LlmError(stop.reason, ErrorCode.ABORTED, provider=options.provider)
+                    break
+                stop._attach(task)
+            try:
+                event = await agen.__anext__()
+            except StopAsyncIteration:
+                failure = LlmError(
+                    f"adapter {name!r} ended its stream without a finish event (stream rule 5)",
+                    ErrorCode.INVARIANT,
+                    provider=options.provider,
+                    adapter=name,
+                )
+                break
+            except asyncio.CancelledError:
+                if stop is not None and stop.is_set() and task is not None:
+                    task.uncancel()
+                    failure = LlmError(stop.reason, ErrorCode.ABORTED, provider=options.provider)
+                    break
+                raise
+            except LlmError as err:
+                if err.provider is None:
+                    err.provider = options.provider
+                failure = err
+                break
+            except Exception as exc:  # an adapter bug must not crash the consumer
+                failure = LlmError(
+                    f"adapter {name!r} raised {type(exc).__name__}: {exc}",
+                    ErrorCode.ADAPTER_ERROR,
+                    provider=options.provider,
+                    adapter=name,
+                )
+                break
+            finally:
+                if stop is not None:
+                    stop._detach()
+            try:
+                validator.check(event)
+            except LlmError as err:
+                err.provider = options.provider
+                err.adapter = name
+                failure = err
+                break
+            yield event
+            if validator.finished:
+                return
+    finally:
+        await agen.aclose()
+    yield Finish(FinishReason("aborted" if failure.code == ErrorCode.ABORTED else "error", failure))
+
+
+def _read_env_file(path: Path) -> dict[str, str]:
+    """Keys from a ``.env`` file, without putting them into ``os.environ``."""
+    if not path.is_file():
+        return {}
+    try:
+        from dotenv import dotenv_values
+    except ImportError:  # pragma: no cover - python-dotenv is a dependency
+        return {}
+    values = {k: v for k, v in dotenv_values(path).items() if v}
+    for value in values.values():
+        register_secret(value)
+    return values

@@ -1,0 +1,213 @@
+"""Providers as data: a route name bound to an adapter plus connection settings.
+
+Presets cover the built-in adapters. Each can be overridden, and new providers added, from the
+config file (``<user config dir>/notebook_llm/config.toml``, or the file named by
+``NOTEBOOK_LLM_CONFIG``) and from the environment (``NOTEBOOK_LLM_<NAME>_BASE_URL``,
+``NOTEBOOK_LLM_<NAME>_MODEL``). Keys are never written in the config file: it names the
+environment variable that holds the key (``api_key_env``).
+
+Example ``config.toml``::
+
+    [defaults]
+    provider = "openai"
+    model = "gpt-4o-mini"
+
+    [providers.openai]
+    model = "gpt-4.1-mini"
+
+    [providers.local-vllm]          # any OpenAI-compatible server, no code needed
+    adapter = "openai"
+    base_url = "http://127.0.0.1:8000/v1"
+    model = "qwen2.5-7b"
+    api_key_env = "VLLM_KEY"        # optional
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import platformdirs
+
+from .errors import ErrorCode, LlmError
+from .secrets import Secret
+
+
+@dataclass
+class ProviderConfig:
+    """Connection settings of one provider route."""
+
+    name: str
+    adapter: str
+    base_url: str | None = None
+    model: str | None = None
+    api_key_env: str | None = None
+    api_key: Secret | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+    extra_body: dict[str, Any] = field(default_factory=dict)
+    #: Whether requests need a key (a preset for a local server does not).
+    needs_key: bool = True
+    #: Models shown by ``%llm models`` when the adapter cannot list them.
+    models: list[str] = field(default_factory=list)
+    #: Price per million tokens, (input, output), by model; used for cost in the live view.
+    prices: dict[str, tuple[float, float]] = field(default_factory=dict)
+    #: Where this configuration came from: preset, config file, code.
+    source: str = "code"
+
+
+PRESETS: dict[str, ProviderConfig] = {
+    p.name: p
+    for p in [
+        ProviderConfig(
+            "openai", "openai", "https://api.openai.com/v1", "gpt-4o-mini", "OPENAI_API_KEY",
+            models=["gpt-4o-mini", "gpt-4o", "gpt-4.1", "gpt-4.1-mini", "o4-mini"],
+            prices={"gpt-4o-mini": (0.15, 0.60), "gpt-4o": (2.50, 10.00), "gpt-4.1": (2.00, 8.00),
+                    "gpt-4.1-mini": (0.40, 1.60), "o4-mini": (1.10, 4.40)},
+            source="preset",
+        ),
+        ProviderConfig(
+            "deepseek", "deepseek", "https://api.deepseek.com", "deepseek-chat", "DEEPSEEK_API_KEY",
+            models=["deepseek-chat", "deepseek-reasoner"],
+            prices={"deepseek-chat": (0.27, 1.10), "deepseek-reasoner": (0.55, 2.19)},
+            source="preset",
+        ),
+        ProviderConfig(
+            "anthropic", "anthropic", "https://api.anthropic.com", "claude-sonnet-4-5",
+            "ANTHROPIC_API_KEY",
+            models=["claude-sonnet-4-5", "claude-haiku-4-5", "claude-opus-4-1"],
+            prices={"claude-sonnet-4-5": (3.0, 15.0), "claude-haiku-4-5": (1.0, 5.0),
+                    "claude-opus-4-1": (15.0, 75.0)},
+            source="preset",
+        ),
+        ProviderConfig(
+            "gemini", "gemini", "https://generativelanguage.googleapis.com/v1beta",
+            "gemini-2.5-flash", "GEMINI_API_KEY",
+            models=["gemini-2.5-flash", "gemini-2.5-pro", "gemini-2.0-flash"],
+            prices={"gemini-2.5-flash": (0.30, 2.50), "gemini-2.5-pro": (1.25, 10.0)},
+            source="preset",
+        ),
+        ProviderConfig(
+            "mistral", "mistral", "https://api.mistral.ai/v1", "mistral-small-latest",
+            "MISTRAL_API_KEY", models=["mistral-small-latest", "mistral-large-latest", "magistral-medium-latest"],
+            source="preset",
+        ),
+        ProviderConfig(
+            "groq", "groq", "https://api.groq.com/openai/v1", "llama-3.3-70b-versatile",
+            "GROQ_API_KEY", models=["llama-3.3-70b-versatile", "openai/gpt-oss-120b", "qwen/qwen3-32b"],
+            source="preset",
+        ),
+        ProviderConfig(
+            "github", "github", "https://models.github.ai/inference", "openai/gpt-4o-mini",
+            "GITHUB_TOKEN", models=["openai/gpt-4o-mini", "openai/gpt-4.1", "meta/Llama-3.3-70B-Instruct"],
+            source="preset",
+        ),
+        ProviderConfig(
+            "ollama", "ollama", "http://127.0.0.1:11434", "llama3.2", "OLLAMA_API_KEY",
+            needs_key=False, models=["llama3.2", "qwen3", "gpt-oss:20b"], source="preset",
+        ),
+    ]
+}
+
+
+def config_path() -> Path:
+    """The config file: ``$NOTEBOOK_LLM_CONFIG`` or ``<user config dir>/notebook_llm/config.toml``."""
+    env = os.environ.get("NOTEBOOK_LLM_CONFIG")
+    if env:
+        return Path(env).expanduser()
+    return Path(platformdirs.user_config_dir("notebook_llm")) / "config.toml"
+
+
+def user_adapters_dir() -> Path:
+    """Folder of user ``*.lua`` adapters: ``$NOTEBOOK_LLM_ADAPTERS_DIR`` or the config dir's ``adapters/``."""
+    env = os.environ.get("NOTEBOOK_LLM_ADAPTERS_DIR")
+    if env:
+        return Path(env).expanduser()
+    return Path(platformdirs.user_config_dir("notebook_llm")) / "adapters"
+
+
+@dataclass
+class FileConfig:
+    default_provider: str | None = None
+    default_model: str | None = None
+    providers: dict[str, dict[str, Any]] = field(default_factory=dict)
+    prices: dict[str, tuple[float, float]] = field(default_factory=dict)
+
+
+_ALLOWED_KEYS = {"adapter", "base_url", "model", "api_key_env", "headers", "extra_body", "models", "needs_key", "prices"}
+
+
+def load_file_config(path: Path | None = None) -> FileConfig:
+    """Read the TOML config file (missing file = empty config; a broken one is a clear error)."""
+    path = path or config_path()
+    if not path.is_file():
+        return FileConfig()
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise LlmError(f"cannot read config file {path}: {exc}", ErrorCode.INVALID_OPTIONS) from None
+    defaults = data.get("defaults", {})
+    providers = data.get("providers", {})
+    if not isinstance(providers, dict):
+        raise LlmError(f"{path}: [providers] must be a table", ErrorCode.INVALID_OPTIONS)
+    for name, table in providers.items():
+        if not isinstance(table, dict):
+            raise LlmError(f"{path}: [providers.{name}] must be a table", ErrorCode.INVALID_OPTIONS)
+        if "api_key" in table:
+            raise LlmError(
+                f"{path}: [providers.{name}] has api_key; put the key in an environment variable "
+                "and name it with api_key_env instead, so it never lands in a file",
+                ErrorCode.INVALID_OPTIONS,
+            )
+        unknown = set(table) - _ALLOWED_KEYS
+        if unknown:
+            raise LlmError(
+                f"{path}: [providers.{name}] has unknown keys {sorted(unknown)}; allowed: {sorted(_ALLOWED_KEYS)}",
+                ErrorCode.INVALID_OPTIONS,
+            )
+    prices = {
+        str(model): (float(v[0]), float(v[1]))
+        for model, v in data.get("prices", {}).items()
+        if isinstance(v, list | tuple) and len(v) == 2
+    }
+    return FileConfig(defaults.get("provider"), defaults.get("model"), providers, prices)
+
+
+def resolve_provider_config(name: str, file_config: FileConfig | None = None) -> ProviderConfig | None:
+    """The configuration for ``name``: preset, overlaid by the config file, then the environment."""
+    base = PRESETS.get(name)
+    table = (file_config.providers.get(name) if file_config else None) or {}
+    if base is None and not table:
+        return None
+    if base is None:
+        if "adapter" not in table:
+            raise LlmError(
+                f"provider {name!r} in the config file needs an 'adapter' (e.g. adapter = \"openai\")",
+                ErrorCode.INVALID_OPTIONS,
+            )
+        base = ProviderConfig(name, str(table["adapter"]), source="config file")
+    else:
+        base = replace(base, headers=dict(base.headers), extra_body=dict(base.extra_body), prices=dict(base.prices))
+    cfg = base
+    if table:
+        cfg = replace(
+            cfg,
+            adapter=str(table.get("adapter", cfg.adapter)),
+            base_url=table.get("base_url", cfg.base_url),
+            model=table.get("model", cfg.model),
+            api_key_env=table.get("api_key_env", cfg.api_key_env),
+            headers={**cfg.headers, **table.get("headers", {})},
+            extra_body={**cfg.extra_body, **table.get("extra_body", {})},
+            models=list(table.get("models", cfg.models)),
+            needs_key=bool(table.get("needs_key", cfg.needs_key if name in PRESETS else "api_key_env" in table)),
+            prices={**cfg.prices, **{k: (float(v[0]), float(v[1])) for k, v in table.get("prices", {}).items()}},
+            source="config file" if base.source != "preset" else "preset + config file",
+        )
+    env_name = name.upper().replace("-", "_")
+    if url := os.environ.get(f"NOTEBOOK_LLM_{env_name}_BASE_URL"):
+        cfg = replace(cfg, base_url=url, source=cfg.source + " + env")
+    if model := os.environ.get(f"NOTEBOOK_LLM_{env_name}_MODEL"):
+        cfg = replace(cfg, model=model, source=cfg.source + " + env")
+    return cfg

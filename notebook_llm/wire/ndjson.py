@@ -1,0 +1,87 @@
+"""Incremental newline-delimited JSON (NDJSON / JSON Lines) splitter: bytes in, lines out.
+
+Ollama streams ``application/x-ndjson``: one JSON object per line. This decoder only frames
+lines; parsing the JSON is the caller's job. Rules:
+
+* lines end at ``\\n``; surrounding whitespace (including the ``\\r`` of ``\\r\\n``) is stripped
+  and blank lines are skipped;
+* a leading UTF-8 BOM is removed;
+* each complete line is decoded as UTF-8 with ``errors="replace"``; ``\\n`` never occurs inside
+  a multi-byte sequence, so a character split across chunks decodes exactly as if whole;
+* a line longer than ``max_line_bytes`` (terminator excluded) raises
+  ``LlmError(MALFORMED_RESPONSE)``.
+"""
+
+from __future__ import annotations
+
+from ..errors import ErrorCode, LlmError
+
+__all__ = ["NDJSONDecoder"]
+
+_DEFAULT_MAX_LINE = 16 * 1024 * 1024
+
+
+def _line_too_long(size: int, limit: int) -> LlmError:
+    return LlmError(
+        f"NDJSON line of at least {size} bytes exceeds the {limit}-byte limit; "
+        "the body is not a valid JSON-lines stream",
+        ErrorCode.MALFORMED_RESPONSE,
+        details={"max_line_bytes": limit, "line_bytes": size},
+    )
+
+
+class NDJSONDecoder:
+    """Split chunks of an NDJSON body into non-empty, stripped text lines.
+
+    Feed every chunk to :meth:`feed` in order and call :meth:`flush` once at the end of the
+    body. The result does not depend on where the body was split into chunks.
+    """
+
+    __slots__ = ("_buf", "_first", "_max_line")
+
+    def __init__(self, max_line_bytes: int = _DEFAULT_MAX_LINE) -> None:
+        """``max_line_bytes`` bounds one line (terminator excluded)."""
+        if max_line_bytes < 1:
+            raise ValueError("max_line_bytes must be positive")
+        self._max_line = max_line_bytes
+        self._buf = bytearray()
+        self._first = True  # the next complete line is the first of the body
+
+    def feed(self, chunk: bytes) -> list[str]:
+        """Decode one chunk; return the lines it completed (possibly none)."""
+        if not chunk:
+            return []
+        self._buf += chunk
+        if b"\n" not in chunk:
+            if len(self._buf) > self._max_line:
+                raise _line_too_long(len(self._buf), self._max_line)
+            return []
+        parts = bytes(self._buf).split(b"\n")
+        self._buf.clear()
+        self._buf += parts.pop()
+        if len(self._buf) > self._max_line:
+            raise _line_too_long(len(self._buf), self._max_line)
+        return self._lines(parts)
+
+    def flush(self) -> list[str]:
+        """End of body: return the last line if it had no terminating newline."""
+        if not self._buf:
+            return []
+        tail = bytes(self._buf)
+        self._buf.clear()
+        return self._lines([tail])
+
+    def _lines(self, parts: list[bytes]) -> list[str]:
+        out: list[str] = []
+        limit = self._max_line
+        for raw in parts:
+            if len(raw) > limit:
+                raise _line_too_long(len(raw), limit)
+            text = raw.decode("utf-8", "replace")
+            if self._first:
+                self._first = False
+                text = text.removeprefix("\ufeff")
+            text = text.strip()
+            if text:
+                out.append(text)
+        return out

@@ -1,0 +1,56 @@
+"""Shared fixtures: every test runs with an isolated config dir and no provider keys."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator, Iterator, Sequence
+from pathlib import Path
+
+import pytest
+
+from notebook_llm import Event, GenerateOptions, LlmAdapter
+
+FIXTURES = Path(__file__).parent / "fixtures"
+WIRE = FIXTURES / "wire"
+
+KEY_VARS = [
+    "OPENAI_API_KEY",
+    "DEEPSEEK_API_KEY",
+    "ANTHROPIC_API_KEY",
+    "GEMINI_API_KEY",
+    "MISTRAL_API_KEY",
+    "GROQ_API_KEY",
+    "GITHUB_TOKEN",
+    "OLLAMA_API_KEY",
+]
+
+
+@pytest.fixture(autouse=True)
+def _isolate(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    monkeypatch.setenv("NOTEBOOK_LLM_CONFIG", str(tmp_path / "config" / "config.toml"))
+    monkeypatch.setenv("NOTEBOOK_LLM_ADAPTERS_DIR", str(tmp_path / "config" / "adapters"))
+    for var in KEY_VARS:
+        monkeypatch.delenv(var, raising=False)
+    for var in list(os.environ):
+        if var.startswith("NOTEBOOK_LLM_") and var.endswith(("_BASE_URL", "_MODEL")):
+            monkeypatch.delenv(var)
+    monkeypatch.chdir(tmp_path)
+    yield
+
+
+class ScriptedAdapter(LlmAdapter):
+    """Yields a fixed list of events (or raises) — for engine tests."""
+
+    name = "scripted"
+
+    def __init__(self, events: Sequence[Event] = (), *, raise_after: BaseException | None = None) -> None:
+        self.events = list(events)
+        self.raise_after = raise_after
+        self.calls: list[GenerateOptions] = []
+
+    async def stream(self, options: GenerateOptions) -> AsyncIterator[Event]:
+        self.calls.append(options)
+        for ev in self.events:
+            yield ev
+        if self.raise_after is not None:
+            raise self.raise_after
