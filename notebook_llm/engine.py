@@ -10,7 +10,7 @@ import logging
 import os
 import random
 from contextlib import aclosing
-from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -450,7 +450,7 @@ class Engine:
 
 async def _guarded(
     adapter: LlmAdapter, options: GenerateOptions, stop: StopSignal | None
-) -> AsyncIterator[Event]:
+) -> AsyncGenerator[Event, None]:
     """Iterate one adapter stream, enforcing the five rules and the error contract.
 
     Adapter exceptions and rule violations become ``finish{kind:'error'}``; ``stop.set()``
@@ -513,7 +513,9 @@ async def _guarded(
             if validator.finished:
                 return
     finally:
-        await agen.aclose()
+        aclose = getattr(agen, "aclose", None)
+        if aclose is not None:
+            await aclose()
     yield Finish(FinishReason("aborted" if failure.code == ErrorCode.ABORTED else "error", failure))
 
 

@@ -221,7 +221,7 @@ class FinishReason:
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> FinishReason:
         failure = d.get("failure")
-        return cls(d["kind"], LlmError.from_failure(failure) if isinstance(failure, Mapping) else None)
+        return cls(d["kind"], LlmError.from_failure(dict(failure)) if isinstance(failure, Mapping) else None)
 
 
 # --------------------------------------------------------------------------------------------

@@ -1,0 +1,87 @@
+"""Fault descriptions for the mock server and the ``X-Mock-Fault`` header syntax."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+__all__ = ["FAULTS", "FAULT_HEADER", "Fault", "parse_fault_header"]
+
+FAULT_HEADER = "X-Mock-Fault"
+
+# name -> (description, default params)
+FAULTS: dict[str, tuple[str, dict[str, float]]] = {
+    "disconnect": (
+        "Send `after` content chunks, then close the socket abruptly (no end marker).",
+        {"after": 2},
+    ),
+    "stall": (
+        "Send `after` content chunks, then sleep `seconds` without closing, then finish.",
+        {"after": 2, "seconds": 30.0},
+    ),
+    "malformed": (
+        "Insert a data line with invalid JSON after `after` content chunks.",
+        {"after": 2},
+    ),
+    "rate_limit": (
+        "HTTP 429 with `Retry-After: <seconds>` and a rate_limit_error body.",
+        {"seconds": 1},
+    ),
+    "server_error": (
+        "HTTP `status` (default 500) with a provider-style error body.",
+        {"status": 500},
+    ),
+    "unauthorized": ("HTTP 401 with a provider-style authentication error body.", {}),
+    "no_end": ("Clean HTTP end but no [DONE]/message_stop/done:true and no finish reason.", {}),
+    "drip": (
+        "One character per chunk with `delay` seconds between chunks; body correct.",
+        {"delay": 0.02},
+    ),
+    "oversized_line": (
+        "One valid data line of `size` bytes after `after` content chunks.",
+        {"after": 1, "size": 20 * 1024 * 1024},
+    ),
+    "wrong_format": ("HTTP 200, text/event-stream content type, but an HTML body.", {}),
+    "error_event": (
+        "After `after` content chunks, an in-stream error event; then the stream ends.",
+        {"after": 2},
+    ),
+}
+
+
+@dataclass(frozen=True)
+class Fault:
+    """A fault to apply to one request: ``name`` (a key of :data:`FAULTS`) and its params."""
+
+    name: str
+    params: dict[str, float | str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.name not in FAULTS:
+            raise ValueError(f"unknown fault {self.name!r}; known: {', '.join(FAULTS)}")
+
+    def num(self, key: str) -> float:
+        """Numeric parameter ``key`` (falling back to the fault's default)."""
+        value = self.params.get(key, FAULTS[self.name][1].get(key, 0))
+        return float(value)
+
+
+def _value(text: str) -> float | str:
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    try:
+        return float(text)
+    except ValueError:
+        return text
+
+
+def parse_fault_header(value: str) -> Fault:
+    """Parse ``"name"`` or ``"name; key=value; key=value"`` (e.g. ``"stall; seconds=2"``)."""
+    name, *rest = [s.strip() for s in value.split(";")]
+    params: dict[str, float | str] = {}
+    for item in rest:
+        if "=" in item:
+            key, _, raw = item.partition("=")
+            params[key.strip()] = _value(raw.strip())
+    return Fault(name.lower(), params)
