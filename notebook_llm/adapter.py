@@ -35,3 +35,4 @@ class LlmAdapter(abc.ABC):
 
     async def aclose(self) -> None:
         """Release resources (HTTP clients, Lua states). Called when the adapter is unloaded."""
+        return None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 
 
@@ -33,10 +34,8 @@ class StopSignal:
             self._event.set()
             task, loop = self._task, self._loop
         if task is not None and loop is not None and not task.done():
-            try:
+            with contextlib.suppress(RuntimeError):  # loop closed: nothing left to stop
                 loop.call_soon_threadsafe(self._cancel_if_waiting, task)
-            except RuntimeError:  # loop closed: nothing left to stop
-                pass
 
     def _cancel_if_waiting(self, task: asyncio.Task[object]) -> None:
         # Runs on the stream's loop: only cancel while the task still waits inside the engine

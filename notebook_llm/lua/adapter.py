@@ -1,0 +1,479 @@
+"""``LuaAdapter``: runs a script written to the HomeAgent adapter contract as an ``LlmAdapter``.
+
+Per stream: a fresh sandboxed Lua state (so module-level state in a script is per-stream and
+concurrent streams never share one), ``GenerateOptions`` -> contract request JSON ->
+``transform_request`` -> POST ``base_url + endpoint`` -> SSE or NDJSON framing ->
+``transform_stream_chunk`` per payload -> :class:`ChunkMapper` -> protocol events. Non-streaming
+scripts (no ``transform_stream_chunk``) go through ``transform_response`` to the same events.
+
+Extensions to the contract (documented in the README):
+
+* ``endpoint`` may contain ``{model}`` and ``{api_key}`` (URL-quoted) placeholders;
+* ``stream_endpoint`` is used instead of ``endpoint`` when streaming (Gemini's two URLs);
+* ``stream_format = "ndjson"`` selects NDJSON framing (also chosen for an
+  ``application/x-ndjson`` response);
+* the default ``Authorization: Bearer <key>`` is not added when the script sets
+  ``Authorization``, ``x-api-key`` or ``x-goog-api-key`` itself, or puts ``{api_key}`` in the URL.
+"""
+
+from __future__ import annotations
+
+import json
+import ssl
+import threading
+import time
+import urllib.parse
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from ..adapter import LlmAdapter
+from ..errors import ErrorCode, LlmError
+from ..protocol import Event, GenerateOptions
+from ..secrets import redact
+from ..wire.http_errors import error_from_http
+from ..wire.ndjson import NDJSONDecoder
+from ..wire.sse import SSEDecoder
+from .contract import ChunkMapper, build_request, map_response
+from .runtime import LuaLimits, LuaSandbox
+
+#: The default HTTP timeouts: a slow first token is normal, a silent stream is not.
+DEFAULT_TIMEOUT = httpx.Timeout(connect=10.0, read=60.0, write=30.0, pool=10.0)
+_MAX_ERROR_BODY = 256 * 1024
+
+_ssl_lock = threading.Lock()
+_ssl_context: ssl.SSLContext | None = None
+
+
+def _shared_ssl_context() -> ssl.SSLContext:
+    # Building an SSL context loads the CA bundle (tens of ms); do it once per process.
+    global _ssl_context
+    with _ssl_lock:
+        if _ssl_context is None:
+            _ssl_context = httpx.create_ssl_context()
+        return _ssl_context
+
+
+@dataclass
+class AdapterInfo:
+    """What ``%adapter list`` shows about a Lua adapter."""
+
+    name: str
+    version: str
+    endpoint: str
+    origin: str
+    path: str | None
+
+
+class LuaAdapter(LlmAdapter):
+    """An adapter backed by a Lua script (see the module docstring)."""
+
+    def __init__(
+        self,
+        source: str,
+        *,
+        name: str | None = None,
+        path: Path | None = None,
+        origin: str = "source",
+        limits: LuaLimits | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
+        timeout: httpx.Timeout | float = DEFAULT_TIMEOUT,
+        log: Callable[[str, str, str], None] | None = None,
+    ) -> None:
+        self.limits = limits or LuaLimits()
+        self.transport = transport
+        self.timeout = timeout if isinstance(timeout, httpx.Timeout) else httpx.Timeout(timeout)
+        self.path = path
+        self.origin = origin
+        #: ``log(adapter_name, level, message)`` receives the script's ``log()`` calls.
+        self.log_sink = log
+        self._given_name = name
+        self._lock = threading.Lock()
+        self.source = ""
+        self._meta: dict[str, Any] = {}
+        self.loaded_at = 0.0
+        self._load(source)
+
+    # ------------------------------------------------------------------ loading
+
+    @classmethod
+    def from_file(cls, path: str | Path, **kwargs: Any) -> LuaAdapter:
+        """Load ``path``; the adapter's name is the script's ``name`` or the file's base name."""
+        p = Path(path).expanduser()
+        try:
+            source = p.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise LlmError(
+                f"cannot read adapter file {p}: {exc.strerror}", ErrorCode.INVALID_ADAPTER
+            ) from None
+        kwargs.setdefault("name", p.stem)
+        kwargs.setdefault("origin", "file")
+        return cls(source, path=p, **kwargs)
+
+    @classmethod
+    def from_source(cls, source: str, name: str | None = None, **kwargs: Any) -> LuaAdapter:
+        """Load a script given as text (a notebook cell, a string)."""
+        return cls(source, name=name, **kwargs)
+
+    def _sandbox(self, source: str | None = None) -> LuaSandbox:
+        return LuaSandbox(
+            self.source if source is None else source,
+            name=self._given_name,
+            chunkname=f"@{self.path}" if self.path else f"={self._given_name or 'adapter'}",
+            limits=self.limits,
+            log=self._on_log,
+        )
+
+    def _on_log(self, level: str, message: str) -> None:
+        if self.log_sink is not None:
+            self.log_sink(self.name, level, message)
+
+    def _load(self, source: str) -> None:
+        sandbox = self._sandbox(source)  # raises INVALID_ADAPTER with the Lua line
+        meta = sandbox.meta()
+        for hook in ("transform_request",):
+            if not sandbox.has_hook(hook):
+                raise LlmError(
+                    f"adapter {meta.get('name') or self._given_name!r} has no {hook} function",
+                    ErrorCode.INVALID_ADAPTER,
+                    adapter=meta.get("name") or self._given_name,
+                )
+        if not (
+            sandbox.has_hook("transform_stream_chunk") or sandbox.has_hook("transform_response")
+        ):
+            raise LlmError(
+                f"adapter {meta.get('name') or self._given_name!r} needs transform_stream_chunk "
+                "or transform_response",
+                ErrorCode.INVALID_ADAPTER,
+            )
+        meta["hooks"] = [
+            h
+            for h in (
+                "build_headers",
+                "transform_request",
+                "transform_response",
+                "transform_stream_chunk",
+            )
+            if sandbox.has_hook(h)
+        ]
+        with self._lock:
+            self.source = source
+            self._meta = meta
+            self.loaded_at = time.time()
+
+    def reload(self, source: str | None = None) -> None:
+        """Replace the script (from ``source``, or re-read the file). On failure the previous
+        version stays active and ``LlmError(INVALID_ADAPTER)`` says why (Lua message and line)."""
+        if source is None:
+            if self.path is None:
+                raise LlmError(
+                    f"adapter {self.name!r} was not loaded from a file", ErrorCode.INVALID_ADAPTER
+                )
+            try:
+                source = self.path.read_text(encoding="utf-8")
+            except OSError as exc:
+                raise LlmError(
+                    f"cannot read {self.path}: {exc.strerror}", ErrorCode.INVALID_ADAPTER
+                ) from None
+        self._load(source)
+
+    @property
+    def name(self) -> str:  # type: ignore[override]
+        return str(self._meta.get("name") or self._given_name or "adapter")
+
+    @property
+    def version(self) -> str:  # type: ignore[override]
+        return str(self._meta.get("version") or "")
+
+    @property
+    def meta(self) -> dict[str, Any]:
+        return dict(self._meta)
+
+    def info(self) -> AdapterInfo:
+        return AdapterInfo(
+            self.name,
+            self.version,
+            str(self._meta.get("endpoint", "")),
+            self.origin,
+            str(self.path) if self.path else None,
+        )
+
+    def __repr__(self) -> str:
+        return f"<LuaAdapter {self.name} {self.version} ({self.origin})>"
+
+    # ------------------------------------------------------------------ requests
+
+    def _url(self, options: GenerateOptions, meta: dict[str, Any], streaming: bool) -> str:
+        if not options.base_url:
+            raise LlmError(
+                f"provider {options.provider!r} has no base_url for adapter {self.name!r}",
+                ErrorCode.INVALID_OPTIONS,
+                provider=options.provider,
+            )
+        endpoint = str(
+            (streaming and meta.get("stream_endpoint"))
+            or meta.get("endpoint")
+            or "/chat/completions"
+        )
+        endpoint = endpoint.replace("{model}", urllib.parse.quote(options.model or "", safe=""))
+        endpoint = endpoint.replace("{api_key}", urllib.parse.quote(options.api_key or "", safe=""))
+        return options.base_url.rstrip("/") + endpoint
+
+    def _headers(
+        self,
+        sandbox: LuaSandbox,
+        options: GenerateOptions,
+        meta: dict[str, Any],
+        url: str,
+        body: str,
+        streaming: bool,
+    ) -> dict[str, str]:
+        headers = {"content-type": "application/json"}
+        if streaming:
+            headers["accept"] = "text/event-stream, application/x-ndjson"
+        headers.update({str(k): str(v) for k, v in (meta.get("headers") or {}).items()})
+        headers.update(options.headers)
+        if "build_headers" in meta["hooks"]:
+            built = sandbox.call(
+                "build_headers",
+                {
+                    "url": url,
+                    "method": "POST",
+                    "body": body,
+                    "api_key": options.api_key or "",
+                    "timestamp": int(time.time()),
+                    "source": {"name": options.provider},
+                },
+            )
+            if built is not None and not isinstance(built, dict):
+                raise LlmError(
+                    f"adapter {self.name!r}: build_headers must return a table of strings",
+                    ErrorCode.ADAPTER_ERROR,
+                    adapter=self.name,
+                    hook="build_headers",
+                )
+            headers.update({str(k): str(v) for k, v in (built or {}).items()})
+        lower = {k.lower() for k in headers}
+        key_in_url = "{api_key}" in str(meta.get("endpoint", "")) + str(
+            meta.get("stream_endpoint", "")
+        )
+        if (
+            options.api_key
+            and not key_in_url
+            and not lower & {"authorization", "x-api-key", "x-goog-api-key"}
+        ):
+            headers["authorization"] = f"Bearer {options.api_key}"
+        return headers
+
+    def _prepare(
+        self, sandbox: LuaSandbox, options: GenerateOptions
+    ) -> tuple[str, dict[str, str], str, bool]:
+        meta = dict(self._meta)
+        streaming = "transform_stream_chunk" in meta["hooks"]
+        request = build_request(options, stream=streaming)
+        body = sandbox.call("transform_request", json.dumps(request, ensure_ascii=False))
+        if not isinstance(body, str):
+            raise LlmError(
+                f"adapter {self.name!r}: transform_request must return a JSON string, got {type(body).__name__}",
+                ErrorCode.ADAPTER_ERROR,
+                adapter=self.name,
+                hook="transform_request",
+            )
+        url = self._url(options, meta, streaming)
+        headers = self._headers(sandbox, options, meta, url, body, streaming)
+        return url, headers, body, streaming
+
+    def _client(self) -> httpx.AsyncClient:
+        transport = self.transport or httpx.AsyncHTTPTransport(verify=_shared_ssl_context())
+        return httpx.AsyncClient(transport=transport, timeout=self.timeout, follow_redirects=False)
+
+    async def stream(self, options: GenerateOptions) -> AsyncIterator[Event]:
+        with self._lock:
+            source = self.source
+        sandbox = self._sandbox(source)  # one Lua state per stream
+        url, headers, body, streaming = self._prepare(sandbox, options)
+        mapper = ChunkMapper(provider=options.provider, adapter=self.name)
+        async with self._client() as client:
+            with _TransportGuard(options.provider, mapper) as guard:
+                async with client.stream(
+                    "POST", url, content=body.encode("utf-8"), headers=headers
+                ) as response:
+                    if response.status_code >= 400:
+                        raw = await _read_bounded(response)
+                        raise error_from_http(
+                            response.status_code, response.headers, raw, provider=options.provider
+                        )
+                    if not streaming:
+                        raw = await response.aread()
+                        for event in self._map_whole(sandbox, raw, options):
+                            yield event
+                        return
+                    ctype = response.headers.get("content-type", "")
+                    ndjson = self._meta.get("stream_format") == "ndjson" or "ndjson" in ctype
+                    pipeline = _Pipeline(sandbox, mapper, ndjson, self.name)
+                    async for chunk in response.aiter_bytes():  # decodes gzip/br
+                        events = pipeline.feed(chunk)
+                        guard.started = guard.started or bool(events)
+                        for event in events:
+                            yield event
+                        if mapper.finished:
+                            return
+                    for event in pipeline.close():
+                        yield event
+                    return
+            if guard.tail is not None:  # a transport error after output: keep what arrived
+                for event in guard.tail:
+                    yield event
+
+    def _map_whole(self, sandbox: LuaSandbox, raw: bytes, options: GenerateOptions) -> list[Event]:
+        text = raw.decode("utf-8", errors="replace")
+        out = sandbox.call("transform_response", text)
+        resp = _parse_json_output(out, self.name, "transform_response")
+        if not isinstance(resp, dict):
+            raise LlmError(
+                f"adapter {self.name!r}: transform_response must return a JSON object",
+                ErrorCode.ADAPTER_ERROR,
+                adapter=self.name,
+                hook="transform_response",
+            )
+        return map_response(resp, provider=options.provider, adapter=self.name)
+
+
+class _Pipeline:
+    """Framing -> ``transform_stream_chunk`` -> ChunkMapper, for one response body."""
+
+    def __init__(self, sandbox: LuaSandbox, mapper: ChunkMapper, ndjson: bool, name: str) -> None:
+        self.sandbox = sandbox
+        self.mapper = mapper
+        self.name = name
+        self.ndjson = ndjson
+        self.sse = SSEDecoder() if not ndjson else None
+        self.nd = NDJSONDecoder() if ndjson else None
+
+    def feed(self, chunk: bytes) -> list[Event]:
+        payloads = (
+            self.nd.feed(chunk) if self.nd is not None else [e.data for e in self.sse.feed(chunk)]
+        )  # type: ignore[union-attr]
+        return self._payloads(payloads)
+
+    def _payloads(self, payloads: list[str]) -> list[Event]:
+        out: list[Event] = []
+        call = self.sandbox.call
+        mapper = self.mapper
+        for data in payloads:
+            if mapper.finished:
+                break
+            if data == "[DONE]":
+                mapper.mark_end()
+                continue
+            result = call("transform_stream_chunk", data)
+            if result == "" or result is None:
+                continue
+            chunk = _parse_json_output(result, self.name, "transform_stream_chunk")
+            if not isinstance(chunk, dict):
+                raise LlmError(
+                    f'adapter {self.name!r}: transform_stream_chunk must return a JSON object or ""',
+                    ErrorCode.ADAPTER_ERROR,
+                    adapter=self.name,
+                    hook="transform_stream_chunk",
+                )
+            out.extend(mapper.feed(chunk))
+        return out
+
+    def close(self) -> list[Event]:
+        if self.nd is not None:
+            out = self._payloads(self.nd.flush())
+        else:
+            assert self.sse is not None
+            out = self._payloads([e.data for e in self.sse.flush()])
+            if not self.sse.saw_sse and not self.mapper.finished:
+                text = (self.sse.non_sse_text() or "").strip()
+                raise LlmError(
+                    "the response was announced as a stream but is not SSE: "
+                    + redact(text[:300] or "(empty body)"),
+                    ErrorCode.MALFORMED_RESPONSE,
+                )
+        if not self.mapper.finished:
+            out.extend(self.mapper.finish())
+        return out
+
+
+def _parse_json_output(value: Any, adapter: str, hook: str) -> Any:
+    if isinstance(value, dict | list):
+        return value
+    if not isinstance(value, str):
+        raise LlmError(
+            f"adapter {adapter!r}: {hook} must return a JSON string, got {type(value).__name__}",
+            ErrorCode.ADAPTER_ERROR,
+            adapter=adapter,
+            hook=hook,
+        )
+    try:
+        return json.loads(value)
+    except json.JSONDecodeError as exc:
+        raise LlmError(
+            f"adapter {adapter!r}: {hook} returned invalid JSON ({exc.msg} at {exc.pos}): {value[:200]!r}",
+            ErrorCode.ADAPTER_ERROR,
+            adapter=adapter,
+            hook=hook,
+        ) from None
+
+
+async def _read_bounded(response: httpx.Response) -> bytes:
+    buf = bytearray()
+    async for chunk in response.aiter_bytes():
+        buf += chunk
+        if len(buf) > _MAX_ERROR_BODY:
+            break
+    return bytes(buf)
+
+
+class _TransportGuard:
+    """Map httpx failures to ``LlmError`` at one boundary (the httpx way).
+
+    Before any event was produced the error is raised (so the engine may retry it); after
+    output has started, the stream is finished with the error (``tail``) and the partial blocks
+    are kept.
+    """
+
+    def __init__(self, provider: str, mapper: ChunkMapper) -> None:
+        self.provider = provider
+        self.mapper = mapper
+        self.started = False
+        self.tail: list[Event] | None = None
+
+    def __enter__(self) -> _TransportGuard:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: object
+    ) -> bool:
+        if exc is None:
+            return False
+        if isinstance(exc, httpx.TimeoutException):
+            err = LlmError(
+                f"timed out talking to {self.provider}: {type(exc).__name__}",
+                ErrorCode.TIMEOUT,
+                provider=self.provider,
+            )
+        elif isinstance(exc, httpx.HTTPError):
+            err = LlmError(
+                f"connection to {self.provider} failed: {type(exc).__name__}: {redact(str(exc))}",
+                ErrorCode.TRANSPORT,
+                provider=self.provider,
+            )
+        elif isinstance(exc, LlmError):
+            err = exc
+            if err.provider is None:
+                err.provider = self.provider
+        else:
+            return False
+        if self.started and not self.mapper.finished:
+            self.tail = self.mapper.finish(err)
+            return True
+        if err is exc:
+            return False
+        raise err from None

@@ -1,0 +1,615 @@
+"""The Lua adapter contract's data formats, in pure Python.
+
+Two directions, no I/O:
+
+* :func:`build_request` turns :class:`~notebook_llm.protocol.GenerateOptions` into the contract's
+  *kernel request* JSON (OpenAI-like), the string a script's ``transform_request`` receives.
+* :class:`ChunkMapper` turns the *unified stream chunks* a script's ``transform_stream_chunk``
+  returns into protocol events obeying the five stream rules; :func:`map_response` does the same
+  for the unified non-stream response of ``transform_response``.
+
+Unified stream chunk (every field optional)::
+
+    {content, reasoning_content, done, finish_reason,
+     tool_call:  {id, type, name, arguments: <object or JSON text fragment>},
+     tool_calls: [ {index, id, type, function: {name, arguments: <fragment>}}      # OpenAI delta
+                 | {stream_index, id, type, name, raw_arguments: <fragment>}       # kernel shape
+                 | {id, type, name, arguments: <object or string>} ],              # whole call
+     usage: {prompt, completion, total, cache_read, cache_miss, cache_write, reasoning_tokens},
+     error: {message, code, status} | "message"}                                 # our extension
+
+Decisions (the contract is silent or the reference kernel is wrong):
+
+* Request: ``temperature``, ``max_tokens`` and ``stop`` are sent only when set (the kernel
+  defaults them to 0.7/4096; we let the provider's defaults apply, and adapters that need a
+  value, like Anthropic's ``max_tokens``, supply their own). ``model`` is omitted when ``None``.
+  A tool call whose arguments are empty is sent back as ``"{}"``. Blocks a role cannot carry (an
+  image in an assistant turn, a tool call in a user turn, an image inside a tool result) raise
+  ``UNSUPPORTED_CONTENT`` rather than being dropped.
+* Tool calls are matched by ``stream_index``/``index``, then ``id``; an entry with neither is a
+  new call when it carries a name or an object ``arguments`` (a whole call), else the
+  continuation of the last call. An ``index`` that matches a call with a *different* given id
+  starts a new call (servers that number every parallel call 0). Missing ids become
+  ``call_<n>``. A call's ``block-start`` waits for its name, so the first delta carries it.
+* Empty tool arguments (Anthropic's ``partial_json: ""`` for a no-argument tool) stay ``""`` in
+  the deltas and the block, so folding the deltas gives the block; ``ToolCallBlock.args`` reads
+  ``""`` as ``{}``, and it is never reported as truncated.
+* Usage frames merge field by field. ``prompt`` is the total input (cache reads included, OpenAI
+  semantics); when ``completion`` is missing it is ``total - prompt``. ``cache_miss`` is
+  accepted and ignored (it is part of ``prompt``).
+* The ``error`` field ends the stream with ``finish{kind:'error'}``. Its code: ``status`` maps
+  like an HTTP status; a provider code/type maps to ours where one fits (``overloaded_error`` ->
+  ``SERVER``, ``rate_limit_error`` -> ``RATE_LIMIT``, ...), else is upper-cased; with neither
+  the code is ``SERVER`` (an error event after a 200 is a server-side failure, retryable). The
+  provider's own code is kept in ``details['provider_code']``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from ..errors import ErrorCode, LlmError, code_for_status
+from ..protocol import (
+    Block,
+    BlockEnd,
+    BlockStart,
+    Event,
+    Finish,
+    FinishKind,
+    FinishReason,
+    GenerateOptions,
+    ImageBlock,
+    Message,
+    ReasoningBlock,
+    ReasoningDelta,
+    TextBlock,
+    TextDelta,
+    TokenUsage,
+    ToolCallBlock,
+    ToolCallDelta,
+    ToolResultBlock,
+    Usage,
+)
+
+__all__ = ["FINISH_KINDS", "ChunkMapper", "build_request", "map_response"]
+
+# --------------------------------------------------------------------------------------------
+# Request
+
+
+def build_request(options: GenerateOptions, *, stream: bool) -> dict[str, Any]:
+    """The kernel request JSON (OpenAI-like) for ``options``; see the module docstring."""
+    messages: list[dict[str, Any]] = []
+    if options.system:
+        messages.append({"role": "system", "content": options.system})
+    for message in options.messages:
+        _append_message(messages, message)
+    req: dict[str, Any] = {}
+    if options.model is not None:
+        req["model"] = options.model
+    req["messages"] = messages
+    req["stream"] = stream
+    if options.tools:
+        req["tools"] = [
+            {
+                "type": "function",
+                "function": {
+                    "name": t.name,
+                    "description": t.description,
+                    "parameters": t.parameters,
+                },
+            }
+            for t in options.tools
+        ]
+        req["tool_choice"] = "auto"
+    if options.temperature is not None:
+        req["temperature"] = options.temperature
+    if options.max_tokens is not None:
+        req["max_tokens"] = options.max_tokens
+    if options.stop is not None:
+        req["stop"] = list(options.stop)
+    if options.reasoning_effort is not None:
+        req["reasoning_effort"] = options.reasoning_effort
+        if options.reasoning_effort in ("off", "none"):
+            req["disable_thinking"] = True
+    req.update(options.extra_body)
+    return req
+
+
+def _unsupported(block: Block, role: str) -> LlmError:
+    return LlmError(
+        f"a {block.type} block cannot be sent in a {role} message", ErrorCode.UNSUPPORTED_CONTENT
+    )
+
+
+def _content(blocks: list[Block], role: str) -> str | list[dict[str, Any]]:
+    """A user/system ``content``: a string when only text, else an array of parts."""
+    if all(isinstance(b, TextBlock) for b in blocks):
+        return "".join(b.text for b in blocks if isinstance(b, TextBlock))
+    parts: list[dict[str, Any]] = []
+    for b in blocks:
+        if isinstance(b, TextBlock):
+            parts.append({"type": "text", "text": b.text})
+        elif isinstance(b, ImageBlock):
+            parts.append({"type": "image_url", "image_url": {"url": b.data_url()}})
+        else:
+            raise _unsupported(b, role)
+    return parts
+
+
+def _append_message(out: list[dict[str, Any]], message: Message) -> None:
+    role = message.role
+    if role == "assistant":
+        out.append(_assistant(message))
+        return
+    rest: list[Block] = []
+    for b in message.content:
+        if isinstance(b, ToolResultBlock):
+            if any(not isinstance(c, TextBlock) for c in b.content):
+                raise LlmError(
+                    f"tool result {b.tool_call_id!r} holds non-text content, which the Lua "
+                    "adapter contract cannot carry",
+                    ErrorCode.UNSUPPORTED_CONTENT,
+                )
+            tool_msg: dict[str, Any] = {
+                "role": "tool",
+                "tool_call_id": b.tool_call_id,
+                "content": b.text,
+            }
+            if b.is_error:
+                tool_msg["is_error"] = True
+            out.append(tool_msg)
+        else:
+            rest.append(b)
+    if rest or not message.content:
+        out.append({"role": role, "content": _content(rest, role)})
+
+
+def _assistant(message: Message) -> dict[str, Any]:
+    text: list[str] = []
+    reasoning: list[str] = []
+    calls: list[dict[str, Any]] = []
+    for b in message.content:
+        if isinstance(b, TextBlock):
+            text.append(b.text)
+        elif isinstance(b, ReasoningBlock):
+            reasoning.append(b.text)
+        elif isinstance(b, ToolCallBlock):
+            calls.append(
+                {
+                    "id": b.id,
+                    "type": "function",
+                    "function": {
+                        "name": b.name,
+                        "arguments": b.arguments if b.arguments.strip() else "{}",
+                    },
+                }
+            )
+        else:
+            raise _unsupported(b, "assistant")
+    msg: dict[str, Any] = {"role": "assistant", "content": "".join(text)}
+    if reasoning:
+        msg["reasoning_content"] = "".join(reasoning)
+    if calls:
+        msg["tool_calls"] = calls
+    return msg
+
+
+# --------------------------------------------------------------------------------------------
+# Stream chunks -> events
+
+#: Wire finish reasons with a non-error kind (looked up as given, then lower-cased).
+FINISH_KINDS: dict[str, FinishKind] = {
+    "stop": "stop",
+    "end_turn": "stop",
+    "stop_sequence": "stop",
+    "tool_calls": "tool-calls",
+    "tool_use": "tool-calls",
+    "function_call": "tool-calls",
+    "length": "max-tokens",
+    "max_tokens": "max-tokens",
+}
+
+_PROVIDER_CODES: dict[str, str] = {
+    "overloaded_error": ErrorCode.SERVER,
+    "api_error": ErrorCode.SERVER,
+    "server_error": ErrorCode.SERVER,
+    "internal": ErrorCode.SERVER,
+    "unavailable": ErrorCode.SERVER,
+    "rate_limit_error": ErrorCode.RATE_LIMIT,
+    "rate_limit_exceeded": ErrorCode.RATE_LIMIT,
+    "resource_exhausted": ErrorCode.RATE_LIMIT,
+    "insufficient_quota": ErrorCode.QUOTA,
+    "authentication_error": ErrorCode.AUTH,
+    "permission_error": ErrorCode.AUTH,
+    "invalid_api_key": ErrorCode.AUTH,
+    "invalid_request_error": ErrorCode.INVALID_REQUEST,
+    "context_length_exceeded": ErrorCode.CONTEXT_WINDOW_EXCEEDED,
+    "not_found_error": ErrorCode.NOT_FOUND,
+    "model_not_found": ErrorCode.NOT_FOUND,
+}
+
+_KNOWN_CODES = frozenset(c.value for c in ErrorCode)
+_USAGE_KEYS = ("prompt", "completion", "total", "cache_read", "cache_write", "reasoning_tokens")
+
+
+class _Call:
+    """One tool call being streamed; ``index`` is -1 until its block has started."""
+
+    __slots__ = ("given_id", "id", "index", "name", "parts")
+
+    def __init__(self, call_id: str, given_id: bool, name: str | None) -> None:
+        self.id = call_id
+        self.given_id = given_id
+        self.name = name
+        self.index = -1
+        self.parts: list[str] = []
+
+
+def _as_int(value: Any) -> int | None:
+    if value is None or isinstance(value, bool):
+        return None
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def _bad_field(field: str, value: Any) -> LlmError:
+    return LlmError(
+        f"unified chunk field {field!r} has an unexpected value {value!r}", ErrorCode.ADAPTER_ERROR
+    )
+
+
+class ChunkMapper:
+    """Maps unified stream chunks onto protocol events (one instance per stream).
+
+    Call :meth:`feed` per chunk, :meth:`mark_end` when the framing's end marker (SSE
+    ``[DONE]``) is seen, and :meth:`finish` once at the end; every call returns the new events.
+    """
+
+    __slots__ = (
+        "_adapter",
+        "_by_id",
+        "_by_index",
+        "_calls",
+        "_end_seen",
+        "_error",
+        "_finish_reason",
+        "_finished",
+        "_last_call",
+        "_next_index",
+        "_provider",
+        "_reasoning_index",
+        "_reasoning_parts",
+        "_text_index",
+        "_text_parts",
+        "_usage",
+    )
+
+    def __init__(self, provider: str | None = None, adapter: str | None = None) -> None:
+        self._provider = provider
+        self._adapter = adapter
+        self._next_index = 0
+        self._text_index = -1
+        self._text_parts: list[str] = []
+        self._reasoning_index = -1
+        self._reasoning_parts: list[str] = []
+        self._calls: list[_Call] = []
+        self._by_index: dict[Any, _Call] = {}
+        self._by_id: dict[str, _Call] = {}
+        self._last_call: _Call | None = None
+        self._usage: dict[str, int] = {}
+        self._finish_reason: str | None = None
+        self._error: LlmError | None = None
+        self._end_seen = False
+        self._finished = False
+
+    @property
+    def end_seen(self) -> bool:
+        """Whether a ``done``, a ``finish_reason`` or :meth:`mark_end` has been seen."""
+        return self._end_seen
+
+    @property
+    def finished(self) -> bool:
+        return self._finished
+
+    def mark_end(self) -> None:
+        """Record a framing-level end marker (e.g. SSE ``data: [DONE]``)."""
+        self._end_seen = True
+
+    # -- feeding ------------------------------------------------------------------------------
+
+    def feed(self, chunk: Mapping[str, Any]) -> list[Event]:
+        """Events for one unified chunk (often one delta, sometimes none; none after finish)."""
+        if self._finished:
+            return []
+        out: list[Event] = []
+        get = chunk.get
+        value = get("reasoning_content")
+        if value:
+            if not isinstance(value, str):
+                raise _bad_field("reasoning_content", value)
+            if self._reasoning_index < 0:
+                self._reasoning_index = self._next_index
+                self._next_index += 1
+                out.append(BlockStart(self._reasoning_index, "reasoning"))
+            self._reasoning_parts.append(value)
+            out.append(ReasoningDelta(self._reasoning_index, value))
+        value = get("content")
+        if value:
+            if not isinstance(value, str):
+                raise _bad_field("content", value)
+            if self._text_index < 0:
+                self._text_index = self._next_index
+                self._next_index += 1
+                out.append(BlockStart(self._text_index, "text"))
+            self._text_parts.append(value)
+            out.append(TextDelta(self._text_index, value))
+        value = get("tool_call")
+        if value:
+            self._tool_entry(value, out)
+        value = get("tool_calls")
+        if value:
+            if not isinstance(value, list):
+                raise _bad_field("tool_calls", value)
+            for entry in value:
+                self._tool_entry(entry, out)
+        value = get("usage")
+        if value:
+            self._merge_usage(value)
+        value = get("finish_reason")
+        if value:
+            self._finish_reason = str(value)
+            self._end_seen = True
+        value = get("error")
+        if value:
+            self._error = self._chunk_error(value)
+        if get("done"):
+            self._end_seen = True
+        return out
+
+    def _tool_entry(self, entry: Any, out: list[Event]) -> None:
+        if not isinstance(entry, Mapping):
+            raise _bad_field("tool_calls", entry)
+        function = entry.get("function")
+        if isinstance(function, Mapping):
+            name = function.get("name")
+            args = function.get("arguments")
+        else:
+            name = entry.get("name")
+            args = entry.get("raw_arguments")
+            if args is None:
+                args = entry.get("arguments")
+        key = entry.get("stream_index")
+        if key is None:
+            key = entry.get("index")
+        raw_id = entry.get("id")
+        call_id = str(raw_id) if raw_id else None
+        whole = isinstance(args, Mapping | list)
+        call: _Call | None = None
+        if key is not None:
+            call = self._by_index.get(key)
+            if call is not None and call_id and call.given_id and call.id != call_id:
+                call = None
+        if call is None and call_id:
+            call = self._by_id.get(call_id)
+        if call is None and key is None and not call_id and not name and not whole:
+            call = self._last_call
+        if call is None:
+            call = self._new_call(call_id, name)
+        if key is not None:
+            self._by_index[key] = call
+        self._last_call = call
+        if whole:
+            fragment = json.dumps(args, ensure_ascii=False, separators=(",", ":")) if args else "{}"
+        elif args is None:
+            fragment = ""
+        elif isinstance(args, str):
+            fragment = args
+        else:
+            raise _bad_field("tool call arguments", args)
+        if call.index >= 0:
+            if fragment:
+                call.parts.append(fragment)
+                out.append(ToolCallDelta(call.index, call.id, fragment))
+            return
+        if fragment:
+            call.parts.append(fragment)
+        if name and not call.name:
+            call.name = str(name)
+        if call.name:
+            self._start_call(call, out)
+
+    def _new_call(self, call_id: str | None, name: Any) -> _Call:
+        if call_id:
+            call = _Call(call_id, True, str(name) if name else None)
+            self._by_id[call.id] = call
+        else:
+            call = _Call(f"call_{len(self._calls)}", False, str(name) if name else None)
+        self._calls.append(call)
+        return call
+
+    def _start_call(self, call: _Call, out: list[Event]) -> None:
+        call.index = self._next_index
+        self._next_index += 1
+        out.append(BlockStart(call.index, "tool-call"))
+        out.append(ToolCallDelta(call.index, call.id, "".join(call.parts), call.name or ""))
+
+    def _merge_usage(self, frame: Any) -> None:
+        if not isinstance(frame, Mapping):
+            raise _bad_field("usage", frame)
+        usage = self._usage
+        for key in _USAGE_KEYS:
+            number = _as_int(frame.get(key))
+            if number is not None:
+                usage[key] = number
+
+    def _chunk_error(self, value: Any) -> LlmError:
+        if isinstance(value, str):
+            return LlmError(value, ErrorCode.SERVER, provider=self._provider, adapter=self._adapter)
+        if not isinstance(value, Mapping):
+            raise _bad_field("error", value)
+        message = str(value.get("message") or "the provider reported an error in the stream")
+        status = _as_int(value.get("status"))
+        raw = value.get("code") or value.get("type")
+        provider_code = str(raw) if raw is not None else None
+        if provider_code and provider_code.upper() in _KNOWN_CODES:
+            code: str = provider_code.upper()
+        elif provider_code and provider_code.lower() in _PROVIDER_CODES:
+            code = _PROVIDER_CODES[provider_code.lower()]
+        elif status is not None:
+            code = code_for_status(status, message)
+        elif provider_code:
+            code = provider_code.upper()
+        else:
+            code = ErrorCode.SERVER
+        return LlmError(
+            message,
+            code,
+            status=status,
+            provider=self._provider,
+            adapter=self._adapter,
+            details={"provider_code": provider_code} if provider_code else None,
+        )
+
+    # -- finishing ----------------------------------------------------------------------------
+
+    def finish(self, error: LlmError | None = None) -> list[Event]:
+        """Close every block (content kept), then emit ``usage`` (if any) and ``finish``.
+
+        ``error`` (e.g. a transport failure) takes precedence over what the stream said.
+        A second call returns no events.
+        """
+        if self._finished:
+            return []
+        self._finished = True
+        out: list[Event] = []
+        for call in self._calls:  # a call that never got a name still gets its block
+            if call.index < 0:
+                self._start_call(call, out)
+        ends: list[tuple[int, Block]] = []
+        if self._text_index >= 0:
+            ends.append((self._text_index, TextBlock("".join(self._text_parts))))
+        if self._reasoning_index >= 0:
+            ends.append((self._reasoning_index, ReasoningBlock("".join(self._reasoning_parts))))
+        tool_blocks = [ToolCallBlock(c.id, c.name or "", "".join(c.parts)) for c in self._calls]
+        ends.extend((c.index, b) for c, b in zip(self._calls, tool_blocks, strict=True))
+        ends.sort(key=lambda pair: pair[0])
+        out.extend(BlockEnd(index, block) for index, block in ends)
+        usage = self._token_usage()
+        if usage is not None:
+            out.append(Usage(usage))
+        out.append(Finish(self._finish_reason_for(error, bool(ends), tool_blocks)))
+        return out
+
+    def _token_usage(self) -> TokenUsage | None:
+        u = self._usage
+        if not u:
+            return None
+        prompt = u.get("prompt", 0)
+        completion = u.get("completion")
+        if completion is None:
+            total = u.get("total")
+            completion = max(total - prompt, 0) if total is not None else 0
+        return TokenUsage(
+            prompt, completion, u.get("cache_read"), u.get("cache_write"), u.get("reasoning_tokens")
+        )
+
+    def _fail(self, message: str, code: str) -> LlmError:
+        return LlmError(message, code, provider=self._provider, adapter=self._adapter)
+
+    def _finish_reason_for(
+        self, error: LlmError | None, any_block: bool, tool_blocks: list[ToolCallBlock]
+    ) -> FinishReason:
+        err = error or self._error
+        if err is not None:
+            return Finish.error(err).reason
+        if not self._end_seen:
+            return FinishReason(
+                "error",
+                self._fail(
+                    "the stream ended without its end marker (connection closed early); "
+                    "the partial answer is kept",
+                    ErrorCode.STREAM_CLOSED,
+                ),
+            )
+        raw = self._finish_reason
+        kind: FinishKind | None = None
+        if raw is not None:
+            kind = FINISH_KINDS.get(raw) or FINISH_KINDS.get(raw.lower())
+            if kind is None:
+                code = "".join(ch if ch.isalnum() else "_" for ch in raw.upper())
+                return FinishReason(
+                    "error", self._fail(f"the model stopped with finish reason {raw!r}", code)
+                )
+        if not any_block:
+            return FinishReason(
+                "error", self._fail("the model returned no content", ErrorCode.EMPTY_RESPONSE)
+            )
+        if tool_blocks and kind in (None, "stop"):
+            return FinishReason("tool-calls")
+        if kind == "max-tokens":
+            for block in tool_blocks:
+                if not _complete_json_object(block.arguments):
+                    return FinishReason(
+                        "max-tokens",
+                        self._fail(
+                            f"the arguments of tool call {block.name} ({block.id}) were cut off by "
+                            f"max_tokens after {len(block.arguments)} characters; the raw text is "
+                            "kept in the block. Raise max_tokens and retry.",
+                            ErrorCode.MALFORMED_RESPONSE,
+                        ),
+                    )
+        return FinishReason(kind or "stop")
+
+
+def _complete_json_object(text: str) -> bool:
+    if not text.strip():
+        return True  # a no-argument tool
+    try:
+        return isinstance(json.loads(text), dict)
+    except ValueError:
+        return False
+
+
+# --------------------------------------------------------------------------------------------
+# Non-stream responses
+
+
+def map_response(
+    resp: Mapping[str, Any], provider: str | None = None, adapter: str | None = None
+) -> list[Event]:
+    """The events of a unified non-stream response (``transform_response``'s output).
+
+    ``{content, reasoning_content?, finish_reason?, token_usage?, tool_calls?: [{id, type, name,
+    arguments}], error?}``; each listed tool call is a separate call, even without ids.
+    """
+    mapper = ChunkMapper(provider, adapter)
+    chunk: dict[str, Any] = {
+        "content": resp.get("content"),
+        "reasoning_content": resp.get("reasoning_content"),
+        "usage": resp.get("token_usage") or resp.get("usage"),
+        "finish_reason": resp.get("finish_reason"),
+        "error": resp.get("error"),
+        "done": True,
+    }
+    calls = resp.get("tool_calls")
+    if calls:
+        if not isinstance(calls, list):
+            raise _bad_field("tool_calls", calls)
+        entries: list[Any] = []
+        for position, call in enumerate(calls):
+            if (
+                isinstance(call, Mapping)
+                and call.get("index") is None
+                and call.get("stream_index") is None
+            ):
+                call = {**call, "stream_index": position}
+            entries.append(call)
+        chunk["tool_calls"] = entries
+    events = mapper.feed(chunk)
+    events.extend(mapper.finish())
+    return events

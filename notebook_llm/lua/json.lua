@@ -1,0 +1,327 @@
+-- JSON codec of the notebook_llm Lua sandbox (Lua 5.4). Loaded by runtime.py as a trusted chunk
+-- BEFORE any adapter code runs; every library function it uses is captured in a local here, so a
+-- script that later replaces string.find & co cannot change how JSON is read or written.
+--
+-- Semantics (see the module docstring of notebook_llm/lua/runtime.py for the rationale):
+--   * null decodes to the sentinel json.null and json.null encodes to null; nulls inside arrays
+--     keep their positions.
+--   * decoded arrays / objects carry a marker metatable, so [] re-encodes as [] and {} as {}.
+--     json.array(t) / json.object(t) mark tables built by a script.
+--   * an UNMARKED table encodes as an array when its keys are exactly 1..n (n >= 1), as an object
+--     when all keys are strings, and an unmarked EMPTY table encodes as {} (like the reference
+--     kernel). Mixed keys, sparse arrays and non-string keys raise an error instead of losing data.
+--   * integers stay integers (Lua 5.4 integer subtype, 2^53+1 is exact); floats stay floats
+--     (1.0 encodes as 1.0, 1e300 as 1e+300). NaN and infinities cannot be encoded.
+--   * json.decode raises an error (with the byte position) on invalid input.
+-- Measured in bench/bench_lua_json.py; this pure-Lua codec is the one used (faster than a bridge
+-- to Python's json module because building Lua tables from Python costs a bridge call each).
+
+local getmetatable = ... -- the raw debug.getmetatable, passed by runtime.py (ignores __metatable)
+local type, next, rawlen, rawget, setmetatable, error, tostring, tonumber =
+  type, next, rawlen, rawget, setmetatable, error, tostring, tonumber
+local math_type, huge = math.type, math.huge
+local byte, char, find, format, gsub, sub = string.byte, string.char, string.find, string.format,
+  string.gsub, string.sub
+local concat = table.concat
+local utf8_char = utf8.char
+
+local json = {}
+
+local null = setmetatable({}, {
+  __name = "json.null",
+  __tostring = function() return "null" end,
+  __newindex = function() error("json.null is read-only", 2) end,
+  __metatable = "json.null",
+})
+local array_mt = { __name = "json.array" }
+local object_mt = { __name = "json.object" }
+json.null = null
+
+--- Mark t (default: a new table) as a JSON array; returns t.
+function json.array(t)
+  return setmetatable(t or {}, array_mt)
+end
+
+--- Mark t (default: a new table) as a JSON object; returns t.
+function json.object(t)
+  return setmetatable(t or {}, object_mt)
+end
+
+function json.is_array(t)
+  return type(t) == "table" and getmetatable(t) == array_mt
+end
+
+function json.is_object(t)
+  return type(t) == "table" and getmetatable(t) == object_mt
+end
+
+-------------------------------------------------------------------------------- encode
+
+local escapes = {
+  ['"'] = '\\"', ["\\"] = "\\\\", ["\b"] = "\\b", ["\f"] = "\\f",
+  ["\n"] = "\\n", ["\r"] = "\\r", ["\t"] = "\\t", ["\127"] = "\\u007f",
+}
+for i = 0, 31 do
+  local c = char(i)
+  if not escapes[c] then escapes[c] = format("\\u%04x", i) end
+end
+
+local function encode_number(x)
+  if math_type(x) == "integer" then return format("%d", x) end
+  if x ~= x or x == huge or x == -huge then
+    error("json.encode: cannot encode " .. tostring(x) .. " (NaN/infinity)", 0)
+  end
+  local s = format("%.14g", x)
+  if tonumber(s) ~= x then s = format("%.17g", x) end
+  if not find(s, "[.eEn]") then s = s .. ".0" end -- keep floats floats: 1.0 -> "1.0"
+  return s
+end
+
+local encode_value -- forward
+
+local function encode_table(t, buf, n, depth)
+  if depth > 256 then error("json.encode: nested too deeply (or a reference cycle)", 0) end
+  local mt = getmetatable(t)
+  local kind
+  if mt == array_mt then
+    kind = "array"
+  elseif mt == object_mt then
+    kind = "object"
+  else
+    local len = rawlen(t)
+    if len > 0 then
+      local count = 0
+      for _ in next, t do count = count + 1 end
+      if count ~= len then
+        error("json.encode: table mixes array items and other keys (or is a sparse array);"
+          .. " use json.array/json.object and json.null for holes", 0)
+      end
+      kind = "array"
+    else
+      kind = "object"
+    end
+  end
+  if kind == "array" then
+    local len = rawlen(t)
+    if len == 0 then
+      n = n + 1; buf[n] = "[]"
+      return n
+    end
+    n = n + 1; buf[n] = "["
+    for i = 1, len do
+      if i > 1 then n = n + 1; buf[n] = "," end
+      n = encode_value(rawget(t, i), buf, n, depth)
+    end
+    n = n + 1; buf[n] = "]"
+    return n
+  end
+  local first = true
+  n = n + 1; buf[n] = "{"
+  for k, v in next, t do
+    local kt = type(k)
+    if kt == "number" then
+      if mt ~= object_mt then
+        error("json.encode: table has a numeric key " .. tostring(k) .. " but is not an array"
+          .. " (sparse array or mixed keys); use json.object to encode numeric keys as strings", 0)
+      end
+      k = encode_number(k)
+    elseif kt ~= "string" then
+      error("json.encode: cannot use a " .. kt .. " as an object key", 0)
+    end
+    if first then first = false else n = n + 1; buf[n] = "," end
+    if find(k, '[%c"\\]') then k = gsub(k, '[%c"\\]', escapes) end
+    n = n + 1; buf[n] = '"'
+    n = n + 1; buf[n] = k
+    n = n + 1; buf[n] = '":'
+    n = encode_value(v, buf, n, depth)
+  end
+  n = n + 1; buf[n] = "}"
+  return n
+end
+
+encode_value = function(v, buf, n, depth)
+  local vt = type(v)
+  if vt == "string" then
+    if find(v, '[%c"\\]') then v = gsub(v, '[%c"\\]', escapes) end
+    n = n + 1; buf[n] = '"'
+    n = n + 1; buf[n] = v
+    n = n + 1; buf[n] = '"'
+    return n
+  elseif vt == "table" then
+    if v == null then
+      n = n + 1; buf[n] = "null"
+      return n
+    end
+    return encode_table(v, buf, n, depth + 1)
+  elseif vt == "number" then
+    n = n + 1; buf[n] = encode_number(v)
+    return n
+  elseif vt == "boolean" then
+    n = n + 1; buf[n] = v and "true" or "false"
+    return n
+  elseif vt == "nil" then
+    n = n + 1; buf[n] = "null"
+    return n
+  end
+  error("json.encode: cannot encode a value of type " .. vt, 0)
+end
+
+--- Encode a Lua value as a JSON text. Raises an error for values JSON cannot represent.
+function json.encode(v)
+  local vt = type(v)
+  if vt == "string" then
+    if find(v, '[%c"\\]') then v = gsub(v, '[%c"\\]', escapes) end
+    return '"' .. v .. '"'
+  end
+  local buf = {}
+  local n = encode_value(v, buf, 0, 0)
+  return concat(buf, "", 1, n)
+end
+
+-------------------------------------------------------------------------------- decode
+
+local function decode_error(s, i, what)
+  if i > #s then
+    error(format("json.decode: %s at end of input (byte %d)", what, i), 0)
+  end
+  error(format("json.decode: %s at byte %d near %q", what, i, sub(s, i, i + 10)), 0)
+end
+
+local unescape = {
+  [34] = '"', [92] = "\\", [47] = "/", [98] = "\b", [102] = "\f", [110] = "\n", [114] = "\r",
+  [116] = "\t",
+}
+
+local function hex4(s, i)
+  local h = sub(s, i, i + 3)
+  if #h ~= 4 or find(h, "[^%x]") then decode_error(s, i, "invalid \\u escape") end
+  return tonumber(h, 16)
+end
+
+-- Slow path of a string that contains escapes. i is the byte after the opening quote.
+local function decode_escaped(s, i)
+  local parts, np = {}, 0
+  while true do
+    local j = find(s, '["\\%z\1-\31]', i)
+    if not j then decode_error(s, #s + 1, "unterminated string") end
+    local c = byte(s, j)
+    if c < 32 then decode_error(s, j, "control character in string") end
+    if j > i then np = np + 1; parts[np] = sub(s, i, j - 1) end
+    if c == 34 then return concat(parts, "", 1, np), j + 1 end
+    local e = byte(s, j + 1)
+    if e == 117 then -- \uXXXX
+      local cp = hex4(s, j + 2)
+      i = j + 6
+      if cp >= 0xD800 and cp <= 0xDBFF then
+        if sub(s, i, i + 1) == "\\u" then
+          local lo = hex4(s, i + 2)
+          if lo >= 0xDC00 and lo <= 0xDFFF then
+            cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00)
+            i = i + 6
+          else
+            cp = 0xFFFD
+          end
+        else
+          cp = 0xFFFD
+        end
+      elseif cp >= 0xDC00 and cp <= 0xDFFF then
+        cp = 0xFFFD -- a lone low surrogate cannot be written as UTF-8
+      end
+      np = np + 1; parts[np] = utf8_char(cp)
+    else
+      local u = unescape[e]
+      if not u then decode_error(s, j, "invalid escape") end
+      np = np + 1; parts[np] = u
+      i = j + 2
+    end
+  end
+end
+
+local decode_value -- forward
+
+local function decode_array(s, i, depth)
+  local t, n = setmetatable({}, array_mt), 0
+  local _, e = find(s, "^[ \t\r\n]*%]", i)
+  if e then return t, e + 1 end
+  while true do
+    local v, c
+    v, i = decode_value(s, i, depth)
+    n = n + 1; t[n] = v
+    _, e, c = find(s, "^[ \t\r\n]*([,%]])", i)
+    if not e then decode_error(s, find(s, "[^ \t\r\n]", i) or #s + 1, "expected ',' or ']'") end
+    if c == "]" then return t, e + 1 end
+    i = e + 1
+  end
+end
+
+local function decode_object(s, i, depth)
+  local t = setmetatable({}, object_mt)
+  local _, e = find(s, "^[ \t\r\n]*}", i)
+  if e then return t, e + 1 end
+  while true do
+    local k, v, c
+    _, e, k = find(s, '^[ \t\r\n]*"([^"\\%c]*)"[ \t\r\n]*:', i)
+    if e then
+      i = e + 1
+    else -- a key with escapes, or an error
+      i = find(s, "[^ \t\r\n]", i)
+      if not i or byte(s, i) ~= 34 then decode_error(s, i or #s + 1, "expected a string key") end
+      k, i = decode_escaped(s, i + 1)
+      i = find(s, "[^ \t\r\n]", i)
+      if not i or byte(s, i) ~= 58 then decode_error(s, i or #s + 1, "expected ':'") end
+      i = i + 1
+    end
+    v, i = decode_value(s, i, depth)
+    t[k] = v
+    _, e, c = find(s, "^[ \t\r\n]*([,}])", i)
+    if not e then decode_error(s, find(s, "[^ \t\r\n]", i) or #s + 1, "expected ',' or '}'") end
+    if c == "}" then return t, e + 1 end
+    i = e + 1
+  end
+end
+
+decode_value = function(s, i, depth)
+  local c = byte(s, i)
+  if c == 32 or c == 10 or c == 13 or c == 9 then
+    i = find(s, "[^ \t\r\n]", i)
+    c = i and byte(s, i)
+  end
+  if c == 34 then -- string; fast path when it has no escapes
+    local _, e, v = find(s, '^"([^"\\%c]*)"', i)
+    if e then return v, e + 1 end
+    return decode_escaped(s, i + 1)
+  elseif c == 123 then
+    if depth >= 256 then decode_error(s, i, "nested too deeply") end
+    return decode_object(s, i + 1, depth + 1)
+  elseif c == 91 then
+    if depth >= 256 then decode_error(s, i, "nested too deeply") end
+    return decode_array(s, i + 1, depth + 1)
+  elseif c == 45 or (c and c >= 48 and c <= 57) then
+    local _, e, num = find(s, "^(-?%d+%.?%d*[eE]?[-+]?%d*)", i)
+    local v = e and tonumber(num)
+    if not v then decode_error(s, i, "invalid number") end
+    return v, e + 1
+  elseif c == 116 then
+    if sub(s, i, i + 3) == "true" then return true, i + 4 end
+  elseif c == 102 then
+    if sub(s, i, i + 4) == "false" then return false, i + 5 end
+  elseif c == 110 then
+    if sub(s, i, i + 3) == "null" then return null, i + 4 end
+  elseif not c then
+    decode_error(s, #s + 1, "unexpected end of input")
+  end
+  decode_error(s, i, "unexpected character")
+end
+
+--- Decode a JSON text. Raises an error with the byte position on invalid input.
+function json.decode(s)
+  if type(s) ~= "string" then
+    error("json.decode: expected a string, got " .. type(s), 0)
+  end
+  local v, i = decode_value(s, 1, 0)
+  i = find(s, "[^ \t\r\n]", i)
+  if i then decode_error(s, i, "trailing data") end
+  return v
+end
+
+return json

@@ -1,0 +1,352 @@
+-- Trusted setup chunk of the notebook_llm Lua sandbox (Lua 5.4). runtime.py runs it once per Lua
+-- state, after json.lua and BEFORE any adapter code. It captures every privileged function it
+-- needs (debug.sethook, debug.getinfo, string.dump, load, ...) in locals, builds the sandbox
+-- environment the adapter runs in, strips the real globals, and returns the entry points Python
+-- uses. The Python callables in `cfg` only ever live in upvalues of the closures below: adapter
+-- code cannot reach them (no debug library), and they only take and return strings/numbers.
+local cfg = ...
+local json = cfg.json
+local interval = cfg.interval
+local max_depth = cfg.max_depth
+local DEPTH_MSG = "stack overflow (more than " .. max_depth .. " nested calls)"
+local py_check, py_log, py_http_get, py_http_post = cfg.check, cfg.log, cfg.http_get, cfg.http_post
+local py_hmac, py_sha256, py_b64 = cfg.hmac_sha256_hex, cfg.sha256_hex, cfg.base64_encode
+
+local debug_sethook, debug_getinfo, debug_traceback = debug.sethook, debug.getinfo, debug.traceback
+local co_create, co_running, co_resume, co_close = coroutine.create, coroutine.running,
+  coroutine.resume, coroutine.close
+local xpcall, pcall, error, type, tostring, load, setmetatable, getmetatable, select, next =
+  xpcall, pcall, error, type, tostring, load, setmetatable, getmetatable, select, next
+local pairs, ipairs = pairs, ipairs
+local pack, unpack = table.pack, table.unpack
+local byte, format, gsub, sub = string.byte, string.format, string.gsub, string.sub
+local utf8_len = utf8.len
+local raw_collectgarbage = collectgarbage
+
+local TIMEOUT = "notebook_llm: the adapter exceeded its CPU time budget"
+local NOMEM = "not enough memory"
+
+-------------------------------------------------------------------------------- CPU budget hook
+-- A count hook runs every `interval` VM instructions and asks Python whether this call's budget
+-- (per-thread CPU time, excluding time spent in http_get/http_post) is used up. Once it is, the
+-- hook switches to firing on EVERY instruction of the thread it runs in and raises each time, so a
+-- script that catches the error with pcall and keeps looping still stops at its next instruction.
+-- Hooks are per coroutine in Lua 5.4, so coroutine.create/wrap below install it on each new one.
+local timed_out = false
+local hot = setmetatable({}, { __mode = "k" })
+local handler, run -- forward: exempt from the hook once over budget (they report the timeout)
+
+local hook
+hook = function()
+  if timed_out or py_check() then
+    timed_out = true
+    local f = debug_getinfo(2, "f")
+    if f and (f.func == handler or f.func == run) then return end
+    local co = co_running()
+    if not hot[co] then hot[co] = true; debug_sethook(co, hook, "", 1) end
+    error(TIMEOUT, 0)
+  end
+  local co = co_running()
+  if hot[co] then hot[co] = nil; debug_sethook(co, hook, "", interval) end
+  -- Deep recursion: stop it before the stack's growth hits the memory cap (Lua's own
+  -- "stack overflow" comes at 1e6 slots, later than 64 MiB of frames).
+  if debug_getinfo(max_depth, "l") then error(DEPTH_MSG, 2) end
+end
+
+-------------------------------------------------------------------------------- sandbox env
+local env = {}
+local function deny(what)
+  return function() error(what .. " is not available in the notebook_llm sandbox", 2) end
+end
+
+local function sb_create(f)
+  local co = co_create(f)
+  debug_sethook(co, hook, "", interval)
+  return co
+end
+
+local function sb_wrap(f)
+  local co = sb_create(f)
+  return function(...)
+    local r = pack(co_resume(co, ...))
+    if r[1] then return unpack(r, 2, r.n) end
+    co_close(co)
+    error(r[2], 0)
+  end
+end
+
+local function sb_load(chunk, chunkname, mode, fenv)
+  if type(chunk) ~= "string" then
+    return nil, "load: only source text strings can be loaded in the sandbox"
+  end
+  if byte(chunk, 1) == 27 then return nil, "load: binary chunks are not allowed in the sandbox" end
+  if mode ~= nil and mode ~= "t" and mode ~= "bt" then
+    return nil, "load: only text mode is allowed in the sandbox"
+  end
+  return load(chunk, chunkname, "t", fenv or env)
+end
+
+-- xpcall: Lua calls a message handler at the error point, and for an error raised by the count
+-- hook that is still inside the hook, where hooks are off: a looping handler would never be
+-- stopped. So the script's handler runs after the stack has unwound, under the budget (without
+-- the debug library a script cannot tell the difference).
+local function sb_xpcall(f, msgh, ...)
+  local r = pack(pcall(f, ...))
+  if r[1] then return unpack(r, 1, r.n) end
+  local ok, v = pcall(msgh, r[2])
+  if ok then return false, v end
+  return false, v
+end
+
+-- setmetatable: no __gc. Finalizers run with hooks off (a looping __gc would hang the process).
+local raw_setmetatable, rawget = setmetatable, rawget
+local function sb_setmetatable(t, mt)
+  if type(mt) == "table" and rawget(mt, "__gc") ~= nil then
+    error("__gc metamethods are not allowed in the sandbox", 2)
+  end
+  return raw_setmetatable(t, mt)
+end
+
+local gc_allowed = { count = true, collect = true, step = true, isrunning = true }
+local function sb_collectgarbage(opt, ...)
+  opt = opt or "collect"
+  if not gc_allowed[opt] then
+    error("collectgarbage('" .. tostring(opt) .. "') is not allowed in the sandbox", 2)
+  end
+  return raw_collectgarbage(opt, ...)
+end
+
+local function text(what, s)
+  if type(s) == "number" then s = tostring(s) end
+  if type(s) ~= "string" then error(what .. " expected a string, got " .. type(s), 3) end
+  if not utf8_len(s) then error(what .. " expected UTF-8 text", 3) end
+  return s
+end
+
+local hexmap = {}
+for i = 0, 255 do hexmap[string.char(i)] = format("%02x", i) end
+local function tohex(s)
+  if type(s) ~= "string" then error("tohex expected a string, got " .. type(s), 2) end
+  return (gsub(s, ".", hexmap))
+end
+
+local function sb_log(level, msg, ...)
+  if msg == nil and select("#", ...) == 0 then level, msg = "info", level end
+  level, msg = tostring(level), tostring(msg)
+  if not utf8_len(msg) then msg = gsub(msg, "[\128-\255]", "?") end
+  if not utf8_len(level) then level = "info" end
+  py_log(level, msg)
+end
+
+local function sb_print(...)
+  local n = select("#", ...)
+  local parts = {}
+  for i = 1, n do parts[i] = tostring((select(i, ...))) end
+  sb_log("info", table.concat(parts, "\t"))
+end
+
+for _, k in ipairs({ "assert", "error", "ipairs", "next", "pairs", "pcall", "rawequal", "rawget",
+  "rawlen", "rawset", "select", "setmetatable", "getmetatable", "tonumber", "tostring", "type",
+  "xpcall", "_VERSION" }) do
+  env[k] = _G[k]
+end
+env.print = sb_print
+env.xpcall = sb_xpcall
+env.setmetatable = sb_setmetatable
+env.load = sb_load
+env.loadstring = sb_load -- Lua 5.1 / gopher-lua compatibility
+env.unpack = unpack -- Lua 5.1 compatibility
+env.collectgarbage = sb_collectgarbage
+env.dofile, env.loadfile, env.require = deny("dofile"), deny("loadfile"), deny("require")
+env.coroutine = {
+  create = sb_create, wrap = sb_wrap, resume = co_resume, yield = coroutine.yield,
+  status = coroutine.status, running = co_running, isyieldable = coroutine.isyieldable,
+  close = co_close,
+}
+string.dump = nil -- the real table is the one strings index; no bytecode can be produced
+env.string = string
+table.getn = function(t) return #t end
+table.maxn = table.maxn or function(t)
+  local m = 0
+  for k in next, t do if type(k) == "number" and k > m then m = k end end
+  return m
+end
+env.table = table
+math.pow = math.pow or function(a, b) return a ^ b end
+math.mod = math.mod or math.fmod
+env.math = math
+env.utf8 = utf8
+env.os = { time = os.time, date = os.date, clock = os.clock, difftime = os.difftime }
+env.json = json
+env.log = sb_log
+env.http_get = function(url) return py_http_get(text("http_get", url)) end
+env.http_post = function(url, body)
+  return py_http_post(text("http_post", url), text("http_post", body == nil and "" or body))
+end
+env.hmac_sha256_hex = function(key, msg)
+  return py_hmac(tohex(text("hmac_sha256_hex", key)), tohex(text("hmac_sha256_hex", msg)))
+end
+env.sha256_hex = function(s) return py_sha256(tohex(text("sha256_hex", s))) end
+env.base64_encode = function(s)
+  if type(s) ~= "string" then error("base64_encode expected a string, got " .. type(s), 2) end
+  return py_b64(tohex(s))
+end
+env.tohex = tohex
+env._G = env
+
+-- The real string metatable: `getmetatable("")` returns a harmless copy, and it cannot be replaced
+-- (setmetatable only accepts tables; debug.setmetatable is gone).
+getmetatable("").__metatable = { __index = string }
+
+-------------------------------------------------------------------------------- calls
+local adapter
+local chunk_source
+local MARK = {}
+
+local function describe(e)
+  local t = type(e)
+  if t == "string" then return e end
+  if t == "table" then
+    local ok, s = pcall(json.encode, e)
+    if ok then return "error object is a table: " .. sub(s, 1, 500) end
+    local ok2, s2 = pcall(tostring, e)
+    return "error object is a table" .. (ok2 and type(s2) == "string" and (": " .. s2) or "")
+  end
+  if t == "nil" then return "error(nil) was raised" end
+  return "error object is a " .. t .. ": " .. tostring(e)
+end
+
+handler = function(e)
+  local line
+  for level = 2, 200 do
+    local info = debug_getinfo(level, "Sl")
+    if not info then break end
+    if info.source == chunk_source and info.currentline and info.currentline > 0 then
+      line = info.currentline
+      break
+    end
+  end
+  local kind = "error"
+  if timed_out or e == TIMEOUT then
+    kind = "timeout"
+  elseif e == NOMEM then
+    kind = "memory"
+  end
+  local ok, msg = pcall(describe, e)
+  if not ok then msg = "(unprintable error object)" end
+  return { [MARK] = true, kind = kind, msg = msg, line = line, tb = debug_traceback(nil, 2) }
+end
+
+-- Run fn(...) under the budget. Returns status, value, line, traceback where status is
+-- "ok" | "timeout" | "memory" | "error" (value is the first result, or the message).
+run = function(fn, ...)
+  timed_out = false
+  debug_sethook(hook, "", interval)
+  local r = pack(xpcall(fn, handler, ...))
+  if timed_out then
+    debug_sethook() -- this thread stops checking; the next run() installs the hook again
+    hot[co_running()] = nil
+    local e = r[2]
+    local line = (not r[1] and type(e) == "table" and e[MARK]) and e.line or nil
+    return "timeout", TIMEOUT, line, nil
+  end
+  if r[1] then return "ok", r[2], nil, nil end
+  local e = r[2]
+  if type(e) == "table" and e[MARK] then return e.kind, e.msg, e.line, e.tb end
+  if e == NOMEM then return "memory", NOMEM, nil, nil end
+  return "error", tostring(e), nil, nil -- "error in error handling", C stack overflow, ...
+end
+
+local function convert(status, v, line, tb)
+  if status ~= "ok" then return status, v, line, tb end
+  local t = type(v)
+  if t == "string" then
+    if not utf8_len(v) then return "error", "returned a string that is not valid UTF-8" end
+    return "ok", v
+  elseif t == "table" then
+    if v == json.null then return "ok", nil end
+    local ok, s = pcall(json.encode, v)
+    if ok then return "json", s end
+    return "error", "returned a table that cannot be converted to JSON: " .. tostring(s)
+  elseif t == "number" or t == "boolean" or t == "nil" then
+    return "ok", v
+  end
+  return "error", "returned a " .. t .. " value, which cannot be passed to Python"
+end
+
+local entry = {}
+
+--- Load and run the adapter chunk (bytecode made by runtime.py from the script's source).
+function entry.load(code, chunkname)
+  local fn, err = load(code, chunkname, "bt", env)
+  if not fn then return "syntax", err end
+  chunk_source = debug_getinfo(fn, "S").source
+  local status, v, line, tb = run(fn)
+  if status ~= "ok" then return status, v, line, tb end
+  if type(v) ~= "table" then
+    return "invalid", "the script must return a table (the adapter), it returned a " .. type(v)
+  end
+  adapter = v
+  return "ok"
+end
+
+local function call_hook(name, ...)
+  local fn = adapter[name]
+  if type(fn) ~= "function" then error("the adapter has no function '" .. name .. "'", 0) end
+  return fn(...)
+end
+
+--- Call adapter[name](...) under the budget; returns status, value, line, traceback.
+function entry.call(name, ...)
+  return convert(run(call_hook, name, ...))
+end
+
+local function field(name)
+  local v = adapter[name]
+  if v == nil or v == json.null then return nil end
+  return v
+end
+
+--- The adapter's metadata as a JSON string (name, version, endpoint, headers, hooks).
+function entry.meta()
+  local function get()
+    local hooks = {}
+    for _, h in ipairs({ "build_headers", "transform_request", "transform_response",
+      "transform_stream_chunk" }) do
+      if type(adapter[h]) == "function" then hooks[#hooks + 1] = h end
+    end
+    local headers = field("headers")
+    if headers ~= nil and type(headers) ~= "table" then error("'headers' must be a table", 0) end
+    local h = json.object()
+    for k, v in pairs(headers or {}) do h[tostring(k)] = tostring(v) end
+    -- every other top-level string/number/boolean field too (stream_endpoint, stream_format, ...)
+    local extra = json.object()
+    for k, v in pairs(adapter) do
+      local vt = type(v)
+      if type(k) == "string" and (vt == "string" or vt == "number" or vt == "boolean") then
+        extra[k] = v
+      end
+    end
+    return json.encode(json.object({
+      name = field("name"), version = field("version"), endpoint = field("endpoint"),
+      headers = h, hooks = json.array(hooks), extra = extra,
+    }))
+  end
+  return convert(run(get))
+end
+
+--- Whether adapter[name] is a function.
+function entry.has(name)
+  return convert(run(function() return type(adapter[name]) == "function" end))
+end
+
+--- Decode trusted JSON (call arguments built by Python) into marked tables.
+entry.decode = json.decode
+
+-- Strip the real globals: nothing below is reachable from the sandbox env anyway, but lupa's
+-- `python` table and the debug/io/os/package libraries must not survive in the state either.
+for _, k in ipairs({ "python", "debug", "io", "os", "package", "require", "dofile", "loadfile",
+  "load", "collectgarbage" }) do
+  _G[k] = nil
+end
+return entry

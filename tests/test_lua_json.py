@@ -1,0 +1,179 @@
+"""JSON semantics of the Lua sandbox codec (json.encode/json.decode/json.null)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from notebook_llm.errors import ErrorCode, LlmError
+from notebook_llm.lua.runtime import LuaSandbox
+
+SCRIPT = """
+local M = {name = "j"}
+function M.rt(s) return json.encode(json.decode(s)) end
+function M.run(code) return assert(load(code))() end
+function M.enc_json(s) return json.encode(json.decode(s)) end
+function M.echo(x) return x end
+return M
+"""
+
+
+@pytest.fixture(scope="module")
+def sb() -> LuaSandbox:
+    return LuaSandbox(SCRIPT, name="j")
+
+
+def rt(sb: LuaSandbox, text: str) -> str:
+    out = sb.call("rt", text)
+    assert isinstance(out, str)
+    return out
+
+
+def run(sb: LuaSandbox, code: str) -> Any:
+    return sb.call("run", code)
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        {"a": [], "b": {}, "c": [None, 1, None], "d": None},
+        [[], {}, [[]], [{}]],
+        {"n": 9007199254740993, "neg": -9007199254740993, "f": 1.5, "big": 1e300, "one": 1.0},
+        {"s": "héllo \u00e9 \U0001f600 \u4e2d", "ctl": 'a\nb\tc\u0001\u001f"\\/'},
+        {"nested": {"x": [1, [2, [3, {"y": None}]]]}},
+        [True, False, None, 0, -0.5, 1e-7],
+        "just a string",
+        42,
+    ],
+)
+def test_round_trip(sb: LuaSandbox, value: Any) -> None:
+    text = json.dumps(value, ensure_ascii=False)
+    out = rt(sb, text)
+    back = json.loads(out)
+    assert back == value
+    # types are preserved: ints stay ints, floats stay floats
+    assert json.dumps(back, sort_keys=True) == json.dumps(value, sort_keys=True)
+
+
+def test_integers_and_floats(sb: LuaSandbox) -> None:
+    assert rt(sb, "9007199254740993") == "9007199254740993"
+    assert rt(sb, "[1.0, 1.5, 1e300, -0.0]") == "[1.0,1.5,1e+300,-0.0]"
+    assert run(sb, "return math.type(json.decode('3'))") == "integer"
+    assert run(sb, "return math.type(json.decode('3.0'))") == "float"
+    assert run(sb, "return json.encode(2^53 + 1)") == "9007199254740992.0"
+    assert run(sb, "return json.encode((1 << 53) + 1)") == "9007199254740993"
+
+
+def test_empty_containers_and_markers(sb: LuaSandbox) -> None:
+    assert rt(sb, '{"required": [], "properties": {}}') in (
+        '{"required":[],"properties":{}}',
+        '{"properties":{},"required":[]}',
+    )
+    assert run(sb, "return json.encode({})") == "{}"  # unmarked empty table -> object
+    assert run(sb, "return json.encode(json.array())") == "[]"
+    assert run(sb, "return json.encode(json.array({}))") == "[]"
+    assert run(sb, "return json.encode(json.object())") == "{}"
+    assert run(sb, "return json.encode({1, 2, 3})") == "[1,2,3]"
+    assert run(sb, "return json.is_array(json.decode('[]'))") is True
+    assert run(sb, "return json.is_object(json.decode('{}'))") is True
+
+
+def test_null_sentinel(sb: LuaSandbox) -> None:
+    assert run(sb, "return json.decode('null') == json.null") is True
+    assert run(sb, "return json.decode('[1,null,3]')[2] == json.null") is True
+    assert run(sb, "return #json.decode('[null,null,3]')") == 3
+    assert run(sb, "return json.encode({a = json.null})") == '{"a":null}'
+    assert run(sb, "return tostring(json.null)") == "null"
+    with pytest.raises(LlmError):
+        run(sb, "json.null.x = 1")
+
+
+def test_unicode_escapes(sb: LuaSandbox) -> None:
+    assert run(sb, r"""return json.decode('"\\u00e9\\ud83d\\ude00\\n"')""") == "é\U0001f600\n"
+    assert run(sb, r"""return json.decode('"\\ud800x"')""") == "\ufffdx"  # lone surrogate
+    assert json.loads(rt(sb, '"caf\\u00e9 \\u4e2d"')) == "café 中"
+    out = run(sb, 'return json.encode("a\\0b\\1c\\127")')
+    assert out == '"a\\u0000b\\u0001c\\u007f"'
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "",
+        "{",
+        "[1,",
+        '{"a" 1}',
+        '{"a":1,}',
+        "[1 2]",
+        "nul",
+        "tru",
+        '"abc',
+        "01x",
+        "1.2.3",
+        "{}x",
+        '"a\nb"',
+        "[-]",
+        '{"a":}',
+        "\\u0000",
+    ],
+)
+def test_decode_invalid_raises(sb: LuaSandbox, bad: str) -> None:
+    with pytest.raises(LlmError) as ei:
+        rt(sb, bad)
+    assert ei.value.code == ErrorCode.ADAPTER_ERROR
+    assert "json.decode" in ei.value.message
+
+
+def test_decode_error_catchable_in_lua(sb: LuaSandbox) -> None:
+    msg = run(sb, "local ok, e = pcall(json.decode, '{bad'); return tostring(ok) .. ' ' .. e")
+    assert msg.startswith("false json.decode:")
+
+
+@pytest.mark.parametrize(
+    ("code", "fragment"),
+    [
+        ("return json.encode({1, 2, x = 3})", "mixes"),
+        ("return json.encode({[1] = 1, [3] = 3})", ""),
+        ("return json.encode({[2] = 'x'})", "numeric key"),
+        ("return json.encode({[true] = 1})", "key"),
+        ("return json.encode({f = print})", "function"),
+        ("return json.encode(0/0)", "NaN"),
+        ("return json.encode(math.huge)", "infinity"),
+        ("local t = {} t.t = t return json.encode(t)", "nested too deeply"),
+    ],
+)
+def test_encode_errors(sb: LuaSandbox, code: str, fragment: str) -> None:
+    with pytest.raises(LlmError) as ei:
+        run(sb, code)
+    assert "json.encode" in ei.value.message
+    assert fragment in ei.value.message
+
+
+def test_object_marked_numeric_keys_become_strings(sb: LuaSandbox) -> None:
+    assert run(sb, "return json.encode(json.object({[1] = 'a'}))") == '{"1":"a"}'
+
+
+def test_deep_nesting_is_an_error(sb: LuaSandbox) -> None:
+    with pytest.raises(LlmError) as ei:
+        rt(sb, "[" * 1000 + "]" * 1000)
+    assert "nested too deeply" in ei.value.message
+
+
+def test_call_conversion_uses_markers(sb: LuaSandbox) -> None:
+    value = {"a": [], "b": {}, "c": [1, None, 2], "d": None, "n": 2**53 + 1, "f": 2.0}
+    assert sb.call("echo", value) == value
+    assert sb.call("echo", [None, []]) == [None, []]
+    assert sb.call("echo", None) is None
+    assert sb.call("echo", "text") == "text"
+    assert sb.call("echo", 7) == 7
+    assert run(sb, "return json.null") is None
+
+
+def test_decode_marks_tables_from_python_args(sb: LuaSandbox) -> None:
+    code = "return function(t) return json.encode(t) end"
+    inner = LuaSandbox(f"local f = (function() {code} end)() return {{f = f}}", name="inner")
+    assert inner.call("f", {"x": []}) == '{"x":[]}'
+    assert inner.call("f", {"x": {}}) == '{"x":{}}'
+    assert inner.call("f", {"x": [None]}) == '{"x":[null]}'

@@ -1,0 +1,497 @@
+"""The Lua sandbox: escapes, limits, error reporting, built-ins, threads."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+from typing import Any
+
+import pytest
+
+from notebook_llm.errors import ErrorCode, LlmError
+from notebook_llm.lua.runtime import LuaLimits, LuaSandbox
+
+FAST = LuaLimits(cpu_seconds=0.2, memory_bytes=32 * 1024 * 1024)
+
+RUNNER = """
+local M = {name = "runner"}
+function M.run(code) return assert(load(code, "=snippet"))() end
+function M.echo(x) return x end
+return M
+"""
+
+
+@pytest.fixture
+def sb() -> LuaSandbox:
+    return LuaSandbox(RUNNER, name="runner", limits=FAST)
+
+
+def run(sb: LuaSandbox, code: str) -> Any:
+    return sb.call("run", code)
+
+
+def raises(sb: LuaSandbox, code: str, expected: str = ErrorCode.ADAPTER_ERROR) -> LlmError:
+    with pytest.raises(LlmError) as ei:
+        run(sb, code)
+    assert ei.value.code == expected, str(ei.value)
+    assert sb.call("echo", "alive") == "alive"  # the sandbox is still usable
+    return ei.value
+
+
+# ---------------------------------------------------------------------------- escapes
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "return os.execute('echo pwned')",
+        "return os.getenv('HOME')",
+        "return os.remove('/tmp/x')",
+        "return io.open('/etc/passwd')",
+        "return require('os')",
+        "return dofile('/etc/passwd')",
+        "return loadfile('/etc/passwd')",
+        "return debug.getregistry()",
+        "return debug.sethook()",
+        "return string.dump(print)",
+        "return ('').dump(print)",
+        "return package.loadlib('libc.so.6', 'system')",
+        "return python.eval('1')",
+        "return python.builtins",
+        "return getmetatable('').__index.dump(print)",
+        "return collectgarbage('stop')",
+        "return collectgarbage('generational')",
+        "return setmetatable('', {})",
+        "return _G.os.execute('x')",
+        "return getfenv(1)",
+    ],
+)
+def test_escape_attempts_fail(sb: LuaSandbox, code: str) -> None:
+    raises(sb, code)
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "return load(string.char(27) .. 'LuaT\\0\\25\\147\\r\\n\\26\\n')",
+        "return load('\\27Lua', 'x', 'b')",
+        "return load(function() return nil end)",
+    ],
+)
+def test_load_bytecode_refused(sb: LuaSandbox, code: str) -> None:
+    assert run(sb, code) is None  # load returns nil, message
+
+
+def test_load_text_uses_sandbox_env(sb: LuaSandbox) -> None:
+    assert run(sb, "return load('return os.execute')()") is None
+    assert run(sb, "return load('return type(json)')()") == "table"
+
+
+def test_string_metatable_is_protected(sb: LuaSandbox) -> None:
+    assert run(sb, "return type(getmetatable('').__index.dump)") == "nil"
+    assert run(sb, "local mt = getmetatable(''); mt.__index = nil; return ('x'):upper()") == "X"
+    assert run(sb, "getmetatable('').__gc = error; return ('abc'):upper()") == "ABC"
+
+
+def test_no_python_object_reachable(sb: LuaSandbox) -> None:
+    names = [
+        "json",
+        "log",
+        "http_get",
+        "http_post",
+        "hmac_sha256_hex",
+        "sha256_hex",
+        "base64_encode",
+        "tohex",
+        "print",
+        "load",
+    ]
+    for n in names:
+        # every exposed built-in is a plain Lua function/table without a metatable
+        assert run(sb, f"return type({n})") in ("function", "table")
+        assert run(sb, f"return getmetatable({n}) == nil") is True
+    # walk every value reachable from the env: no userdata anywhere
+    found = run(
+        sb,
+        """
+        local seen, bad = {}, {}
+        local function walk(v, path)
+          if type(v) == 'userdata' then bad[#bad+1] = path end
+          if type(v) ~= 'table' or seen[v] then return end
+          seen[v] = true
+          for k, x in pairs(v) do walk(x, path .. '.' .. tostring(k)) end
+          local mt = getmetatable(v)
+          if type(mt) == 'table' then walk(mt, path .. '<mt>') end
+        end
+        walk(_G, '_G')
+        walk(getmetatable(''), 'strmt')
+        return table.concat(bad, ',')
+        """,
+    )
+    assert found == ""
+
+
+def test_errors_from_builtins_are_strings(sb: LuaSandbox) -> None:
+    code = """
+    local kinds = {}
+    for _, f in ipairs({function() return http_get({}) end, function() return tohex(nil) end,
+                        function() return hmac_sha256_hex(1, {}) end,
+                        function() return json.decode(5) end,
+                        function() return sha256_hex('\\255') end}) do
+      local ok, e = pcall(f)
+      kinds[#kinds + 1] = type(e)
+    end
+    return table.concat(kinds, ',')
+    """
+    assert run(sb, code) == "string,string,string,string,string"
+
+
+def test_env_vars_unreachable(sb: LuaSandbox) -> None:
+    os.environ["NBLLM_SECRET_TEST"] = "hunter2hunter2"
+    try:
+        assert run(sb, "return os.getenv") is None
+        assert run(sb, "return type(os.time())") == "number"
+    finally:
+        del os.environ["NBLLM_SECRET_TEST"]
+
+
+def test_error_with_table_value(sb: LuaSandbox) -> None:
+    err = raises(sb, "error({code = 42})")
+    assert "error object is a table" in err.message
+    assert '"code":42' in err.message
+    raises(sb, "error()")
+    raises(sb, "error(setmetatable({}, {__tostring = function() while true do end end}))")
+
+
+# ---------------------------------------------------------------------------- limits
+
+
+def test_string_rep_bomb(sb: LuaSandbox) -> None:
+    raises(sb, "return #string.rep('x', 1 << 40)", ErrorCode.ADAPTER_ERROR)
+    raises(sb, "local s = string.rep('x', 1 << 24) return #(s .. s .. s)", ErrorCode.ADAPTER_MEMORY)
+
+
+def test_table_bomb(sb: LuaSandbox) -> None:
+    raises(sb, "local t = {} for i = 1, 1e9 do t[i] = {i} end", ErrorCode.ADAPTER_MEMORY)
+
+
+def test_deep_recursion(sb: LuaSandbox) -> None:
+    err = raises(sb, "local function f() return 1 + f() end return f()")
+    assert "stack overflow" in err.message
+
+
+def test_infinite_loop_times_out(sb: LuaSandbox) -> None:
+    err = raises(sb, "while true do end", ErrorCode.ADAPTER_TIMEOUT)
+    assert err.adapter == "runner"
+    assert err.hook == "run"
+
+
+def test_pcall_cannot_swallow_timeout(sb: LuaSandbox) -> None:
+    raises(
+        sb, "while true do pcall(function() while true do end end) end", ErrorCode.ADAPTER_TIMEOUT
+    )
+    raises(
+        sb,
+        "while true do xpcall(function() while true do end end, function() while true do end end) end",
+        ErrorCode.ADAPTER_TIMEOUT,
+    )
+    # swallowing it once and returning normally still reports the timeout
+    raises(sb, "pcall(function() while true do end end) return 'ok'", ErrorCode.ADAPTER_TIMEOUT)
+
+
+def test_gc_metamethod_refused(sb: LuaSandbox) -> None:
+    err = raises(sb, "setmetatable({}, {__gc = function() while true do end end}) collectgarbage()")
+    assert "__gc" in err.message
+
+
+def test_xpcall_handler_runs_and_is_budgeted(sb: LuaSandbox) -> None:
+    assert (
+        run(sb, "return select(2, xpcall(error, function(e) return 'h:' .. e end, 'x', 0))")
+        == "h:x"
+    )
+    assert run(sb, "return xpcall(function(a, b) return a + b end, print, 1, 2)") is True
+    raises(
+        sb,
+        "return xpcall(function() while true do end end, function() while true do end end)",
+        ErrorCode.ADAPTER_TIMEOUT,
+    )
+
+
+def test_coroutine_loop_times_out(sb: LuaSandbox) -> None:
+    raises(
+        sb,
+        "local co = coroutine.create(function() while true do end end) return coroutine.resume(co)",
+        ErrorCode.ADAPTER_TIMEOUT,
+    )
+    raises(sb, "coroutine.wrap(function() while true do end end)()", ErrorCode.ADAPTER_TIMEOUT)
+    raises(
+        sb,
+        "while true do coroutine.resume(coroutine.create(function() while true do end end)) end",
+        ErrorCode.ADAPTER_TIMEOUT,
+    )
+
+
+def test_coroutines_work(sb: LuaSandbox) -> None:
+    code = """
+    local gen = coroutine.wrap(function() for i = 1, 3 do coroutine.yield(i) end end)
+    return gen() + gen() + gen()
+    """
+    assert run(sb, code) == 6
+
+
+def test_collectgarbage_count_allowed(sb: LuaSandbox) -> None:
+    assert isinstance(run(sb, "return collectgarbage('count')"), float)
+
+
+HOOK_LOOPS = """
+local M = {name = "loops"}
+function M.build_headers(meta) while true do end end
+function M.transform_request(raw) while true do end end
+function M.transform_response(raw) local t = {} while true do t[#t % 10 + 1] = raw end end
+function M.transform_stream_chunk(line) while true do end end
+return M
+"""
+
+
+@pytest.mark.parametrize(
+    ("hook", "arg"),
+    [
+        ("build_headers", {"url": "u", "source": {"name": "x"}}),
+        ("transform_request", "{}"),
+        ("transform_response", "{}"),
+        ("transform_stream_chunk", "{}"),
+    ],
+)
+def test_infinite_loop_in_every_hook(hook: str, arg: Any) -> None:
+    sb = LuaSandbox(HOOK_LOOPS, limits=FAST)
+    with pytest.raises(LlmError) as ei:
+        sb.call(hook, arg)
+    assert ei.value.code == ErrorCode.ADAPTER_TIMEOUT
+    assert ei.value.hook == hook
+    assert ei.value.adapter == "loops"
+    assert ei.value.lua_line is not None
+
+
+def test_infinite_loop_at_top_level() -> None:
+    with pytest.raises(LlmError) as ei:
+        LuaSandbox("while true do end return {}", name="top", limits=FAST)
+    assert ei.value.code == ErrorCode.INVALID_ADAPTER
+    assert ei.value.details["cause"] == ErrorCode.ADAPTER_TIMEOUT
+    assert ei.value.lua_line == 1
+
+
+def test_memory_bomb_at_top_level() -> None:
+    with pytest.raises(LlmError) as ei:
+        LuaSandbox("local t = {} for i = 1, 1e9 do t[i] = i end return {}", limits=FAST)
+    assert ei.value.code == ErrorCode.INVALID_ADAPTER
+    assert ei.value.details["cause"] == ErrorCode.ADAPTER_MEMORY
+
+
+# ---------------------------------------------------------------------------- load / errors
+
+
+def test_syntax_error_is_invalid_adapter_with_line() -> None:
+    with pytest.raises(LlmError) as ei:
+        LuaSandbox("local M = {}\n\nfunction M.x(\nreturn M", name="broken")
+    assert ei.value.code == ErrorCode.INVALID_ADAPTER
+    assert ei.value.lua_line == 4
+    assert ei.value.adapter == "broken"
+    assert "broken:4:" in ei.value.message
+
+
+def test_runtime_error_at_load_and_non_table() -> None:
+    with pytest.raises(LlmError) as ei:
+        LuaSandbox("local x\nlocal y = x.z\nreturn {}", name="rt")
+    assert ei.value.code == ErrorCode.INVALID_ADAPTER
+    assert ei.value.lua_line == 2
+    with pytest.raises(LlmError) as ei:
+        LuaSandbox("return 42", name="num")
+    assert ei.value.code == ErrorCode.INVALID_ADAPTER
+    assert "table" in ei.value.message
+
+
+def test_runtime_error_names_adapter_hook_and_line() -> None:
+    src = 'local M = {name = "acme"}\nfunction M.transform_request(raw)\n  local x\n  return x.y\nend\nreturn M'
+    sb = LuaSandbox(src, name="file")
+    with pytest.raises(LlmError) as ei:
+        sb.call("transform_request", "{}")
+    err = ei.value
+    assert err.code == ErrorCode.ADAPTER_ERROR
+    assert (err.adapter, err.hook, err.lua_line) == ("acme", "transform_request", 4)
+    assert "acme" in err.message
+    assert "transform_request" in err.message
+    assert "line 4" in err.message
+
+
+def test_missing_hook_and_bad_return() -> None:
+    sb = LuaSandbox("return {f = function() return print end, g = function() return '\\255' end}")
+    with pytest.raises(LlmError, match="no function 'nope'"):
+        sb.call("nope")
+    with pytest.raises(LlmError, match="function"):
+        sb.call("f")
+    with pytest.raises(LlmError, match="UTF-8"):
+        sb.call("g")
+
+
+def test_meta_and_hooks() -> None:
+    src = """
+    return {name = "acme", version = "2", headers = {["X-Key"] = "v", N = 5},
+            build_headers = function(meta) return {A = meta.url, S = meta.source.name} end,
+            transform_request = function(raw) return raw end}
+    """
+    sb = LuaSandbox(src, name="given")
+    assert sb.adapter_name == "acme"
+    assert sb.meta() == {
+        "name": "acme",
+        "version": "2",
+        "endpoint": "/chat/completions",
+        "headers": {"X-Key": "v", "N": "5"},
+    }
+    full = LuaSandbox('return {stream_endpoint = "/s/{model}", stream_format = "ndjson", n = 2}')
+    assert full.meta()["stream_endpoint"] == "/s/{model}"
+    assert full.meta()["stream_format"] == "ndjson"
+    assert full.meta()["n"] == 2
+    assert full.meta()["endpoint"] == "/chat/completions"
+    assert sb.has_hook("build_headers")
+    assert sb.has_hook("transform_request")
+    assert not sb.has_hook("transform_stream_chunk")
+    meta = {
+        "url": "https://x/y",
+        "method": "POST",
+        "body": "{}",
+        "api_key": "k",
+        "timestamp": 1,
+        "source": {"name": "s"},
+    }
+    assert sb.call("build_headers", meta) == {"A": "https://x/y", "S": "s"}
+    assert LuaSandbox("return {}", name="plain").adapter_name == "plain"
+    assert sb.clone().call("transform_request", "{}") == "{}"
+
+
+def test_state_is_per_sandbox() -> None:
+    src = "local n = 0 return {inc = function() n = n + 1 return n end}"
+    a, b = LuaSandbox(src), LuaSandbox(src)
+    assert [a.call("inc"), a.call("inc"), b.call("inc")] == [1, 2, 1]
+
+
+# ---------------------------------------------------------------------------- built-ins
+
+
+class FakeHttp:
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, str, str | None]] = []
+
+    def get(self, url: str) -> tuple[int, str]:
+        self.calls.append(("GET", url, None))
+        return 200, '{"ok":true}'
+
+    def post(self, url: str, body: str) -> tuple[int, str]:
+        self.calls.append(("POST", url, body))
+        if "fail" in url:
+            raise ConnectionError("boom")
+        return 201, body
+
+
+def test_http_envelopes() -> None:
+    http = FakeHttp()
+    src = """return {g = function(u) return http_get(u) end,
+                      p = function(u, b) return http_post(u, b) end}"""
+    sb = LuaSandbox(src, http=http)
+    assert json.loads(sb.call("g", "https://a/b")) == {
+        "url": "https://a/b",
+        "status": 200,
+        "body": '{"ok":true}',
+    }
+    assert json.loads(sb.call("p", "https://a/c", "xyz")) == {
+        "url": "https://a/c",
+        "status": 201,
+        "body": "xyz",
+    }
+    assert json.loads(sb.call("p", "https://fail", "x")) == {"url": "https://fail", "error": "boom"}
+    assert http.calls[0] == ("GET", "https://a/b", None)
+
+
+def test_http_time_not_counted() -> None:
+    class SlowHttp(FakeHttp):
+        def get(self, url: str) -> tuple[int, str]:
+            import time
+
+            end = time.thread_time() + 0.3
+            while time.thread_time() < end:  # burns CPU inside the bridge
+                pass
+            return 200, ""
+
+    sb = LuaSandbox(
+        "return {g = function() return http_get('u') end}", http=SlowHttp(), limits=FAST
+    )
+    assert json.loads(sb.call("g"))["status"] == 200
+
+
+def test_hash_helpers() -> None:
+    import base64
+    import hashlib
+    import hmac
+
+    src = """return {h = function(k, m) return hmac_sha256_hex(k, m) end,
+                      s = function(x) return sha256_hex(x) end,
+                      b = function(x) return base64_encode(x) end,
+                      t = function(x) return tohex(x) end,
+                      bin = function() return base64_encode('\\0\\255\\128') end}"""
+    sb = LuaSandbox(src)
+    assert sb.call("h", "key", "msg") == hmac.new(b"key", b"msg", hashlib.sha256).hexdigest()
+    assert sb.call("s", "abc") == hashlib.sha256(b"abc").hexdigest()
+    assert sb.call("b", "héllo") == base64.b64encode("héllo".encode()).decode()
+    assert sb.call("t", "AZ") == "415a"
+    assert sb.call("bin") == base64.b64encode(b"\x00\xff\x80").decode()
+
+
+def test_log_redacts_and_calls_back(caplog: pytest.LogCaptureFixture) -> None:
+    from notebook_llm.secrets import register_secret
+
+    register_secret("sk-supersecretvalue123")
+    seen: list[tuple[str, str]] = []
+    src = """return {name = "logger", f = function()
+        log("warn", "key is sk-supersecretvalue123")
+        print("a", 1, nil)
+      end}"""
+    sb = LuaSandbox(src, log=lambda lvl, msg: seen.append((lvl, msg)))
+    with caplog.at_level(logging.DEBUG, logger="notebook_llm.adapter.logger"):
+        sb.call("f")
+    assert seen == [("warn", "key is ***"), ("info", "a\t1\tnil")]
+    assert "sk-supersecretvalue123" not in caplog.text
+    assert any(r.name == "notebook_llm.adapter.logger" for r in caplog.records)
+
+
+# ---------------------------------------------------------------------------- threads
+
+
+def test_concurrent_sandboxes_in_threads() -> None:
+    src = """return {f = function(s)
+        local d = json.decode(s) local x = 0 for i = 1, 20000 do x = x + i end
+        d.sum = x return json.encode(d) end,
+      loop = function() while true do end end}"""
+    errors: list[BaseException] = []
+    results: list[Any] = []
+
+    def worker(i: int) -> None:
+        try:
+            sb = LuaSandbox(src, name=f"t{i}", limits=FAST)
+            for j in range(50):
+                out = json.loads(sb.call("f", json.dumps({"i": i, "j": j})))
+                assert out == {"i": i, "j": j, "sum": 200010000}
+            with pytest.raises(LlmError) as ei:
+                sb.call("loop")
+            assert ei.value.code == ErrorCode.ADAPTER_TIMEOUT
+            results.append(i)
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    assert sorted(results) == list(range(6))
