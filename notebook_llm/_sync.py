@@ -43,6 +43,11 @@ def background_loop() -> asyncio.AbstractEventLoop:
         return _loop
 
 
+def is_background_loop() -> bool:
+    """Whether the calling code runs on the shared background loop."""
+    return _thread is not None and threading.current_thread() is _thread
+
+
 def submit(coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
     """Schedule ``coro`` on the background loop; returns a thread-safe future."""
     return asyncio.run_coroutine_threadsafe(coro, background_loop())

@@ -9,8 +9,8 @@ import asyncio
 import logging
 import os
 import random
-from contextlib import aclosing
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable, Sequence
+from contextlib import aclosing
 from pathlib import Path
 from typing import Any
 
@@ -49,11 +49,11 @@ class Engine:
     def __init__(
         self,
         *,
-        config_file: Path | str | None | bool = None,
+        config_file: Path | str | bool | None = None,
         retries: int = 2,
         retry_base: float = 0.5,
         retry_cap: float = 30.0,
-        env_file: Path | str | None | bool = None,
+        env_file: Path | str | bool | None = None,
     ) -> None:
         """``config_file=False`` ignores the user's config file (tests); ``retries`` is the number
         of extra attempts for retryable errors that happen before any event was yielded."""
@@ -70,10 +70,14 @@ class Engine:
         if config_file is False:
             self.file_config = FileConfig()
         else:
-            self.file_config = load_file_config(Path(config_file) if isinstance(config_file, str | Path) else None)
+            self.file_config = load_file_config(
+                Path(config_file) if isinstance(config_file, str | Path) else None
+            )
         self._env_file: dict[str, str] = {}
         if env_file is not False:
-            self._env_file = _read_env_file(Path(env_file) if isinstance(env_file, str | Path) else Path(".env"))
+            self._env_file = _read_env_file(
+                Path(env_file) if isinstance(env_file, str | Path) else Path(".env")
+            )
         from .builtins import install_builtins
 
         install_builtins(self)
@@ -152,7 +156,10 @@ class Engine:
 
         adapter = self.adapter(name)
         if not isinstance(adapter, LuaAdapter):
-            raise LlmError(f"adapter {name!r} is not a Lua adapter; nothing to reload", ErrorCode.INVALID_ADAPTER)
+            raise LlmError(
+                f"adapter {name!r} is not a Lua adapter; nothing to reload",
+                ErrorCode.INVALID_ADAPTER,
+            )
         adapter.reload()
         return adapter
 
@@ -203,7 +210,9 @@ class Engine:
             Secret(api_key) if api_key else None,
             dict(headers or {}),
             dict(extra_body or {}),
-            needs_key=(api_key_env is not None or api_key is not None) if needs_key is None else needs_key,
+            needs_key=(api_key_env is not None or api_key is not None)
+            if needs_key is None
+            else needs_key,
             models=list(models or []),
             prices=dict(prices or {}),
         )
@@ -314,9 +323,13 @@ class Engine:
         if not msgs:
             raise LlmError("nothing to send: give prompt= or messages=", ErrorCode.INVALID_OPTIONS)
         if max_tokens is not None and max_tokens <= 0:
-            raise LlmError(f"max_tokens must be positive, not {max_tokens}", ErrorCode.INVALID_OPTIONS)
+            raise LlmError(
+                f"max_tokens must be positive, not {max_tokens}", ErrorCode.INVALID_OPTIONS
+            )
         if temperature is not None and not 0 <= temperature <= 2:
-            raise LlmError(f"temperature must be within 0..2, not {temperature}", ErrorCode.INVALID_OPTIONS)
+            raise LlmError(
+                f"temperature must be within 0..2, not {temperature}", ErrorCode.INVALID_OPTIONS
+            )
         api_key = self._key_for(config)
         if api_key is None and config.needs_key:
             raise LlmError(
@@ -348,7 +361,9 @@ class Engine:
         info = await adapter.resolve_model(options.provider, options.model)
         efforts = info.reasoning_efforts if info is not None else None
         if not efforts or options.reasoning_effort not in efforts:
-            offered = f"it offers {', '.join(efforts)}" if efforts else "it has no reasoning efforts"
+            offered = (
+                f"it offers {', '.join(efforts)}" if efforts else "it has no reasoning efforts"
+            )
             raise LlmError(
                 f"model {options.model!r} of provider {options.provider!r} does not support "
                 f"reasoning effort {options.reasoning_effort!r}: {offered}",
@@ -381,8 +396,17 @@ class Engine:
         Retryable errors that happen before the first event are retried with backoff.
         """
         adapter, options = self._options(
-            provider, model, prompt, messages, system, tools, temperature, max_tokens, stop,
-            reasoning_effort, extra_body,
+            provider,
+            model,
+            prompt,
+            messages,
+            system,
+            tools,
+            temperature,
+            max_tokens,
+            stop,
+            reasoning_effort,
+            extra_body,
         )
         await self._check_reasoning(adapter, options)
         attempt = 0
@@ -401,16 +425,25 @@ class Engine:
             if pending_error is None:
                 return
             delay = backoff_delay(
-                attempt, retry_after=pending_error.retry_after, base=self.retry_base,
-                cap=self.retry_cap, rng=self._rng,
+                attempt,
+                retry_after=pending_error.retry_after,
+                base=self.retry_base,
+                cap=self.retry_cap,
+                rng=self._rng,
             )
             attempt += 1
             log.info(
                 "retrying %s after %s (attempt %d of %d, waiting %.2fs)",
-                provider, pending_error.code, attempt, self.retries, delay,
+                provider,
+                pending_error.code,
+                attempt,
+                self.retries,
+                delay,
             )
             if stop_signal is not None and stop_signal.is_set():
-                yield Finish(FinishReason("aborted", LlmError(stop_signal.reason, ErrorCode.ABORTED)))
+                yield Finish(
+                    FinishReason("aborted", LlmError(stop_signal.reason, ErrorCode.ABORTED))
+                )
                 return
             await asyncio.sleep(delay)
 
@@ -438,7 +471,24 @@ class Engine:
         Ctrl-C / kernel interrupt stops the stream cleanly and raises ``LlmError('ABORTED')``.
         """
         stop = kwargs.pop("stop_signal", None) or StopSignal()
-        return run_sync(self.complete(provider, model, stop_signal=stop, **kwargs), on_interrupt=stop.set)
+        return run_sync(
+            self.complete(provider, model, stop_signal=stop, **kwargs), on_interrupt=stop.set
+        )
+
+    def stream_tools(
+        self, provider: str, model: str | None = None, **kwargs: Any
+    ) -> AsyncIterator[Any]:
+        """The tool-calling loop as a stream of events (see :func:`notebook_llm.tools.stream_tools`)."""
+        from .tools import stream_tools
+
+        return stream_tools(self, provider, model, **kwargs)
+
+    async def run_tools(self, provider: str, model: str | None = None, **kwargs: Any) -> Completion:
+        """Run the tool-calling loop to the end: ``tools=[f, g]`` plus the options of
+        :meth:`complete`; returns the final completion with ``.steps`` and ``.transcript``."""
+        from .tools import run_tools
+
+        return await run_tools(self, provider, model, **kwargs)
 
     async def list_models(self, provider: str) -> list[ModelInfo]:
         adapter = self._ensure_route(provider)

@@ -745,14 +745,6 @@ async def test_request_gemini() -> None:
     }
 
 
-RUNTIME_META_GAP = pytest.mark.xfail(
-    strict=True,
-    reason="LuaSandbox.meta() does not expose stream_endpoint / stream_format yet, so "
-    "LuaAdapter never sees them (notebook_llm/lua/runtime.py + sandbox.lua meta())",
-)
-
-
-@RUNTIME_META_GAP
 async def test_request_gemini_uses_stream_endpoint() -> None:
     request, _ = await sent("gemini")
     assert str(request.url) == BASE_URLS["gemini"] + "/models/model-x:streamGenerateContent?alt=sse"
@@ -996,7 +988,6 @@ async def test_ollama_tool_calls_and_length() -> None:
     assert c.text == "cut"
 
 
-@RUNTIME_META_GAP
 async def test_ollama_stream_format_without_ndjson_content_type() -> None:
     """``stream_format = "ndjson"`` must select NDJSON even when the server says text/plain."""
     body = (WIRE / "ollama/stream_text.ndjson").read_bytes()
@@ -1004,11 +995,6 @@ async def test_ollama_stream_format_without_ndjson_content_type() -> None:
     assert c.text == "Okay, here we go!\n\n1, 2, 3, 4, 5\n"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="LuaAdapter.stream reads response.aiter_raw(), which skips Content-Encoding "
-    "decoding; aiter_bytes() decodes gzip/deflate/br (notebook_llm/lua/adapter.py)",
-)
 async def test_gzip_encoded_stream() -> None:
     """Providers may gzip the event stream (the Anthropic recordings were stored gzipped)."""
     raw = (WIRE / "anthropic/stream_text.sse").read_bytes()

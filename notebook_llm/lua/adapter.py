@@ -18,6 +18,7 @@ Extensions to the contract (documented in the README):
 
 from __future__ import annotations
 
+import contextlib
 import json
 import ssl
 import threading
@@ -37,6 +38,7 @@ from ..secrets import redact
 from ..wire.http_errors import error_from_http
 from ..wire.ndjson import NDJSONDecoder
 from ..wire.sse import SSEDecoder
+from ..wire.transport import current_transport
 from .contract import ChunkMapper, build_request, map_response
 from .runtime import LuaLimits, LuaSandbox
 
@@ -44,8 +46,30 @@ from .runtime import LuaLimits, LuaSandbox
 DEFAULT_TIMEOUT = httpx.Timeout(connect=10.0, read=60.0, write=30.0, pool=10.0)
 _MAX_ERROR_BODY = 256 * 1024
 
-_ssl_lock = threading.Lock()
+_ssl_lock = threading.RLock()
 _ssl_context: ssl.SSLContext | None = None
+
+
+def _on_background_loop() -> bool:
+    from .._sync import is_background_loop
+
+    return is_background_loop()
+
+
+_client_on_loop: httpx.AsyncClient | None = None
+
+
+def _background_client() -> httpx.AsyncClient:
+    # One connection pool for every adapter on the long-lived background loop, held by the
+    # module so that it is never garbage-collected with open connections.
+    global _client_on_loop
+    with _ssl_lock:
+        if _client_on_loop is None:
+            _client_on_loop = httpx.AsyncClient(
+                transport=httpx.AsyncHTTPTransport(verify=_shared_ssl_context()),
+                follow_redirects=False,
+            )
+        return _client_on_loop
 
 
 def _shared_ssl_context() -> ssl.SSLContext:
@@ -286,9 +310,22 @@ class LuaAdapter(LlmAdapter):
         headers = self._headers(sandbox, options, meta, url, body, streaming)
         return url, headers, body, streaming
 
-    def _client(self) -> httpx.AsyncClient:
-        transport = self.transport or httpx.AsyncHTTPTransport(verify=_shared_ssl_context())
-        return httpx.AsyncClient(transport=transport, timeout=self.timeout, follow_redirects=False)
+    def _client(self) -> tuple[httpx.AsyncClient, bool]:
+        """An HTTP client for this stream, and whether the caller owns (must close) it.
+
+        On the package's long-lived background loop (sync calls, magics, batches) one client per
+        adapter is reused, so connections are kept alive across requests. On any other loop
+        (an ``asyncio.run`` of the user's, a test's loop) the client lives for one stream: a
+        pooled connection must not outlive the loop it was opened on.
+        """
+        transport = self.transport or current_transport()
+        if transport is None and _on_background_loop():
+            return _background_client(), False
+        transport = transport or httpx.AsyncHTTPTransport(verify=_shared_ssl_context())
+        client = httpx.AsyncClient(
+            transport=transport, timeout=self.timeout, follow_redirects=False
+        )
+        return client, True
 
     async def stream(self, options: GenerateOptions) -> AsyncIterator[Event]:
         with self._lock:
@@ -296,10 +333,13 @@ class LuaAdapter(LlmAdapter):
         sandbox = self._sandbox(source)  # one Lua state per stream
         url, headers, body, streaming = self._prepare(sandbox, options)
         mapper = ChunkMapper(provider=options.provider, adapter=self.name)
-        async with self._client() as client:
+        client, owned = self._client()
+        async with contextlib.AsyncExitStack() as stack:
+            if owned:
+                await stack.enter_async_context(client)
             with _TransportGuard(options.provider, mapper) as guard:
                 async with client.stream(
-                    "POST", url, content=body.encode("utf-8"), headers=headers
+                    "POST", url, content=body.encode("utf-8"), headers=headers, timeout=self.timeout
                 ) as response:
                     if response.status_code >= 400:
                         raw = await _read_bounded(response)
@@ -354,10 +394,10 @@ class _Pipeline:
         self.nd = NDJSONDecoder() if ndjson else None
 
     def feed(self, chunk: bytes) -> list[Event]:
-        payloads = (
-            self.nd.feed(chunk) if self.nd is not None else [e.data for e in self.sse.feed(chunk)]
-        )  # type: ignore[union-attr]
-        return self._payloads(payloads)
+        if self.nd is not None:
+            return self._payloads(self.nd.feed(chunk))
+        assert self.sse is not None
+        return self._payloads([e.data for e in self.sse.feed(chunk)])
 
     def _payloads(self, payloads: list[str]) -> list[Event]:
         out: list[Event] = []

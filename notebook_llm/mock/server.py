@@ -58,6 +58,8 @@ class RecordedRequest:
 class _HTTPServer(ThreadingHTTPServer):
     daemon_threads = True
     block_on_close = False
+    # The default backlog of 5 drops connections when a batch opens 16 at once.
+    request_queue_size = 128
     mock: MockServer
 
     def handle_error(self, request: Any, client_address: Any) -> None:

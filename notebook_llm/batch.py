@@ -1,0 +1,262 @@
+"""Many prompts at once: :func:`amap` (async) and :func:`map_prompts` (sync, Jupyter-safe).
+
+>>> results = map_prompts(["a", "b"], provider="mock", model="echo")  # doctest: +SKIP
+>>> [r.text for r in results]  # doctest: +SKIP
+['a', 'b']
+
+Results come back in input order; a prompt that fails for good holds its ``LlmError`` in its
+slot instead of a ``Completion``, so one failure never loses the others.
+
+Retries: the engine already retries retryable errors that happen before the first event
+(``Engine(retries=...)``); on top of that, each prompt whose ``complete`` still fails with a
+retryable code (RATE_LIMIT, SERVER, TIMEOUT, TRANSPORT, EMPTY_RESPONSE) is tried again up to
+``retries`` times, waiting ``backoff_delay`` (exponential with full jitter, never shorter than
+the provider's ``Retry-After``).
+
+Nothing here imports notebook code; the progress bar helper imports ipywidgets lazily and only
+when running inside a Jupyter kernel.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+import sys
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+from ._sync import run_sync
+from .cancel import StopSignal
+from .engine import Engine
+from .errors import ErrorCode, LlmError
+from .protocol import Message
+from .validate import Completion
+from .wire.http_errors import backoff_delay
+
+__all__ = ["BatchResult", "ProgressFn", "amap", "map_prompts", "notebook_progress"]
+
+log = logging.getLogger("notebook_llm.batch")
+
+#: ``progress(done, total)``, called once with ``done=0`` and after each prompt finishes.
+ProgressFn = Callable[[int, int], None]
+#: One slot of the result list.
+BatchResult = Completion | LlmError
+#: A prompt: text, one message, or a conversation.
+Prompt = str | Message | Sequence[Message]
+
+_STOP_POLL = 0.05
+_default_engine: Engine | None = None
+
+
+def _engine(engine: Engine | None) -> Engine:
+    global _default_engine
+    if engine is not None:
+        return engine
+    if _default_engine is None:
+        _default_engine = Engine()
+    return _default_engine
+
+
+def _request(prompt: Any) -> dict[str, Any]:
+    if isinstance(prompt, str):
+        return {"prompt": prompt}
+    if isinstance(prompt, Message):
+        return {"messages": [prompt]}
+    if isinstance(prompt, Sequence) and all(isinstance(m, Message) for m in prompt):
+        return {"messages": list(prompt)}
+    return {"prompt": str(prompt)}  # numbers, numpy strings and the like from a DataFrame
+
+
+def notebook_progress(total: int) -> ProgressFn | None:
+    """A progress bar in the running Jupyter kernel (an ipywidgets ``IntProgress``), as a
+    ``progress`` callback; ``None`` outside a kernel or without ipywidgets."""
+    if "ipykernel" not in sys.modules:
+        return None
+    try:
+        from IPython import get_ipython
+        from IPython.display import display
+        from ipywidgets import IntProgress
+    except ImportError:
+        return None
+    shell = get_ipython()
+    if shell is None or getattr(shell, "kernel", None) is None:
+        return None
+    bar = IntProgress(value=0, min=0, max=max(total, 1), description=f"0/{total}")
+    display(bar)  # type: ignore[no-untyped-call]
+
+    def update(done: int, total: int) -> None:
+        bar.value = done
+        bar.description = f"{done}/{total}"
+        if done >= total:
+            bar.bar_style = "success"
+
+    return update
+
+
+def _progress_fn(progress: ProgressFn | bool | None, total: int) -> ProgressFn | None:
+    if progress is None or progress is True:
+        return notebook_progress(total)
+    if progress is False:
+        return None
+    return progress
+
+
+async def _one(
+    engine: Engine,
+    provider: str,
+    model: str | None,
+    prompt: Any,
+    retries: int,
+    rng: random.Random,
+    stop: StopSignal | None,
+    kw: dict[str, Any],
+) -> BatchResult:
+    attempt = 0
+    while True:
+        if stop is not None and stop.is_set():
+            return LlmError(stop.reason, ErrorCode.ABORTED, provider=provider)
+        try:
+            return await engine.complete(
+                provider, model, stop_signal=stop, **_request(prompt), **kw
+            )
+        except LlmError as err:
+            if not err.retryable or attempt >= retries:
+                return err
+            delay = backoff_delay(
+                attempt,
+                retry_after=err.retry_after,
+                base=engine.retry_base,
+                cap=engine.retry_cap,
+                rng=rng,
+            )
+            attempt += 1
+            log.info("batch: retrying after %s in %.2fs (attempt %d)", err.code, delay, attempt)
+            await asyncio.sleep(delay)
+        except Exception as exc:  # a bug somewhere must not lose the other prompts
+            return LlmError(f"{type(exc).__name__}: {exc}", ErrorCode.UNKNOWN, provider=provider)
+
+
+async def amap(
+    prompts: Iterable[Any],
+    *,
+    engine: Engine | None = None,
+    provider: str = "mock",
+    model: str | None = None,
+    concurrency: int = 8,
+    retries: int = 3,
+    progress: ProgressFn | bool | None = None,
+    stop_signal: StopSignal | None = None,
+    **kw: Any,
+) -> list[BatchResult]:
+    """Complete every prompt, at most ``concurrency`` at a time; results in input order.
+
+    ``prompts``: any iterable (a list, a generator, a pandas Series: its values) of strings,
+    ``Message`` s or message lists. ``kw`` goes to :meth:`Engine.complete` (``system``,
+    ``temperature``, ``max_tokens``...). ``progress``: a ``(done, total)`` callback, ``False``
+    for none, ``None`` for a progress bar when running in a Jupyter kernel. ``stop_signal``:
+    once set, running requests are aborted and the remaining prompts are not sent; their slots
+    hold ``LlmError(ABORTED)``.
+    """
+    if concurrency < 1:
+        raise LlmError(
+            f"concurrency must be at least 1, not {concurrency}", ErrorCode.INVALID_OPTIONS
+        )
+    for key in ("prompt", "messages", "stop_signal"):
+        if key in kw:
+            raise LlmError(
+                f"{key}= cannot be used with map; pass the prompts", ErrorCode.INVALID_OPTIONS
+            )
+    eng = _engine(engine)
+    items = list(prompts)  # a pandas Series iterates its values
+    total = len(items)
+    results: list[BatchResult | None] = [None] * total
+    report = _progress_fn(progress, total)
+    done = 0
+    rng = random.Random()
+    children: set[StopSignal] = set()
+
+    def tick() -> None:
+        if report is None:
+            return
+        try:
+            report(done, total)
+        except Exception:
+            log.warning("batch: the progress callback failed", exc_info=True)
+
+    tick()
+    next_index = 0
+
+    async def worker() -> None:
+        nonlocal next_index, done
+        while next_index < total:
+            i = next_index
+            next_index += 1
+            if stop_signal is not None and stop_signal.is_set():
+                results[i] = LlmError(stop_signal.reason, ErrorCode.ABORTED, provider=provider)
+                done += 1
+                tick()
+                continue
+            # Each request gets its own signal: a StopSignal stops one stream at a time.
+            child = StopSignal() if stop_signal is not None else None
+            if child is not None:
+                children.add(child)
+            try:
+                results[i] = await _one(eng, provider, model, items[i], retries, rng, child, kw)
+            finally:
+                if child is not None:
+                    children.discard(child)
+            done += 1
+            tick()
+
+    async def watch_stop(signal: StopSignal) -> None:
+        # StopSignal is a threading.Event (set from any thread, e.g. an interrupt handler), so
+        # it is polled rather than awaited.
+        while not signal.is_set():  # noqa: ASYNC110
+            await asyncio.sleep(_STOP_POLL)
+        for child in list(children):
+            child.set(signal.reason)
+
+    watcher = asyncio.ensure_future(watch_stop(stop_signal)) if stop_signal is not None else None
+    try:
+        await asyncio.gather(*(worker() for _ in range(min(concurrency, total))))
+    finally:
+        if watcher is not None:
+            watcher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await watcher
+    return [r if r is not None else LlmError("not run", ErrorCode.ABORTED) for r in results]
+
+
+def map_prompts(
+    prompts: Iterable[Any],
+    *,
+    engine: Engine | None = None,
+    provider: str = "mock",
+    model: str | None = None,
+    concurrency: int = 8,
+    retries: int = 3,
+    progress: ProgressFn | bool | None = None,
+    **kw: Any,
+) -> list[BatchResult]:
+    """:func:`amap` from synchronous code, also inside a running loop (Jupyter).
+
+    An interrupt (Ctrl-C, the kernel's stop button) aborts the requests in flight and skips the
+    rest; the results gathered so far are still returned (the others hold ``ABORTED`` errors).
+    """
+    stop = StopSignal()
+    return run_sync(
+        amap(
+            prompts,
+            engine=engine,
+            provider=provider,
+            model=model,
+            concurrency=concurrency,
+            retries=retries,
+            progress=progress,
+            stop_signal=stop,
+            **kw,
+        ),
+        on_interrupt=stop.set,
+    )
