@@ -10,6 +10,9 @@ from __future__ import annotations
 from typing import Any
 
 from .adapter import LlmAdapter
+from .batch import amap
+from .batch import map_prompts as map  # noqa: A004 - the documented name, notebook_llm.map
+from .chat import Chat
 from .cancel import StopSignal
 from .engine import Engine
 from .errors import ErrorCode, LlmError
@@ -36,13 +39,16 @@ from .protocol import (
     Usage,
     event_from_json,
 )
+from .pricing import set_price
 from .registry import AdapterHandle
+from .tools import Tool, as_tool, run_tools, stream_tools, tool
 from .validate import Completion, StreamValidator, assemble, validate_stream
 
 __version__ = "0.1.0"
 
 __all__ = [
     "AdapterHandle",
+    "Chat",
     "Block",
     "BlockEnd",
     "BlockStart",
@@ -56,6 +62,7 @@ __all__ = [
     "ImageBlock",
     "LlmAdapter",
     "LlmError",
+    "LuaAdapter",
     "Message",
     "ModelInfo",
     "ReasoningBlock",
@@ -68,15 +75,32 @@ __all__ = [
     "ToolCallBlock",
     "ToolCallDelta",
     "ToolResultBlock",
+    "Tool",
     "ToolSchema",
     "Usage",
     "__version__",
+    "amap",
+    "as_tool",
     "assemble",
     "event_from_json",
     "load_ipython_extension",
+    "map",
+    "run_tools",
+    "set_price",
+    "stream_tools",
+    "tool",
     "unload_ipython_extension",
     "validate_stream",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    # LuaAdapter pulls in lupa; import it on first use so `import notebook_llm` stays light.
+    if name == "LuaAdapter":
+        from .lua.adapter import LuaAdapter
+
+        return LuaAdapter
+    raise AttributeError(f"module 'notebook_llm' has no attribute {name!r}")
 
 
 def load_ipython_extension(ipython: Any) -> None:

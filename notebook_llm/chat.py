@@ -1,0 +1,301 @@
+"""Conversations: :class:`Chat` (the Python API) and :func:`run_turn` (shared with ``%%llm``).
+
+>>> chat = Chat(provider="mock", model="echo", live=False)
+>>> chat.send("hello", display=False).text
+'hello'
+>>> len(chat.messages)
+2
+
+One turn: build the request, start the live view (when a widget front end is there), run the
+stream (blocking with ``send``, in the running loop with ``await asend``), then show the final
+answer as a static ``text/markdown`` + ``text/plain`` output, an error box if it failed, and
+the footer. Outputs and their order (the live widget and the footer are widget-only displays,
+which nbval skips, so a saved notebook holds the answer once)::
+
+    [live widget: reasoning, tool cards]  [answer]  [error box]  [footer: tokens, cost]
+"""
+
+from __future__ import annotations
+
+import inspect
+import typing
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .cancel import StopSignal
+from .engine import Engine
+from .errors import ErrorCode, LlmError
+from .loop_events import LoopEvent
+from .pricing import price_for
+from .protocol import Message, ToolSchema
+from .validate import Completion
+
+_engine: Engine | None = None
+
+
+def default_engine() -> Engine:
+    """The engine shared by the magics and by ``Chat`` objects created without one."""
+    global _engine
+    if _engine is None:
+        _engine = Engine()
+    return _engine
+
+
+def set_default_engine(engine: Engine | None) -> None:
+    """Replace the shared engine (tests; ``None`` makes a fresh one on next use)."""
+    global _engine
+    _engine = engine
+
+
+@dataclass
+class Turn:
+    """What one generation asks for (the options of ``%%llm`` / ``Chat.send``)."""
+
+    provider: str
+    model: str | None = None
+    messages: list[Message] = field(default_factory=list)
+    system: str | None = None
+    tools: list[Callable[..., Any]] = field(default_factory=list)
+    temperature: float | None = None
+    max_tokens: int | None = None
+    reasoning_effort: str | None = None
+    confirm: bool = False
+    max_steps: int = 8
+
+    @property
+    def label(self) -> str:
+        return f"{self.provider}:{self.model}" if self.model else self.provider
+
+
+# --------------------------------------------------------------------------------------------
+# tools (the tool loop lives in notebook_llm.tools; this is only the hook)
+
+_JSON_TYPES = {
+    int: "integer",
+    float: "number",
+    str: "string",
+    bool: "boolean",
+    list: "array",
+    dict: "object",
+}
+
+
+def tool_schema(fn: Callable[..., Any]) -> ToolSchema:
+    """A ToolSchema for ``fn``: ``notebook_llm.tools.as_tool`` when available, else a minimal one
+    from the signature (parameter names, simple types, required = no default) and docstring."""
+    try:
+        from .tools import as_tool
+
+        schema = as_tool(fn).schema
+        if isinstance(schema, ToolSchema):
+            return schema
+    except (ImportError, AttributeError):
+        pass
+    try:
+        hints = typing.get_type_hints(fn)
+    except Exception:
+        hints = {}
+    props: dict[str, Any] = {}
+    required = []
+    for name, param in inspect.signature(fn).parameters.items():
+        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+            continue
+        hint = hints.get(name)
+        origin = typing.get_origin(hint) or hint
+        kind = _JSON_TYPES.get(origin) if isinstance(origin, type) else None
+        props[name] = {"type": kind} if kind else {}
+        if param.default is param.empty:
+            required.append(name)
+    doc = inspect.getdoc(fn) or ""
+    params: dict[str, Any] = {"type": "object", "properties": props}
+    if required:
+        params["required"] = required
+    return ToolSchema(getattr(fn, "__name__", "tool"), doc.split("\n\n")[0], params)
+
+
+def _stream_tools() -> Callable[..., AsyncIterator[LoopEvent]] | None:
+    try:
+        from . import tools
+    except ImportError:
+        return None
+    found = getattr(tools, "stream_tools", None)
+    return found if callable(found) else None
+
+
+def make_source(
+    engine: Engine, turn: Turn, stop: StopSignal, confirm: Callable[..., Any] | None = None
+) -> Callable[[], AsyncIterator[LoopEvent]]:
+    """A function that starts the event stream of ``turn`` (the tool loop when tools are given
+    and ``notebook_llm.tools.stream_tools`` exists; else one plain stream)."""
+    common: dict[str, Any] = {
+        "messages": turn.messages,
+        "system": turn.system,
+        "temperature": turn.temperature,
+        "max_tokens": turn.max_tokens,
+        "reasoning_effort": turn.reasoning_effort,
+        "stop_signal": stop,
+    }
+    loop = _stream_tools() if turn.tools else None
+    if loop is not None:
+
+        def start_loop() -> AsyncIterator[LoopEvent]:
+            return loop(
+                engine,
+                turn.provider,
+                turn.model,
+                tools=turn.tools,
+                max_steps=turn.max_steps,
+                confirm=confirm if turn.confirm else None,
+                **common,
+            )
+
+        return start_loop
+    schemas = [tool_schema(fn) for fn in turn.tools] or None
+
+    def start() -> AsyncIterator[LoopEvent]:
+        return engine.stream(turn.provider, turn.model, tools=schemas, **common)
+
+    return start
+
+
+# --------------------------------------------------------------------------------------------
+
+
+def _has_kernel() -> bool:
+    try:
+        from IPython import get_ipython
+    except ImportError:  # pragma: no cover
+        return False
+    shell = get_ipython()
+    return shell is not None and getattr(shell, "kernel", None) is not None
+
+
+class Chat:
+    """A conversation with one model, rendered live like ``%%llm``.
+
+    ``Chat(provider="openai", model="gpt-4o-mini", system="Be brief.", tools=[f, g])``;
+    ``chat.send(text)`` returns the :class:`~notebook_llm.Completion` (also when it failed or
+    was stopped: check ``completion.error``); ``await chat.asend(text)`` in async code.
+    ``live=None`` shows the widget view only inside a kernel; ``False`` never; ``True`` always.
+    A turn that fails without any text is not added to the history, so it can be retried.
+    """
+
+    def __init__(
+        self,
+        provider: str | None = None,
+        model: str | None = None,
+        *,
+        system: str | None = None,
+        tools: Sequence[Callable[..., Any]] = (),
+        engine: Engine | None = None,
+        temperature: float | None = None,
+        max_tokens: int | None = None,
+        reasoning_effort: str | None = None,
+        live: bool | None = None,
+        max_rate: float = 20.0,
+    ) -> None:
+        self.engine = engine or default_engine()
+        self.provider = provider or self.engine.file_config.default_provider or "mock"
+        self.model = model or (self.engine.file_config.default_model if provider is None else None)
+        self.system = system
+        self.tools = list(tools)
+        self.temperature = temperature
+        self.max_tokens = max_tokens
+        self.reasoning_effort = reasoning_effort
+        self.live = live
+        self.max_rate = max_rate
+        self.messages: list[Message] = []
+        #: The last completion (``None`` before the first turn).
+        self.last: Completion | None = None
+
+    def __repr__(self) -> str:
+        return (
+            f"Chat(provider={self.provider!r}, model={self.model!r}, messages={len(self.messages)})"
+        )
+
+    def reset(self) -> None:
+        """Forget the conversation."""
+        self.messages.clear()
+        self.last = None
+
+    def turn(self, text: str, **overrides: Any) -> Turn:
+        """The request for the next turn (history + ``text``)."""
+        values: dict[str, Any] = {
+            "provider": self.provider,
+            "model": self.model,
+            "system": self.system,
+            "tools": self.tools,
+            "temperature": self.temperature,
+            "max_tokens": self.max_tokens,
+            "reasoning_effort": self.reasoning_effort,
+        }
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        return Turn(messages=[*self.messages, Message.user(text)], **values)
+
+    def record(self, text: str, completion: Completion) -> None:
+        """Add a finished turn to the history (skipped when it failed without text)."""
+        self.last = completion
+        if completion.error is not None and not completion.text and not completion.steps:
+            return
+        self.messages.append(Message.user(text))
+        self.messages.extend(completion.transcript or [completion.message()])
+
+    def send(
+        self, text: str, *, display: bool = True, fmt: str = "markdown", **overrides: Any
+    ) -> Completion:
+        """Send ``text``; show the stream (``display=False``: show nothing); return the result."""
+        from .widgets.present import Presenter
+
+        turn = self.turn(text, **overrides)
+        presenter = Presenter(
+            self.engine, turn, live=self._live(display), display=display, max_rate=self.max_rate
+        )
+        completion = presenter.run_sync(
+            make_source(self.engine, turn, presenter.stop, presenter.confirm)
+        )
+        presenter.show(completion, fmt=fmt)
+        self.record(text, completion)
+        return completion
+
+    async def asend(
+        self, text: str, *, display: bool = True, fmt: str = "markdown", **overrides: Any
+    ) -> Completion:
+        """Like :meth:`send`, awaiting the stream in the running event loop."""
+        from .widgets.present import Presenter
+
+        turn = self.turn(text, **overrides)
+        presenter = Presenter(
+            self.engine, turn, live=self._live(display), display=display, max_rate=self.max_rate
+        )
+        completion = await presenter.run_async(make_source(self.engine, turn, presenter.stop))
+        presenter.show(completion, fmt=fmt)
+        self.record(text, completion)
+        return completion
+
+    def _live(self, display: bool) -> bool:
+        if not display:
+            return False
+        return _has_kernel() if self.live is None else self.live
+
+
+def price_of(engine: Engine, turn: Turn) -> tuple[float, float] | None:
+    """The price used for ``turn``'s cost (``None`` if unknown)."""
+    model = turn.model
+    if model is None:
+        try:
+            model = engine.provider(turn.provider).model
+        except LlmError:
+            return None
+    return price_for(model, turn.provider, engine)
+
+
+__all__ = [
+    "Chat",
+    "ErrorCode",
+    "Turn",
+    "default_engine",
+    "make_source",
+    "set_default_engine",
+    "tool_schema",
+]

@@ -1,0 +1,86 @@
+"""Safe ``{name}`` interpolation of prompts from the user namespace.
+
+Rules (documented for users in ``%%llm?``):
+
+* ``{name}``, ``{name.attr}``, ``{name[0]}``, ``{name['key']}`` and chains of these
+  (``{df.columns[0]}``) are replaced by ``str()`` of the value found in the namespace.
+* Anything else in braces is left exactly as written: a brace group is only replaced when it is
+  a field of the forms above *and* it resolves. ``{x}`` with no variable ``x``, ``{"a": 1}``,
+  ``\\frac{a}{b}``, ``{ x }`` (spaces), ``f"{x!r}"`` and ``{x:>3}`` are all kept unchanged,
+  so prompts containing code, JSON or LaTeX work as they are.
+* Escape: ``{{name}}`` (doubled braces around a field that *would* resolve) gives the literal
+  text ``{name}``. Doubled braces around anything else are left as they are (Jinja templates
+  such as ``{{ user }}`` stay intact).
+* No code is ever evaluated: fields are parsed by a small resolver that only does namespace
+  lookup, ``getattr`` of public attributes (no leading underscore), and indexing with an integer
+  or string literal. No calls, no operators. Properties run as attribute access normally does.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+_NAME = r"[A-Za-z_][A-Za-z0-9_]*"
+_STEP = rf"(?:\.{_NAME}|\[-?\d+\]|\['[^'\\\]]*'\]|\[\"[^\"\\\]]*\"\])"
+_FIELD = rf"{_NAME}{_STEP}*"
+# ``{{field}}`` (escape) or ``{field}``; the doubled form is tried first.
+_PATTERN = re.compile(rf"\{{\{{({_FIELD})\}}\}}|\{{({_FIELD})\}}")
+_STEP_RE = re.compile(rf"\.({_NAME})|\[(-?\d+)\]|\['([^'\\\]]*)'\]|\[\"([^\"\\\]]*)\"\]")
+
+_MISSING = object()
+
+
+def resolve(field: str, namespace: Mapping[str, Any]) -> Any:
+    """The value a field names, or the module-private ``_MISSING`` sentinel if it does not
+    resolve (unknown name, private attribute, missing key/index, any exception on access)."""
+    m = re.match(_NAME, field)
+    if m is None or m.group(0) not in namespace:
+        return _MISSING
+    value = namespace[m.group(0)]
+    for step in _STEP_RE.finditer(field, m.end()):
+        attr, index, skey, dkey = step.groups()
+        try:
+            if attr is not None:
+                if attr.startswith("_"):
+                    return _MISSING
+                value = getattr(value, attr)
+            elif index is not None:
+                value = value[int(index)]
+            else:
+                value = value[skey if skey is not None else dkey]
+        except Exception:
+            return _MISSING
+    return value
+
+
+def interpolate(text: str, namespace: Mapping[str, Any]) -> str:
+    """Replace the fields of ``text`` that resolve in ``namespace`` (see the module rules)."""
+    if "{" not in text:
+        return text
+
+    def replace(m: re.Match[str]) -> str:
+        escaped, field = m.group(1), m.group(2)
+        if escaped is not None:
+            return (
+                "{" + escaped + "}" if resolve(escaped, namespace) is not _MISSING else m.group(0)
+            )
+        value = resolve(field, namespace)
+        if value is _MISSING:
+            return m.group(0)
+        try:
+            return str(value)
+        except Exception:
+            return m.group(0)
+
+    return _PATTERN.sub(replace, text)
+
+
+def fields(text: str, namespace: Mapping[str, Any]) -> list[str]:
+    """The fields of ``text`` that would be replaced (for a dry-run display)."""
+    return [
+        m.group(2)
+        for m in _PATTERN.finditer(text)
+        if m.group(2) and resolve(m.group(2), namespace) is not _MISSING
+    ]

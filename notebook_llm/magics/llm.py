@@ -1,0 +1,236 @@
+"""The ``%%llm`` cell magic and the ``%llm`` line magic.
+
+Settings are traitlets (``%config LlmMagics.default_provider = "openai"``, or
+``c.LlmMagics.default_model = ...`` in an IPython config file). Errors never raise a traceback
+out of the magic: a wrong option prints a short usage message, a failed request shows an error
+box (the cell itself succeeds, so ``Run all`` continues; use ``--out`` and check ``.error`` to
+act on failures). Anything shown passes through ``redact``.
+"""
+
+from __future__ import annotations
+
+import getpass
+import sys
+from typing import Any
+
+from IPython.core.error import UsageError
+from IPython.core.magic import Magics, line_cell_magic, magics_class, no_var_expand
+from traitlets import Bool, CaselessStrEnum, Float, Unicode
+
+from ..chat import Chat, default_engine
+from ..engine import Engine
+from ..errors import LlmError
+from ..secrets import redact
+from ..widgets.present import show_output
+from ..widgets.render import ErrorBox
+from . import args as margs
+from .interpolate import interpolate
+
+HINT = (
+    "Using the offline mock provider. Choose a real one with `%llm use openai:gpt-4o-mini` "
+    "(or `%%llm openai`); `%llm providers` lists them."
+)
+
+
+@magics_class
+class LlmMagics(Magics):
+    """``%%llm`` (a prompt cell) and ``%llm`` (session commands)."""
+
+    default_provider = Unicode(
+        None, allow_none=True, help="provider used when a cell names none"
+    ).tag(config=True)
+    default_model = Unicode(None, allow_none=True, help="model used when a cell names none").tag(
+        config=True
+    )
+    default_format = CaselessStrEnum(
+        list(margs.FORMATS), "markdown", help="how answers are shown"
+    ).tag(config=True)
+    widgets = CaselessStrEnum(
+        ["auto", "always", "never"], "auto", help="live widget view: auto = inside a kernel"
+    ).tag(config=True)
+    max_rate = Float(20.0, help="live view updates per second, at most").tag(config=True)
+    hint = Bool(True, help="say once that the mock provider is used when none was chosen").tag(
+        config=True
+    )
+
+    def __init__(self, shell: Any = None, engine: Engine | None = None, **kwargs: Any) -> None:
+        super().__init__(shell=shell, **kwargs)
+        self._engine = engine
+        self.chats: dict[str, Chat] = {}
+        self._hinted = False
+
+    @property
+    def engine(self) -> Engine:
+        return self._engine or default_engine()
+
+    # ------------------------------------------------------------------ entry point
+
+    @no_var_expand
+    @line_cell_magic
+    def llm(self, line: str, cell: str | None = None) -> None:
+        """%%llm [PROVIDER[:MODEL]] [options] (cell body = prompt); %llm COMMAND (see %llm help)."""
+        try:
+            if cell is None:
+                self._line(line)
+            else:
+                self._cell(line, cell)
+        except UsageError as exc:
+            usage = margs.usage() if cell is not None else margs.line_help()
+            print(f"UsageError: {redact(str(exc))}\n{usage}", file=sys.stderr)
+        except LlmError as exc:
+            self._show(ErrorBox(exc))
+
+    def _show(self, obj: Any) -> None:
+        show_output(obj)
+
+    # ------------------------------------------------------------------ %%llm
+
+    def _resolve_target(self, provider: str | None, model: str | None) -> tuple[str, str | None]:
+        if provider is not None:
+            return provider, model
+        file_config = self.engine.file_config
+        chosen = self.default_provider or file_config.default_provider
+        if chosen:
+            return chosen, model or self.default_model or (
+                file_config.default_model if not self.default_provider else None
+            )
+        if self.hint and not self._hinted:
+            self._hinted = True
+            print(HINT)
+        return "mock", model or "echo"
+
+    def _tools(self, names: list[str]) -> list[Any]:
+        ns = self.shell.user_ns if self.shell is not None else {}
+        found = []
+        for name in names:
+            fn = ns.get(name)
+            if not callable(fn):
+                raise UsageError(f"--tools: {name!r} is not a function in the namespace")
+            found.append(fn)
+        return found
+
+    def _cell(self, line: str, cell: str) -> None:
+        opts = margs.parse_cell_line(line)
+        ns = self.shell.user_ns if self.shell is not None else {}
+        prompt = interpolate(cell, ns) if opts.interpolate else cell
+        system = interpolate(opts.system, ns) if opts.system and opts.interpolate else opts.system
+        if not prompt.strip():
+            raise UsageError("the cell is empty: the cell body is the prompt")
+        provider, model = self._resolve_target(opts.provider, opts.model)
+        tools = self._tools(opts.tools)
+        chat = self._chat_for(opts.chat, opts.new, provider, model)
+        chat.provider, chat.model = provider, model
+        if system is not None:
+            chat.system = system
+        chat.tools = tools
+        chat.live = {"always": True, "never": False}.get(self.widgets) if opts.stream else False
+        chat.max_rate = self.max_rate
+        fmt = opts.format or self.default_format
+        completion = chat.send(
+            prompt,
+            fmt=fmt,
+            temperature=opts.temperature,
+            max_tokens=opts.max_tokens,
+            reasoning_effort=opts.reasoning,
+            confirm=opts.confirm or None,
+            max_steps=opts.max_steps,
+        )
+        ns["_llm"] = completion
+        if opts.out:
+            ns[opts.out] = completion
+
+    def _chat_for(self, name: str | None, new: bool, provider: str, model: str | None) -> Chat:
+        if name is None:  # a one-off turn: no memory
+            return Chat(provider, model, engine=self.engine)
+        chat = self.chats.get(name)
+        if chat is None:
+            chat = self.chats[name] = Chat(provider, model, engine=self.engine)
+        elif new:
+            chat.reset()
+        return chat
+
+    # ------------------------------------------------------------------ %llm
+
+    def _line(self, line: str) -> None:
+        command, rest = margs.parse_line(line)
+        if command == "help":
+            print(margs.line_help())
+        elif command == "use":
+            provider, model = margs.split_target(rest[0])
+            if provider is None:
+                raise UsageError(margs.LINE_COMMANDS["use"])
+            self.engine.provider(provider)  # raises NO_ADAPTER for an unknown name
+            self.default_provider, self.default_model = provider, model
+            print(f"%%llm now uses {provider}:{model or self.engine.provider(provider).model}")
+        elif command == "providers":
+            self._show(_ProviderTable(self.engine))
+        elif command == "models":
+            self._models(rest[0] if rest else (self.default_provider or "mock"))
+        elif command == "history":
+            self._history(rest[0] if rest else margs.DEFAULT_CHAT)
+        elif command == "reset":
+            name = rest[0] if rest else margs.DEFAULT_CHAT
+            if name in self.chats:
+                self.chats[name].reset()
+            print(f"conversation {name!r} reset")
+        elif command == "key":
+            self._key(rest[0])
+
+    def _models(self, provider: str) -> None:
+        from .._sync import run_sync
+
+        models = run_sync(self.engine.list_models(provider))
+        if not models:
+            print(f"{provider}: no model list available")
+        for info in models:
+            print(redact(f"{info.id}" + (f"  {info.description}" if info.description else "")))
+
+    def _history(self, name: str) -> None:
+        chat = self.chats.get(name)
+        if chat is None or not chat.messages:
+            print(f"conversation {name!r} is empty")
+            return
+        for message in chat.messages:
+            text = message.text or ", ".join(b.type for b in message.content)
+            print(redact(f"{message.role}: {text}"))
+
+    def _key(self, provider: str) -> None:
+        config = self.engine.provider(provider)
+        key = getpass.getpass(f"API key for {provider} (kept in memory for this session): ")
+        if not key.strip():
+            print("no key entered; nothing changed")
+            return
+        self.engine.set_key(config.name, key.strip())
+        print(f"key for {provider} set for this session")
+
+
+class _ProviderTable:
+    """``%llm providers``: name, adapter, default model, key state (never the key)."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.rows: list[tuple[str, str, str, str]] = []
+        for name in engine.provider_names():
+            try:
+                config = engine.provider(name)
+                key = (
+                    ("set" if engine.has_key(name) else "not set")
+                    if config.needs_key
+                    else "not needed"
+                )
+                self.rows.append((name, config.adapter, config.model or "", key))
+            except LlmError as exc:
+                self.rows.append((name, "?", "", f"error: {exc.code}"))
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
+        header = ("provider", "adapter", "default model", "key")
+        md = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+        md += [
+            "| " + " | ".join(f"`{c}`" if i < 3 and c else c for i, c in enumerate(r)) + " |"
+            for r in self.rows
+        ]
+        widths = [max(len(r[i]) for r in [header, *self.rows]) for i in range(4)]
+        plain = [
+            "  ".join(c.ljust(widths[i]) for i, c in enumerate(r)).rstrip()
+            for r in [header, *self.rows]
+        ]
+        return {"text/markdown": redact("\n".join(md)), "text/plain": redact("\n".join(plain))}

@@ -1,0 +1,183 @@
+"""Static renderings: the final answer bundle, the error box and the stats line.
+
+Everything here returns plain data (strings and mime bundles); nothing needs a widget front end,
+so these are what nbconvert, nbval and terminals see. Every string passes through ``redact``.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import ErrorCode, LlmError
+from ..secrets import redact
+
+STOPPED_MARK = "[stopped]"
+
+
+@dataclass
+class ViewStats:
+    """What the footer shows. Times are seconds; ``None`` means not known (yet)."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    reasoning_tokens: int = 0
+    estimated: bool = True
+    latency: float | None = None
+    tokens_per_s: float | None = None
+    cost: float | None = None
+    status: str = "streaming"
+
+    def line(self) -> str:
+        """One-line text summary, e.g. ``12 in · 40 out (8 reasoning) · first token 0.31 s``."""
+        parts = [
+            f"{self.input_tokens} in" if not self.estimated else "",
+            f"{'~' if self.estimated else ''}{self.output_tokens} out",
+        ]
+        if self.reasoning_tokens:
+            parts[-1] += f" ({self.reasoning_tokens} reasoning)"
+        if self.latency is not None:
+            parts.append(f"first token {self.latency:.2f} s")
+        if self.tokens_per_s is not None:
+            parts.append(f"{self.tokens_per_s:.0f} tok/s")
+        if self.cost is not None:
+            parts.append(f"${self.cost:.4f}" if self.cost < 1 else f"${self.cost:.2f}")
+        return " · ".join(p for p in parts if p)
+
+
+class Result:
+    """The final answer as a display object: ``text/markdown`` and ``text/plain``.
+
+    Deterministic for a deterministic provider (no timings, no ids), so notebooks that display it
+    compare equal under nbval.
+    """
+
+    def __init__(self, text: str, *, stopped: bool = False, fmt: str = "markdown") -> None:
+        self.text = redact(text)
+        self.stopped = stopped
+        self.fmt = fmt
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
+        plain = self.text + (f"\n{STOPPED_MARK}" if self.stopped else "")
+        if self.fmt == "text":
+            return {"text/plain": plain}
+        markdown = self.text + (f"\n\n*{STOPPED_MARK}*" if self.stopped else "")
+        return {"text/markdown": markdown, "text/plain": plain}
+
+    def __repr__(self) -> str:
+        return self.text
+
+
+class JsonResult:
+    """A parsed JSON answer: ``application/json`` and pretty ``text/plain``."""
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
+        plain = redact(json.dumps(self.value, indent=2, ensure_ascii=False, sort_keys=False))
+        data: dict[str, Any] = {"text/plain": plain}
+        if isinstance(self.value, dict | list):
+            data["application/json"] = json.loads(plain)
+        return data
+
+
+_FENCE = re.compile(r"^\s*(```|~~~)[^\n]*\n(.*?)\n?\1\s*$", re.DOTALL)
+_INNER_FENCE = re.compile(r"(```|~~~)[^\n]*\n(.*?)\n\1", re.DOTALL)
+
+
+def strip_fences(text: str) -> str:
+    """The body of a fenced answer (```json ... ```); the first fenced block if there is prose
+    around it; else the text stripped."""
+    m = _FENCE.match(text)
+    if m:
+        return m.group(2)
+    m = _INNER_FENCE.search(text)
+    return m.group(2) if m else text.strip()
+
+
+def parse_json_answer(text: str) -> Any:
+    """Parse an answer as JSON (fences stripped); raises ``LlmError(MALFORMED_RESPONSE)``."""
+    body = strip_fences(text)
+    try:
+        return json.loads(body)
+    except json.JSONDecodeError as exc:
+        raise LlmError(
+            f"the answer is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}",
+            ErrorCode.MALFORMED_RESPONSE,
+        ) from None
+
+
+_HINTS = {
+    "AUTH": "check that the key is valid for this provider (%llm key PROVIDER to set another)",
+    "QUOTA": "the account has no credit or quota left; check billing with the provider",
+    "RATE_LIMIT": "too many requests; wait a little and run the cell again",
+    "NOT_FOUND": "check the model name: %llm models PROVIDER lists them",
+    "NO_ADAPTER": "%llm providers lists the providers you can use",
+    "CONTEXT_WINDOW_EXCEEDED": "shorten the prompt or the conversation (%llm reset)",
+    "TIMEOUT": "the provider did not answer in time; run the cell again",
+    "TRANSPORT": "the provider could not be reached; check the network or the base URL",
+    "UNSUPPORTED_REASONING_EFFORT": "drop --reasoning or pick an effort the model offers",
+}
+
+
+class ErrorBox:
+    """A short, readable error: code, provider, message and what to do. No traceback."""
+
+    def __init__(self, err: LlmError, hint: str | None = None) -> None:
+        self.code = err.code
+        self.provider = err.provider
+        self.message = redact(err.message)
+        hint = redact(hint or _HINTS.get(err.code, ""))
+        self.hint = "" if hint and hint in self.message else hint
+
+    def text(self) -> str:
+        where = f" ({self.provider})" if self.provider else ""
+        lines = [f"LLM error {self.code}{where}: {self.message}"]
+        if self.hint:
+            lines.append(f"What to do: {self.hint}")
+        return "\n".join(lines)
+
+    def html(self) -> str:
+        e = html.escape
+        where = f" &middot; {e(self.provider)}" if self.provider else ""
+        hint = f"<div><b>What to do:</b> {e(self.hint)}</div>" if self.hint else ""
+        return (
+            '<div class="notebook-llm-error" style="border-left:4px solid #d33;padding:4px 8px;'
+            'background:rgba(221,51,51,.08)">'
+            f"<div><b>{e(self.code)}</b>{where}</div><div>{e(self.message)}</div>{hint}</div>"
+        )
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
+        return {"text/html": self.html(), "text/plain": self.text()}
+
+
+def stats_html(stats: ViewStats, label: str) -> str:
+    """The footer's HTML: ``label`` (provider:model), status, and the stats line."""
+    e = html.escape
+    return (
+        f'<span style="opacity:.75;font-size:90%"><b>{e(redact(label))}</b> · {e(stats.status)}'
+        f"{' · ' + e(stats.line()) if stats.line() else ''}</span>"
+    )
+
+
+def tool_card_html(
+    name: str, status: str, arguments: str, result: str | None, is_error: bool
+) -> str:
+    """One tool call card: name, status, the arguments as they stream, then the result."""
+    e = html.escape
+    color = {"ok": "#2a7", "error": "#d33", "skipped": "#888"}.get(status, "#47c")
+    out = (
+        '<div class="notebook-llm-tool" style="border:1px solid rgba(128,128,128,.35);'
+        'border-radius:4px;padding:4px 8px;margin:2px 0">'
+        f"<div>🔧 <b>{e(redact(name) or '…')}</b> "
+        f'<span style="color:{color}">{e(status)}</span></div>'
+        f'<pre style="margin:2px 0;white-space:pre-wrap">{e(redact(arguments))}</pre>'
+    )
+    if result is not None:
+        style = "color:#d33;" if is_error else ""
+        out += f'<pre style="{style}margin:2px 0;white-space:pre-wrap">→ {e(redact(result))}</pre>'
+    return out + "</div>"

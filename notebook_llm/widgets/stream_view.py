@@ -1,0 +1,371 @@
+"""The live stream view: an ipywidgets tree fed with stream events, updated at most ~20×/s.
+
+Layout (one ``VBox``)::
+
+    [Reasoning ▸]               Accordion, collapsed; shown once reasoning arrives
+    text panel / tool card ...  in stream order, across the steps of a tool loop
+    [error box]                 hidden unless the stream ends with an error
+    footer: provider:model · status · tokens · first token · tok/s · cost   [Stop]
+
+How the bytes stay linear in the answer: :meth:`StreamView.handle` only updates Python state;
+:meth:`StreamView.maybe_flush` syncs at most ``max_rate`` times a second, and only what changed.
+A text panel keeps finished paragraphs (cut at blank lines outside code fences) in frozen
+``Output`` widgets that are sent once; only the open tail paragraph is re-sent on a flush.
+Frozen segments are grouped 16 to a ``VBox`` so no ``children`` list grows without bound.
+(A single paragraph or code block longer than a few KB stays in the tail until it ends.)
+
+The view never raises into the stream and never shows a key: all text passes ``redact``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import ipywidgets as w
+
+from ..cancel import StopSignal
+from ..errors import LlmError
+from ..loop_events import LoopEvent, StepStart, ToolResult, ToolRun
+from ..pricing import Price, cost
+from ..protocol import (
+    BlockEnd,
+    BlockStart,
+    Finish,
+    FinishReason,
+    ReasoningDelta,
+    TextDelta,
+    TokenUsage,
+    ToolCallBlock,
+    ToolCallDelta,
+    Usage,
+)
+from ..secrets import redact
+from .render import ErrorBox, ViewStats, stats_html, tool_card_html
+
+#: Open text shorter than this is never cut; a cut is at the last blank line outside fences.
+MIN_FREEZE = 200
+#: Above this, a single newline outside a fence is an acceptable cut too.
+LINE_FREEZE = 4000
+GROUP_SIZE = 16
+#: The footer's numbers change at most this often (seconds).
+STATS_INTERVAL = 0.25
+
+
+def _hidden(widget: w.Widget, hidden: bool) -> None:
+    display = "none" if hidden else None
+    if widget.layout.display != display:
+        widget.layout.display = display
+
+
+def _safe_cut(text: str) -> int:
+    """Where ``text`` may be cut into a frozen part and an open tail (0: nowhere yet)."""
+    if len(text) < MIN_FREEZE:
+        return 0
+    in_fence = False
+    last_blank = 0
+    last_line = 0
+    pos = 0
+    for line in text.splitlines(keepends=True):
+        stripped = line.lstrip()
+        if stripped.startswith(("```", "~~~")):
+            in_fence = not in_fence
+        pos += len(line)
+        if not line.endswith("\n") or in_fence:
+            continue
+        last_line = pos
+        if not stripped:
+            last_blank = pos
+    if last_blank >= MIN_FREEZE:
+        return last_blank
+    if len(text) >= LINE_FREEZE and last_line >= MIN_FREEZE:
+        return last_line
+    return 0
+
+
+class TextPanel:
+    """Streaming text shown with one mime type (``text/markdown`` or ``text/plain``)."""
+
+    def __init__(self, mime: str = "text/markdown") -> None:
+        self.mime = mime
+        self.parts: list[str] = []
+        self._open = ""
+        self._shown = ""
+        self._groups: list[w.VBox] = []
+        self._tail = w.Output()
+        self.widget = w.VBox([self._tail])
+
+    @property
+    def text(self) -> str:
+        return "".join(self.parts) + self._open
+
+    def append(self, text: str) -> None:
+        self._open += text
+
+    def _output(self, text: str) -> tuple[dict[str, Any], ...]:
+        if not text:
+            return ()
+        return ({"output_type": "display_data", "data": {self.mime: redact(text)}, "metadata": {}},)
+
+    def sync(self) -> None:
+        cut = _safe_cut(self._open)
+        if cut:
+            frozen, self._open = self._open[:cut], self._open[cut:]
+            self.parts.append(frozen)
+            segment = w.Output(outputs=self._output(frozen))
+            if not self._groups or len(self._groups[-1].children) >= GROUP_SIZE:
+                self._groups.append(w.VBox([segment]))
+                self.widget.children = (*self._groups, self._tail)
+            else:
+                group = self._groups[-1]
+                group.children = (*group.children, segment)
+        if self._open != self._shown:
+            self._shown = self._open
+            self._tail.outputs = self._output(self._open)
+
+
+class ToolCard:
+    """One tool call: name and arguments as they stream, then the status and result."""
+
+    def __init__(self) -> None:
+        self.call_id = ""
+        self.name = ""
+        self.arguments = ""
+        self.status = "calling"
+        self.result: str | None = None
+        self.is_error = False
+        self.widget = w.HTML()
+        self._dirty = True
+
+    def update(self, **changes: Any) -> None:
+        for key, value in changes.items():
+            setattr(self, key, value)
+        self._dirty = True
+
+    def sync(self) -> None:
+        if self._dirty:
+            self._dirty = False
+            self.widget.value = tool_card_html(
+                self.name, self.status, self.arguments, self.result, self.is_error
+            )
+
+
+class StreamView:
+    """Renders protocol events and tool-loop events live; see the module docstring.
+
+    ``handle(event)`` for each event, ``maybe_flush()`` as often as you like (it rate-limits
+    itself), ``finish(...)`` once at the end. ``clock`` is injectable for benchmarks.
+    """
+
+    def __init__(
+        self,
+        label: str,
+        *,
+        stop: StopSignal | None = None,
+        price: Price | None = None,
+        max_rate: float = 20.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.label = label
+        self.stop_signal = stop or StopSignal()
+        self.price = price
+        self.clock = clock
+        self.min_interval = 1.0 / max_rate if max_rate > 0 else 0.0
+        self.stats = ViewStats()
+        self.usage = TokenUsage()
+        self.last_finish: FinishReason | None = None
+        self.step = 0
+        self._started = clock()
+        self._first: float | None = None
+        self._last_flush = float("-inf")
+        self._last_stats = float("-inf")
+        self._deltas = 0
+        self._panels: dict[tuple[int, int], TextPanel] = {}
+        self._text_panels: list[TextPanel] = []
+        self._cards: dict[tuple[int, int], ToolCard] = {}
+        self._cards_by_id: dict[str, ToolCard] = {}
+        self.reasoning = TextPanel("text/plain")
+        self._reasoning_box = w.Accordion(children=[self.reasoning.widget], titles=("Reasoning",))
+        self._reasoning_box.selected_index = None
+        _hidden(self._reasoning_box, True)
+        self._blocks = w.VBox()
+        self._error = w.HTML()
+        _hidden(self._error, True)
+        self._stats = w.HTML(stats_html(self.stats, label))
+        self.stop_button = w.Button(
+            description="Stop", icon="stop", button_style="danger", tooltip="Stop the stream"
+        )
+        self.stop_button.layout.width = "auto"
+        self.stop_button.on_click(lambda _button: self.stop_signal.set())
+        self.footer = w.HBox([self.stop_button, self._stats])
+        self.widget = w.VBox([self._reasoning_box, self._blocks, self._error, self.footer])
+        self.widget.add_class("notebook-llm-view")
+
+    # ------------------------------------------------------------------ events
+
+    @property
+    def text(self) -> str:
+        """The answer text so far (all text blocks, across steps)."""
+        return "\n\n".join(p.text for p in self._text_panels if p.text)
+
+    def handle(self, event: LoopEvent) -> None:
+        """Take one event into the view's state (no front-end traffic here)."""
+        if isinstance(event, TextDelta | ReasoningDelta | ToolCallDelta) and self._first is None:
+            self._first = self.clock()
+        if isinstance(event, StepStart):
+            self.step = event.step
+        elif isinstance(event, BlockStart):
+            self._start_block(event)
+        elif isinstance(event, TextDelta):
+            self._deltas += 1
+            self._panel(event.index).append(event.text)
+        elif isinstance(event, ReasoningDelta):
+            self._deltas += 1
+            self.reasoning.append(event.text)
+        elif isinstance(event, ToolCallDelta):
+            self._deltas += 1
+            card = self._card(event.index)
+            card.update(
+                arguments=card.arguments + event.arguments_delta, name=card.name or event.name or ""
+            )
+            if event.id and not card.call_id:
+                card.call_id = event.id
+                self._cards_by_id[event.id] = card
+        elif isinstance(event, BlockEnd) and isinstance(event.block, ToolCallBlock):
+            card = self._card(event.index)
+            block = event.block
+            card.update(
+                name=block.name, arguments=block.arguments, status="called", call_id=block.id
+            )
+            self._cards_by_id[block.id] = card
+        elif isinstance(event, Usage):
+            self.usage = self.usage + event.usage
+            self.stats.estimated = False
+        elif isinstance(event, Finish):
+            self.last_finish = event.reason
+        elif isinstance(event, ToolRun):
+            self._tool_card(event.call_id, event.name).update(
+                status="running", arguments=event.arguments
+            )
+        elif isinstance(event, ToolResult):
+            self._tool_card(event.call_id, event.name).update(
+                status=event.status, result=event.content, is_error=event.is_error
+            )
+
+    def _start_block(self, event: BlockStart) -> None:
+        if event.block_type == "text":
+            self._panel(event.index)
+        elif event.block_type == "tool-call":
+            self._card(event.index)
+        else:
+            _hidden(self._reasoning_box, False)
+
+    def _panel(self, index: int) -> TextPanel:
+        panel = self._panels.get((self.step, index))
+        if panel is None:
+            panel = self._panels[(self.step, index)] = TextPanel()
+            self._text_panels.append(panel)
+            self._blocks.children = (*self._blocks.children, panel.widget)
+        return panel
+
+    def _card(self, index: int) -> ToolCard:
+        card = self._cards.get((self.step, index))
+        if card is None:
+            card = self._cards[(self.step, index)] = ToolCard()
+            self._blocks.children = (*self._blocks.children, card.widget)
+        return card
+
+    def _tool_card(self, call_id: str, name: str) -> ToolCard:
+        card = self._cards_by_id.get(call_id)
+        if card is None:  # a tool event without its call in the stream: show it anyway
+            card = self._card(-1 - len(self._cards))
+            card.update(call_id=call_id, name=name)
+            self._cards_by_id[call_id] = card
+        return card
+
+    # ------------------------------------------------------------------ syncing
+
+    def maybe_flush(self) -> bool:
+        """Flush if the last flush is older than ``1/max_rate`` seconds; return whether it did."""
+        now = self.clock()
+        if now - self._last_flush < self.min_interval:
+            return False
+        self.flush()
+        return True
+
+    def flush(self) -> None:
+        """Send what changed since the last flush to the front end."""
+        self._last_flush = self.clock()
+        if self.reasoning.text:
+            _hidden(self._reasoning_box, False)
+        self.reasoning.sync()
+        for panel in self._text_panels:
+            panel.sync()
+        for card in self._cards.values():
+            card.sync()
+        if (
+            self._last_flush - self._last_stats >= STATS_INTERVAL
+            or self.stats.status != "streaming"
+        ):
+            self._last_stats = self._last_flush
+            self._update_stats()
+            value = stats_html(self.stats, self.label)
+            if self._stats.value != value:
+                self._stats.value = value
+
+    def _update_stats(self) -> None:
+        s = self.stats
+        now = self.clock()
+        if s.estimated:
+            s.output_tokens = self._deltas
+        else:
+            s.input_tokens = self.usage.input_tokens
+            s.output_tokens = self.usage.output_tokens
+            s.reasoning_tokens = self.usage.reasoning_tokens or 0
+        if self._first is not None:
+            s.latency = self._first - self._started
+            elapsed = now - self._first
+            if elapsed > 0.05 and s.output_tokens:
+                s.tokens_per_s = s.output_tokens / elapsed
+        if self.price is not None and not s.estimated:
+            s.cost = cost(self.usage, self.price)
+
+    def finish(
+        self,
+        *,
+        status: str,
+        error: LlmError | None = None,
+        hint: str | None = None,
+        detach_text: bool = True,
+    ) -> None:
+        """Final flush: set the status, hide Stop, show an error box; with ``detach_text`` the text
+        panels leave the widget (the caller displays the final answer as a static output)."""
+        self.stats.status = status
+        self.flush()
+        _hidden(self.stop_button, True)
+        if error is not None:
+            self._error.value = ErrorBox(error, hint).html()
+            _hidden(self._error, False)
+        if detach_text:
+            keep = tuple(
+                c
+                for c in self._blocks.children
+                if not any(c is p.widget for p in self._text_panels)
+            )
+            if keep != self._blocks.children:
+                self._blocks.children = keep
+            self.widget.children = tuple(c for c in self.widget.children if c is not self.footer)
+
+    def close(self) -> None:
+        """Close every widget of the view (frees the comms)."""
+        _close_tree(self.widget)
+        _close_tree(self.footer)
+        for panel in self._text_panels:
+            _close_tree(panel.widget)
+
+
+def _close_tree(widget: w.Widget) -> None:
+    for child in getattr(widget, "children", ()):
+        _close_tree(child)
+    widget.close()

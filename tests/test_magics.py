@@ -1,0 +1,269 @@
+"""%%llm and %llm in an in-process InteractiveShell: options, formats, errors, keys, interrupt."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import comm
+import pytest
+from comm.base_comm import BaseComm
+from IPython.core.interactiveshell import InteractiveShell
+from IPython.utils.capture import capture_output
+
+from notebook_llm import (
+    BlockStart,
+    Engine,
+    Event,
+    Finish,
+    GenerateOptions,
+    LlmAdapter,
+    Message,
+    TextDelta,
+)
+from notebook_llm.chat import Turn, set_default_engine
+from notebook_llm.magics.llm import HINT, LlmMagics
+from notebook_llm.widgets.present import Presenter
+from notebook_llm.widgets.render import STOPPED_MARK
+
+SECRET = "sk-fake-MAGICSECRET-9876543210"
+
+
+class RecordingComm(BaseComm):
+    def __init__(self, log: list[str], **kwargs: Any) -> None:
+        self.log = log
+        super().__init__(**kwargs)
+
+    def publish_msg(
+        self,
+        msg_type: str,
+        data: Any = None,
+        metadata: Any = None,
+        buffers: Any = None,
+        **keys: Any,
+    ) -> None:
+        self.log.append(json.dumps(data, default=str))
+
+
+class Endless(LlmAdapter):
+    """Streams text forever (until stopped)."""
+
+    name = "endless"
+
+    async def stream(self, options: GenerateOptions) -> AsyncIterator[Event]:
+        yield BlockStart(0, "text")
+        while True:
+            yield TextDelta(0, "more ")
+            await asyncio.sleep(0.005)
+        yield Finish.stop()  # pragma: no cover
+
+
+@pytest.fixture
+def engine() -> Iterator[Engine]:
+    eng = Engine(config_file=False, env_file=False, retries=0)
+    eng.add_provider("endless", adapter=Endless(), needs_key=False)
+    set_default_engine(eng)
+    yield eng
+    set_default_engine(None)
+
+
+@pytest.fixture
+def comms(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    log: list[str] = []
+    monkeypatch.setattr(comm, "create_comm", lambda **kw: RecordingComm(log, **kw))
+    return log
+
+
+@pytest.fixture
+def shell(engine: Engine, comms: list[str]) -> Iterator[InteractiveShell]:
+    ip = InteractiveShell.instance()
+    ip.run_line_magic("load_ext", "notebook_llm")
+    magics = ip.magics_manager.registry["LlmMagics"]
+    magics.widgets = "always"
+    magics.default_provider = None
+    magics.default_model = None
+    magics._hinted = False
+    magics.chats.clear()
+    yield ip
+    ip.run_line_magic("unload_ext", "notebook_llm")
+
+
+def run(ip: InteractiveShell, line: str, cell: str | None = None) -> Any:
+    with capture_output() as cap:
+        if cell is None:
+            ip.run_line_magic("llm", line)
+        else:
+            ip.run_cell_magic("llm", line, cell)
+    return cap
+
+
+def data(cap: Any, mime: str) -> list[Any]:
+    return [o.data[mime] for o in cap.outputs if mime in o.data]
+
+
+def test_load_twice_and_unload(shell: InteractiveShell) -> None:
+    shell.run_line_magic("load_ext", "notebook_llm")
+    assert isinstance(shell.magics_manager.registry["LlmMagics"], LlmMagics)
+    shell.run_line_magic("unload_ext", "notebook_llm")
+    assert "llm" not in shell.magics_manager.magics["cell"]
+    shell.run_line_magic("load_ext", "notebook_llm")
+    assert "llm" in shell.magics_manager.magics["cell"]
+
+
+def test_default_is_mock_with_one_hint(shell: InteractiveShell) -> None:
+    cap = run(shell, "", "hello there")
+    assert HINT in cap.stdout
+    assert data(cap, "text/markdown") == ["hello there"]
+    assert data(cap, "text/plain") == ["hello there"]
+    assert HINT not in run(shell, "", "again").stdout
+
+
+def test_outputs_are_deterministic_and_widget_views_separate(shell: InteractiveShell) -> None:
+    first, second = (
+        run(shell, "mock:reasoning", "same prompt"),
+        run(shell, "mock:reasoning", "same prompt"),
+    )
+    strip = [
+        [{k: v for k, v in o.data.items() if "widget" not in k} for o in c.outputs]
+        for c in (first, second)
+    ]
+    assert strip[0] == strip[1]
+    assert [
+        o for o in first.outputs if "text/plain" not in o.data and "text/html" not in o.data
+    ]  # widget-only
+
+
+def test_use_and_interpolation(shell: InteractiveShell) -> None:
+    shell.user_ns["topic"] = "owls"
+    run(shell, "use mock:echo")
+    cap = run(shell, "-o res", "about {topic} and {unknown} {{topic}}")
+    assert data(cap, "text/plain") == ["about owls and {unknown} {topic}"]
+    assert shell.user_ns["res"].text == "about owls and {unknown} {topic}"
+    assert shell.user_ns["_llm"] is shell.user_ns["res"]
+    cap = run(shell, "--no-interpolate", "{topic}")
+    assert data(cap, "text/plain") == ["{topic}"]
+
+
+def test_bad_option_prints_usage(shell: InteractiveShell) -> None:
+    cap = run(shell, "--bogus", "hi")
+    assert "UsageError" in cap.stderr
+    assert "usage: %%llm" in cap.stderr
+    assert "Traceback" not in cap.stderr + cap.stdout
+    cap = run(shell, "frobnicate")
+    assert "UsageError" in cap.stderr
+    assert "%llm use" in cap.stderr
+
+
+def test_formats(shell: InteractiveShell, monkeypatch: pytest.MonkeyPatch) -> None:
+    cap = run(shell, "mock -f json", '```json\n{"a": [1, 2]}\n```')
+    assert data(cap, "application/json") == [{"a": [1, 2]}]
+    offered: list[str] = []
+    monkeypatch.setattr(shell, "set_next_input", lambda text, replace=False: offered.append(text))
+    run(shell, "mock -f code", "```python\nprint(1)\n```")
+    assert offered == ["print(1)"]
+    cap = run(shell, "mock -f text", "plain *text*")
+    assert data(cap, "text/plain") == ["plain *text*"]
+    assert not data(cap, "text/markdown")
+    cap = run(shell, "mock -f json", "not json")
+    assert any("MALFORMED_RESPONSE" in t for t in data(cap, "text/plain"))
+
+
+def test_missing_key_shows_a_box_not_a_traceback(shell: InteractiveShell) -> None:
+    cap = run(shell, "openai", "hi")
+    (box,) = [t for t in data(cap, "text/plain") if "MISSING_CREDENTIAL" in t]
+    assert "OPENAI_API_KEY" in box
+    assert "Traceback" not in cap.stdout + cap.stderr
+
+
+def test_key_never_shown(
+    shell: InteractiveShell,
+    comms: list[str],
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    monkeypatch.setattr("getpass.getpass", lambda prompt="": SECRET)
+    monkeypatch.setenv("NOTEBOOK_LLM_OPENAI_BASE_URL", "http://127.0.0.1:9/v1")  # nothing listens
+    caps = [run(shell, "key openai"), run(shell, "openai", "hi"), run(shell, "providers")]
+    shell.user_ns["k"] = SECRET
+    caps.append(run(shell, "mock", "echo {k} please"))
+    caps.append(run(shell, f"mock -s {SECRET}", "x"))
+    text = " ".join(c.stdout + c.stderr + json.dumps([o.data for o in c.outputs]) for c in caps)
+    assert "key for openai set" in text
+    assert "TRANSPORT" in text or "error" in text.lower()
+    assert SECRET not in text
+    assert not [m for m in comms if SECRET in m]
+    assert SECRET not in caplog.text
+    assert SECRET not in repr(shell.user_ns["_llm"])
+
+
+def test_chat_memory(shell: InteractiveShell) -> None:
+    run(shell, "mock --chat", "first")
+    run(shell, "mock --chat", "second")
+    history = run(shell, "history").stdout
+    assert "user: first" in history
+    assert "assistant: second" in history
+    run(shell, "mock --chat --new", "third")
+    assert "first" not in run(shell, "history").stdout
+    run(shell, "reset")
+    assert "empty" in run(shell, "history").stdout
+    run(shell, "mock --chat other", "x")
+    assert "user: x" in run(shell, "history other").stdout
+
+
+def test_tools_show_the_calls(shell: InteractiveShell) -> None:
+    def add(a: int, b: int = 2) -> int:
+        """Add two numbers."""
+        return a + b
+
+    shell.user_ns["add"] = add
+    cap = run(shell, "mock:tools --tools add -o r", "add 1 and 2")
+    assert shell.user_ns["r"].tool_calls or shell.user_ns["r"].steps
+    assert "Traceback" not in cap.stderr
+    assert "UsageError" in run(shell, "mock --tools nope", "x").stderr
+
+
+def test_interrupt_stops_within_a_second(engine: Engine, comms: list[str]) -> None:
+    calls = [0]
+
+    def poll() -> None:
+        calls[0] += 1
+        if calls[0] == 5:
+            raise KeyboardInterrupt
+
+    turn = Turn("endless", messages=[Message.user("go")])
+    ip = InteractiveShell.instance()
+    with capture_output() as cap:
+        presenter = Presenter(engine, turn, live=True, poll=poll)
+        from notebook_llm.chat import make_source
+
+        completion = presenter.run_sync(make_source(engine, turn, presenter.stop))
+        presenter.show(completion)
+    assert ip is not None
+    assert completion.finish is not None
+    assert completion.finish.kind == "aborted"
+    assert completion.text.startswith("more")
+    (plain,) = data(cap, "text/plain")
+    assert plain.endswith(STOPPED_MARK)
+
+
+def test_stop_button(engine: Engine, comms: list[str]) -> None:
+    turn = Turn("endless", messages=[Message.user("go")])
+    presenter: Presenter
+
+    def poll() -> None:
+        assert presenter.view is not None
+        if len(presenter.view.text) > 20:
+            presenter.view.stop_button.click()
+
+    from notebook_llm.chat import make_source
+
+    with capture_output():
+        presenter = Presenter(engine, turn, live=True, poll=poll)
+        completion = presenter.run_sync(make_source(engine, turn, presenter.stop))
+        presenter.show(completion)
+    assert completion.finish is not None
+    assert completion.finish.kind == "aborted"
+    assert presenter.view is not None
+    assert "stopped" in presenter.view._stats.value

@@ -1,0 +1,68 @@
+"""The package root: a curated ``__all__``, and an engine that imports no notebook code."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import notebook_llm
+
+
+def test_all_names_exist_and_are_unique() -> None:
+    assert len(set(notebook_llm.__all__)) == len(notebook_llm.__all__)
+    for name in notebook_llm.__all__:
+        assert hasattr(notebook_llm, name), name
+
+
+def test_every_public_object_is_listed() -> None:
+    public = {
+        name
+        for name, value in vars(notebook_llm).items()
+        if not name.startswith("_") and getattr(value, "__module__", "").startswith("notebook_llm")
+    }
+    assert public <= set(notebook_llm.__all__), public - set(notebook_llm.__all__)
+
+
+def test_issue_names_are_importable_from_the_root() -> None:
+    for name in [
+        "BlockStart",
+        "TextDelta",
+        "ReasoningDelta",
+        "ToolCallDelta",
+        "BlockEnd",
+        "Usage",
+        "Finish",
+        "TextBlock",
+        "ReasoningBlock",
+        "ToolCallBlock",
+        "ToolResultBlock",
+        "ImageBlock",
+        "Message",
+        "ToolSchema",
+        "TokenUsage",
+        "FinishReason",
+        "GenerateOptions",
+        "validate_stream",
+        "assemble",
+        "event_from_json",
+        "LlmError",
+        "LlmAdapter",
+        "Engine",
+        "Chat",
+        "map",
+    ]:
+        assert name in notebook_llm.__all__, name
+    from notebook_llm import LuaAdapter  # noqa: F401  (lazy re-export)
+
+
+def test_importing_the_engine_imports_no_notebook_code() -> None:
+    code = (
+        "import sys, notebook_llm\n"
+        "from notebook_llm import Engine\n"
+        "Engine(config_file=False).complete_sync('mock-direct', 'echo', prompt='x')\n"
+        "bad = [m for m in sys.modules if m.split('.')[0] in "
+        "('IPython', 'ipywidgets', 'ipykernel', 'jupyter_ui_poll', 'traitlets', 'comm')]\n"
+        "print(bad)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

@@ -1,0 +1,174 @@
+"""The live view: state, coalescing, linear bytes, Stop, key scrubbing (recording comm)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import comm
+import pytest
+from comm.base_comm import BaseComm
+
+from notebook_llm.loop_events import StepStart, ToolResult, ToolRun
+from notebook_llm.protocol import (
+    BlockEnd,
+    BlockStart,
+    Finish,
+    ReasoningBlock,
+    ReasoningDelta,
+    TextBlock,
+    TextDelta,
+    TokenUsage,
+    ToolCallBlock,
+    ToolCallDelta,
+    Usage,
+)
+from notebook_llm.secrets import register_secret
+from notebook_llm.widgets.stream_view import StreamView, _safe_cut
+
+
+class RecordingComm(BaseComm):
+    """A comm that records every message it would send to the front end."""
+
+    def __init__(self, log: list[tuple[str, str]], **kwargs: Any) -> None:
+        self.log = log
+        super().__init__(**kwargs)
+
+    def publish_msg(
+        self,
+        msg_type: str,
+        data: Any = None,
+        metadata: Any = None,
+        buffers: Any = None,
+        **keys: Any,
+    ) -> None:
+        self.log.append((msg_type, json.dumps(data, default=str)))
+
+
+@pytest.fixture
+def comms(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[tuple[str, str]]]:
+    log: list[tuple[str, str]] = []
+    monkeypatch.setattr(comm, "create_comm", lambda **kw: RecordingComm(log, **kw))
+    return log
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def feed_text(view: StreamView, clock: Clock, pieces: list[str], dt: float) -> None:
+    view.handle(BlockStart(0, "text"))
+    for piece in pieces:
+        clock.now += dt
+        view.handle(TextDelta(0, piece))
+        view.maybe_flush()
+    view.handle(BlockEnd(0, TextBlock("".join(pieces))))
+    view.handle(Finish.stop())
+
+
+def words(n: int) -> list[str]:
+    return [("\n\n" if i % 60 == 59 else " ") + f"word{i % 97}" for i in range(n)]
+
+
+def test_renders_reasoning_text_tools_and_footer(comms: list[tuple[str, str]]) -> None:
+    view = StreamView("mock:tools", price=(1.0, 2.0))
+    events = [
+        StepStart(0),
+        BlockStart(0, "reasoning"),
+        ReasoningDelta(0, "think"),
+        BlockEnd(0, ReasoningBlock("think")),
+        BlockStart(1, "text"),
+        TextDelta(1, "Let me *check*."),
+        BlockEnd(1, TextBlock("Let me *check*.")),
+        BlockStart(2, "tool-call"),
+        ToolCallDelta(2, "c1", '{"a":', "add"),
+        ToolCallDelta(2, "c1", " 1}"),
+        BlockEnd(2, ToolCallBlock("c1", "add", '{"a": 1}')),
+        Usage(TokenUsage(10, 20, reasoning_tokens=5)),
+        Finish.stop(),
+        ToolRun("c1", "add", '{"a": 1}'),
+        ToolResult("c1", "add", "3", status="ok"),
+        StepStart(1),
+        BlockStart(0, "text"),
+        TextDelta(0, "It is 3."),
+        BlockEnd(0, TextBlock("It is 3.")),
+        Usage(TokenUsage(30, 4)),
+        Finish.stop(),
+    ]
+    for event in events:
+        view.handle(event)
+    view.flush()
+    assert view.text == "Let me *check*.\n\nIt is 3."
+    assert view.reasoning.text == "think"
+    assert view._reasoning_box.layout.display is None
+    card = view._cards[(0, 2)]
+    assert "add" in card.widget.value
+    assert "ok" in card.widget.value
+    assert "→ 3" in card.widget.value
+    # usage is summed over the steps; the cost uses the price
+    assert (view.usage.input_tokens, view.usage.output_tokens) == (40, 24)
+    assert "40 in" in view._stats.value
+    assert "$0.0001" in view._stats.value
+    view.finish(status="done")
+    assert view.stop_button.layout.display == "none"
+    assert view.footer not in view.widget.children
+    assert all(p.widget not in view._blocks.children for p in view._text_panels)
+
+
+def test_updates_are_coalesced(comms: list[tuple[str, str]]) -> None:
+    clock = Clock()
+    view = StreamView("m", clock=clock, max_rate=20)
+    before = len(comms)
+    feed_text(view, clock, words(2000), dt=0.0)  # all at the same instant
+    assert len(comms) - before <= 12  # widget creation + one flush, not 2000 updates
+
+
+def test_bytes_grow_linearly(comms: list[tuple[str, str]]) -> None:
+    def measure(n: int) -> int:
+        comms.clear()
+        clock = Clock()
+        view = StreamView("m", clock=clock)
+        feed_text(view, clock, words(n), dt=0.01)
+        view.finish(status="done")
+        return sum(len(data) for _, data in comms)
+
+    small, large = measure(2000), measure(8000)
+    text_bytes = len("".join(words(8000)))
+    assert large < 5.0 * small  # 4x the tokens: about 4x the bytes, not 16x
+    assert large < 40 * text_bytes
+
+
+def test_cuts_only_outside_code_fences() -> None:
+    para = "x" * 250 + "\n\n"
+    assert _safe_cut(para + "tail") == len(para)
+    fenced = "```\n" + ("code\n\n" * 60) + "still code"
+    assert _safe_cut(fenced) == 0
+    closed = "```\n" + ("code\n\n" * 60) + "```\n\nafter"
+    assert _safe_cut(closed) == len(closed) - len("after")
+
+
+def test_stop_button_sets_the_signal(comms: list[tuple[str, str]]) -> None:
+    view = StreamView("m")
+    assert not view.stop_signal.is_set()
+    view.stop_button.click()
+    assert view.stop_signal.is_set()
+
+
+def test_keys_never_reach_the_front_end(comms: list[tuple[str, str]]) -> None:
+    secret = "sk-test-VIEWSECRET-0123456789"
+    register_secret(secret)
+    view = StreamView(f"p:{secret}")
+    view.handle(BlockStart(0, "text"))
+    view.handle(TextDelta(0, f"the key is {secret} ok"))
+    view.handle(BlockStart(1, "tool-call"))
+    view.handle(ToolCallDelta(1, "c", json.dumps({"k": secret}), "f"))
+    view.handle(ToolResult("c", "f", f"got {secret}"))
+    view.flush()
+    view.finish(status="done")
+    assert comms
+    assert not [m for m in comms if secret in m[1]]
