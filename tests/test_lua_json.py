@@ -177,3 +177,30 @@ def test_decode_marks_tables_from_python_args(sb: LuaSandbox) -> None:
     assert inner.call("f", {"x": []}) == '{"x":[]}'
     assert inner.call("f", {"x": {}}) == '{"x":{}}'
     assert inner.call("f", {"x": [None]}) == '{"x":[null]}'
+
+
+def test_decoded_objects_keep_their_key_order_when_re_encoded() -> None:
+    from notebook_llm.lua.runtime import LuaSandbox
+
+    sb = LuaSandbox(
+        "return { transform_request = function(s) local t = json.decode(s); t.added = 1; "
+        "t.b_extra = 2; return json.encode(t) end, transform_stream_chunk = function(s) return s end }",
+        name="order",
+    )
+    schema = '{"type":"object","properties":{"zeta":{"type":"string"},"alpha":{"type":"integer"},"mid":{}},"required":["zeta","alpha"]}'
+    out = sb.call("transform_request", schema)
+    assert out == (
+        '{"type":"object","properties":{"zeta":{"type":"string"},"alpha":{"type":"integer"},'
+        '"mid":{}},"required":["zeta","alpha"],"added":1,"b_extra":2}'
+    )
+
+
+def test_objects_built_by_a_script_encode_in_a_stable_sorted_order() -> None:
+    from notebook_llm.lua.runtime import LuaSandbox
+
+    sb = LuaSandbox(
+        "return { transform_request = function(s) return json.encode({ zz = 1, aa = 2, mm = { y = 1, b = 2 } }) end,"
+        " transform_stream_chunk = function(s) return s end }",
+        name="sorted",
+    )
+    assert sb.call("transform_request", "{}") == '{"aa":2,"mm":{"b":2,"y":1},"zz":1}'

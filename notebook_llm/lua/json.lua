@@ -13,6 +13,9 @@
 --   * integers stay integers (Lua 5.4 integer subtype, 2^53+1 is exact); floats stay floats
 --     (1.0 encodes as 1.0, 1e300 as 1e+300). NaN and infinities cannot be encoded.
 --   * json.decode raises an error (with the byte position) on invalid input.
+--   * key order: a decoded object re-encodes with its keys in their original order; keys added
+--     later, and objects built by a script, follow in sorted order (stable output). Inside
+--     transform_stream_chunk, whose result Python parses, order is not tracked (hot path).
 -- Measured in bench/bench_lua_json.py; this pure-Lua codec is the one used (faster than a bridge
 -- to Python's json module because building Lua tables from Python costs a bridge call each).
 
@@ -33,6 +36,14 @@ local null = setmetatable({}, {
   __newindex = function() error("json.null is read-only", 2) end,
   __metatable = "json.null",
 })
+-- Key order of decoded objects, so that a decoded object re-encodes with its keys in the order
+-- they arrived (tool schemas' property order matters to models, and request bodies stay
+-- byte-stable for record/replay). Weak keys: an entry goes away with its object.
+local key_order = setmetatable({}, { __mode = "k" })
+-- Off while a stream chunk is transformed: its output is parsed by Python, where key order
+-- means nothing, and this is the hot path (recording the order costs ~20% of a decode).
+local keep_order = true
+local table_sort = table.sort
 local array_mt = { __name = "json.array" }
 local object_mt = { __name = "json.object" }
 json.null = null
@@ -115,20 +126,48 @@ local function encode_table(t, buf, n, depth)
     n = n + 1; buf[n] = "]"
     return n
   end
-  local first = true
-  n = n + 1; buf[n] = "{"
-  for k, v in next, t do
-    local kt = type(k)
-    if kt == "number" then
-      if mt ~= object_mt then
-        error("json.encode: table has a numeric key " .. tostring(k) .. " but is not an array"
-          .. " (sparse array or mixed keys); use json.object to encode numeric keys as strings", 0)
-      end
-      k = encode_number(k)
-    elseif kt ~= "string" then
-      error("json.encode: cannot use a " .. kt .. " as an object key", 0)
+  -- Keys in a stable order: first the decoded order (keys still present), then the other keys
+  -- sorted, so the same table always encodes to the same text.
+  local order = keep_order and key_order[t]
+  local keys, nk = {}, 0
+  local seen
+  if order then
+    seen = {}
+    for i = 1, #order do
+      local k = order[i]
+      if rawget(t, k) ~= nil then nk = nk + 1; keys[nk] = k; seen[k] = true end
     end
-    if first then first = false else n = n + 1; buf[n] = "," end
+  end
+  local extra, ne = nil, 0
+  for k in next, t do
+    if not (seen and seen[k]) then
+      local kt = type(k)
+      if kt == "number" then
+        if mt ~= object_mt then
+          error("json.encode: table has a numeric key " .. tostring(k) .. " but is not an array"
+            .. " (sparse array or mixed keys); use json.object to encode numeric keys as strings", 0)
+        end
+      elseif kt ~= "string" then
+        error("json.encode: cannot use a " .. kt .. " as an object key", 0)
+      end
+      extra = extra or {}
+      ne = ne + 1; extra[ne] = k
+    end
+  end
+  if ne > 1 and keep_order then
+    table_sort(extra, function(a, b)
+      local ta, tb = type(a), type(b)
+      if ta ~= tb then return ta == "number" end
+      return a < b
+    end)
+  end
+  for i = 1, ne do nk = nk + 1; keys[nk] = extra[i] end
+  n = n + 1; buf[n] = "{"
+  for i = 1, nk do
+    local k = keys[i]
+    local v = rawget(t, k)
+    if type(k) == "number" then k = encode_number(k) end
+    if i > 1 then n = n + 1; buf[n] = "," end
     if find(k, '[%c"\\]') then k = gsub(k, '[%c"\\]', escapes) end
     n = n + 1; buf[n] = '"'
     n = n + 1; buf[n] = k
@@ -258,6 +297,8 @@ local function decode_object(s, i, depth)
   local t = setmetatable({}, object_mt)
   local _, e = find(s, "^[ \t\r\n]*}", i)
   if e then return t, e + 1 end
+  local order, no
+  if keep_order then order, no = {}, 0; key_order[t] = order end
   while true do
     local k, v, c
     _, e, k = find(s, '^[ \t\r\n]*"([^"\\%c]*)"[ \t\r\n]*:', i)
@@ -272,6 +313,7 @@ local function decode_object(s, i, depth)
       i = i + 1
     end
     v, i = decode_value(s, i, depth)
+    if order and t[k] == nil then no = no + 1; order[no] = k end
     t[k] = v
     _, e, c = find(s, "^[ \t\r\n]*([,}])", i)
     if not e then decode_error(s, find(s, "[^ \t\r\n]", i) or #s + 1, "expected ',' or '}'") end
@@ -324,4 +366,8 @@ function json.decode(s)
   return v
 end
 
-return json
+-- The second value is for the trusted sandbox setup only (never given to scripts).
+local control = {
+  set_keep_order = function(on) keep_order = on end,
+}
+return json, control

@@ -167,10 +167,13 @@ class LuaSandbox:
         )
         g = lua.globals()
         load = g.load
-        json_lib = load(_builtin("json.lua"), "=nbllm.json", "b")(g.debug.getmetatable)
+        json_lib, json_control = load(_builtin("json.lua"), "=nbllm.json", "b")(
+            g.debug.getmetatable
+        )
         cfg = lua.table_from(
             {
                 "json": json_lib,
+                "json_control": json_control,
                 "interval": int(self.limits.hook_interval),
                 # ~640 bytes of stack and CallInfo per frame: stop recursion well before the cap.
                 "max_depth": max(200, min(200_000, self.limits.memory_bytes // 640)),

@@ -6,6 +6,7 @@
 -- code cannot reach them (no debug library), and they only take and return strings/numbers.
 local cfg = ...
 local json = cfg.json
+local set_keep_order = cfg.json_control.set_keep_order
 local interval = cfg.interval
 local max_depth = cfg.max_depth
 local DEPTH_MSG = "stack overflow (more than " .. max_depth .. " nested calls)"
@@ -298,6 +299,7 @@ end
 
 --- Call adapter[name](...) under the budget; returns status, value, line, traceback.
 function entry.call(name, ...)
+  set_keep_order(name ~= "transform_stream_chunk")
   return convert(run(call_hook, name, ...))
 end
 
