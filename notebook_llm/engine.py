@@ -440,12 +440,10 @@ class Engine:
                 self.retries,
                 delay,
             )
-            if stop_signal is not None and stop_signal.is_set():
-                yield Finish(
-                    FinishReason("aborted", LlmError(stop_signal.reason, ErrorCode.ABORTED))
-                )
+            if not await _backoff(delay, stop_signal):
+                reason = stop_signal.reason if stop_signal is not None else "stopped"
+                yield Finish(FinishReason("aborted", LlmError(reason, ErrorCode.ABORTED)))
                 return
-            await asyncio.sleep(delay)
 
     async def complete(self, provider: str, model: str | None = None, **kwargs: Any) -> Completion:
         """Run one generation to the end and return the :class:`Completion`.
@@ -567,6 +565,27 @@ async def _guarded(
         if aclose is not None:
             await aclose()
     yield Finish(FinishReason("aborted" if failure.code == ErrorCode.ABORTED else "error", failure))
+
+
+async def _backoff(delay: float, stop: StopSignal | None) -> bool:
+    """Sleep ``delay`` seconds before a retry; False if ``stop`` was set meanwhile."""
+    if stop is None:
+        await asyncio.sleep(delay)
+        return True
+    if stop.is_set():
+        return False
+    task = asyncio.current_task()
+    stop._attach(task)
+    try:
+        await asyncio.sleep(delay)
+    except asyncio.CancelledError:
+        if stop.is_set() and task is not None:
+            task.uncancel()
+            return False
+        raise
+    finally:
+        stop._detach()
+    return not stop.is_set()
 
 
 def _read_env_file(path: Path) -> dict[str, str]:

@@ -235,9 +235,15 @@ def _assert_malformed(excinfo: pytest.ExceptionInfo[LlmError]) -> None:
 
 
 def test_oversized_line_in_one_chunk() -> None:
+    decoder = SSEDecoder(16)
+    # The events completed before the over-long line come back first; the error follows.
+    events = decoder.feed(b"data: ok\n\n" + b"data: " + b"x" * 20 + b"\n\n")
+    assert [e.data for e in events] == ["ok"]
     with pytest.raises(LlmError) as excinfo:
-        SSEDecoder(16).feed(b"data: " + b"x" * 20 + b"\n\n")
+        decoder.flush()
     _assert_malformed(excinfo)
+    with pytest.raises(LlmError):
+        decoder.feed(b"data: more\n\n")
 
 
 def test_oversized_line_growing_without_newline() -> None:

@@ -370,7 +370,10 @@ class LuaAdapter(LlmAdapter):
 
     def _map_whole(self, sandbox: LuaSandbox, raw: bytes, options: GenerateOptions) -> list[Event]:
         text = raw.decode("utf-8", errors="replace")
-        out = sandbox.call("transform_response", text)
+        try:
+            out = sandbox.call("transform_response", text)
+        except LlmError as err:
+            raise _blame_provider_if_not_json(err, text) from None
         resp = _parse_json_output(out, self.name, "transform_response")
         if not isinstance(resp, dict):
             raise LlmError(
@@ -392,10 +395,23 @@ class _Pipeline:
         self.ndjson = ndjson
         self.sse = SSEDecoder() if not ndjson else None
         self.nd = NDJSONDecoder() if ndjson else None
+        self.checked_format = False
+
+    def _check_ndjson(self, first: str) -> None:
+        # A proxy's HTML error page in front of Ollama must not be blamed on the adapter.
+        self.checked_format = True
+        if first[:1] not in ("{", "["):
+            raise LlmError(
+                "the response was announced as NDJSON but is not: " + redact(first[:300]),
+                ErrorCode.MALFORMED_RESPONSE,
+            )
 
     def feed(self, chunk: bytes) -> list[Event]:
         if self.nd is not None:
-            return self._payloads(self.nd.feed(chunk))
+            lines = self.nd.feed(chunk)
+            if lines and not self.checked_format:
+                self._check_ndjson(lines[0])
+            return self._payloads(lines)
         assert self.sse is not None
         return self._payloads([e.data for e in self.sse.feed(chunk)])
 
@@ -409,7 +425,10 @@ class _Pipeline:
             if data == "[DONE]":
                 mapper.mark_end()
                 continue
-            result = call("transform_stream_chunk", data)
+            try:
+                result = call("transform_stream_chunk", data)
+            except LlmError as err:
+                raise _blame_provider_if_not_json(err, data) from None
             if result == "" or result is None:
                 continue
             chunk = _parse_json_output(result, self.name, "transform_stream_chunk")
@@ -425,7 +444,10 @@ class _Pipeline:
 
     def close(self) -> list[Event]:
         if self.nd is not None:
-            out = self._payloads(self.nd.flush())
+            lines = self.nd.flush()
+            if lines and not self.checked_format:
+                self._check_ndjson(lines[0])
+            out = self._payloads(lines)
         else:
             assert self.sse is not None
             out = self._payloads([e.data for e in self.sse.flush()])
@@ -439,6 +461,24 @@ class _Pipeline:
         if not self.mapper.finished:
             out.extend(self.mapper.finish())
         return out
+
+
+def _blame_provider_if_not_json(err: LlmError, payload: str) -> LlmError:
+    """A hook that failed on a payload that is not JSON: the provider's fault, not the script's."""
+    if err.code != ErrorCode.ADAPTER_ERROR:
+        return err
+    try:
+        json.loads(payload)
+    except ValueError:
+        return LlmError(
+            f"the provider sent a body or stream line that is not valid JSON: {redact(payload[:200])!r} "
+            f"(the adapter said: {err.message})",
+            ErrorCode.MALFORMED_RESPONSE,
+            adapter=err.adapter,
+            hook=err.hook,
+            lua_line=err.lua_line,
+        )
+    return err
 
 
 def _parse_json_output(value: Any, adapter: str, hook: str) -> Any:

@@ -37,7 +37,7 @@ class NDJSONDecoder:
     body. The result does not depend on where the body was split into chunks.
     """
 
-    __slots__ = ("_buf", "_first", "_max_line")
+    __slots__ = ("_buf", "_first", "_max_line", "_pending")
 
     def __init__(self, max_line_bytes: int = _DEFAULT_MAX_LINE) -> None:
         """``max_line_bytes`` bounds one line (terminator excluded)."""
@@ -46,25 +46,37 @@ class NDJSONDecoder:
         self._max_line = max_line_bytes
         self._buf = bytearray()
         self._first = True  # the next complete line is the first of the body
+        self._pending: LlmError | None = None  # an over-long line, raised at the next call
 
     def feed(self, chunk: bytes) -> list[str]:
-        """Decode one chunk; return the lines it completed (possibly none)."""
+        """Decode one chunk; return the lines it completed (possibly none).
+
+        A line over the limit raises, but only after the lines completed before it were
+        returned: the error is kept and raised by the next ``feed``/``flush``.
+        """
+        if self._pending is not None:
+            raise self._pending
         if not chunk:
             return []
         self._buf += chunk
         if b"\n" not in chunk:
             if len(self._buf) > self._max_line:
-                raise _line_too_long(len(self._buf), self._max_line)
+                self._pending = _line_too_long(len(self._buf), self._max_line)
+                self._buf.clear()
+                raise self._pending
             return []
         parts = bytes(self._buf).split(b"\n")
         self._buf.clear()
         self._buf += parts.pop()
         if len(self._buf) > self._max_line:
-            raise _line_too_long(len(self._buf), self._max_line)
+            self._pending = _line_too_long(len(self._buf), self._max_line)
+            self._buf.clear()
         return self._lines(parts)
 
     def flush(self) -> list[str]:
         """End of body: return the last line if it had no terminating newline."""
+        if self._pending is not None:
+            raise self._pending
         if not self._buf:
             return []
         tail = bytes(self._buf)
@@ -76,7 +88,9 @@ class NDJSONDecoder:
         limit = self._max_line
         for raw in parts:
             if len(raw) > limit:
-                raise _line_too_long(len(raw), limit)
+                self._pending = _line_too_long(len(raw), limit)
+                self._buf.clear()
+                break
             text = raw.decode("utf-8", "replace")
             if self._first:
                 self._first = False

@@ -85,6 +85,7 @@ class SSEDecoder:
         "_last_id",
         "_max_line",
         "_max_non_sse",
+        "_pending",
         "_raw",
         "_retry",
         "_saw_sse",
@@ -111,6 +112,7 @@ class SSEDecoder:
         self._last_id: str | None = None
         self._saw_sse = False
         self._raw = bytearray()  # body kept until an SSE line is seen
+        self._pending: LlmError | None = None  # an over-long line, raised at the next call
 
     @property
     def saw_sse(self) -> bool:
@@ -134,7 +136,13 @@ class SSEDecoder:
         return text if text.strip() else None
 
     def feed(self, chunk: bytes) -> list[SSEEvent]:
-        """Decode one chunk; return the events it completed (possibly none)."""
+        """Decode one chunk; return the events it completed (possibly none).
+
+        A line over the limit raises, but only after the events completed before it were
+        returned: the error is kept and raised by the next ``feed``/``flush``.
+        """
+        if self._pending is not None:
+            raise self._pending
         if not chunk:
             return []
         if self._skip_lf:
@@ -158,7 +166,9 @@ class SSEDecoder:
         if b"\n" not in chunk and b"\r" not in chunk:
             self._buf += chunk
             if len(self._buf) > self._max_line:
-                raise _line_too_long(len(self._buf), self._max_line)
+                self._pending = _line_too_long(len(self._buf), self._max_line)
+                self._buf.clear()
+                raise self._pending
             return []
         self._buf += chunk
         data = bytes(self._buf)
@@ -170,7 +180,8 @@ class SSEDecoder:
         elif last != 0x0A:
             self._buf += lines.pop()
             if len(self._buf) > self._max_line:
-                raise _line_too_long(len(self._buf), self._max_line)
+                self._pending = _line_too_long(len(self._buf), self._max_line)
+                self._buf.clear()
         return self._process(lines)
 
     def flush(self) -> list[SSEEvent]:
@@ -179,6 +190,8 @@ class SSEDecoder:
         Call once, after the last :meth:`feed`. A pending ``event``/``retry`` without data is
         dropped; the last event id is kept, as it would be across a reconnection.
         """
+        if self._pending is not None:
+            raise self._pending
         lines: list[bytes] = []
         if self._buf:
             if len(self._buf) > self._max_line:
@@ -206,7 +219,10 @@ class SSEDecoder:
                     self._retry = None
                 continue
             if len(line) > limit:
-                raise _line_too_long(len(line), limit)
+                # Keep what came before; the error surfaces at the next feed/flush.
+                self._pending = _line_too_long(len(line), limit)
+                self._buf.clear()
+                break
             colon = line.find(b":")
             if colon == 0:
                 self._mark_sse()
