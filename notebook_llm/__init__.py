@@ -11,11 +11,12 @@ from typing import Any
 
 from .adapter import LlmAdapter
 from .batch import amap
-from .batch import map_prompts as map  # noqa: A004 - the documented name, notebook_llm.map
-from .chat import Chat
+from .batch import map_prompts as map
 from .cancel import StopSignal
+from .chat import Chat
 from .engine import Engine
 from .errors import ErrorCode, LlmError
+from .pricing import set_price
 from .protocol import (
     Block,
     BlockEnd,
@@ -39,7 +40,6 @@ from .protocol import (
     Usage,
     event_from_json,
 )
-from .pricing import set_price
 from .registry import AdapterHandle
 from .tools import Tool, as_tool, run_tools, stream_tools, tool
 from .validate import Completion, StreamValidator, assemble, validate_stream
@@ -48,10 +48,10 @@ __version__ = "0.1.0"
 
 __all__ = [
     "AdapterHandle",
-    "Chat",
     "Block",
     "BlockEnd",
     "BlockStart",
+    "Chat",
     "Completion",
     "Engine",
     "ErrorCode",
@@ -72,10 +72,10 @@ __all__ = [
     "TextBlock",
     "TextDelta",
     "TokenUsage",
+    "Tool",
     "ToolCallBlock",
     "ToolCallDelta",
     "ToolResultBlock",
-    "Tool",
     "ToolSchema",
     "Usage",
     "__version__",
