@@ -26,16 +26,16 @@ WEATHER = ToolSchema(
 )
 
 
-async def _print_stream(engine: Engine, provider: str, model: str | None, prompt: str, **kw: object) -> None:
+async def _print_stream(
+    engine: Engine, provider: str, model: str | None, prompt: str, **kw: object
+) -> None:
     out = sys.stdout
     async for ev in engine.stream(provider, model, prompt=prompt, **kw):  # type: ignore[arg-type]
         if isinstance(ev, BlockStart) and ev.block_type == "reasoning":
             out.write("\033[2m[thinking] ")
         elif isinstance(ev, BlockStart) and ev.block_type == "tool-call":
             out.write("\n[tool call] ")
-        elif isinstance(ev, ReasoningDelta):
-            out.write(ev.text)
-        elif isinstance(ev, TextDelta):
+        elif isinstance(ev, (ReasoningDelta, TextDelta)):
             out.write(ev.text)
         elif isinstance(ev, ToolCallDelta):
             out.write(f"{ev.name}(" if ev.name else "")
@@ -71,7 +71,14 @@ def _ask(args: argparse.Namespace) -> int:
     engine = Engine()
     prompt = " ".join(args.prompt) or sys.stdin.read()
     asyncio.run(
-        _print_stream(engine, args.provider, args.model, prompt, system=args.system, max_tokens=args.max_tokens)
+        _print_stream(
+            engine,
+            args.provider,
+            args.model,
+            prompt,
+            system=args.system,
+            max_tokens=args.max_tokens,
+        )
     )
     return 0
 
@@ -80,7 +87,11 @@ def _providers(args: argparse.Namespace) -> int:
     engine = Engine()
     for name in engine.provider_names():
         cfg = engine.provider(name)
-        key = "no key needed" if not cfg.needs_key else ("key set" if engine.has_key(name) else f"needs {cfg.api_key_env}")
+        key = (
+            "no key needed"
+            if not cfg.needs_key
+            else ("key set" if engine.has_key(name) else f"needs {cfg.api_key_env}")
+        )
         print(f"{name:12} adapter={cfg.adapter:10} model={cfg.model or '-':28} {key}")
     return 0
 
@@ -98,7 +109,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     sub.add_parser("providers", help="list providers and whether their key is set")
     check = sub.add_parser("check-adapter", help="run the conformance kit on a Lua adapter")
     check.add_argument("path")
-    check.add_argument("--fixtures", action="append", default=[], help="a file or folder of recorded bodies")
+    check.add_argument(
+        "--fixtures", action="append", default=[], help="a file or folder of recorded bodies"
+    )
     check.add_argument("--expected", default=None, help="JSON file of expected results per fixture")
     args = parser.parse_args(argv)
     try:

@@ -54,7 +54,9 @@ def install_builtins(engine: Engine) -> None:
     engine.add_adapter_resolver(AdapterCatalog())
     direct = MockAdapter()
     engine.add_adapter(direct)
-    engine.add_provider("mock-direct", adapter=direct, model="echo", models=MOCK_MODELS, needs_key=False)
+    engine.add_provider(
+        "mock-direct", adapter=direct, model="echo", models=MOCK_MODELS, needs_key=False
+    )
     mock = LoopbackMock(engine)
     engine.add_adapter(mock)
     engine.add_provider("mock", adapter=mock, model="echo", models=MOCK_MODELS, needs_key=False)

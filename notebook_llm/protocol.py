@@ -146,7 +146,9 @@ def block_from_json(d: Mapping[str, Any]) -> Block:
     if t == "reasoning":
         return ReasoningBlock(str(d.get("text", "")))
     if t == "tool-call":
-        return ToolCallBlock(str(d.get("id", "")), str(d.get("name", "")), str(d.get("arguments", "")))
+        return ToolCallBlock(
+            str(d.get("id", "")), str(d.get("name", "")), str(d.get("arguments", ""))
+        )
     if t == "tool-result":
         return ToolResultBlock(
             str(d.get("toolCallId", "")),
@@ -221,7 +223,10 @@ class FinishReason:
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> FinishReason:
         failure = d.get("failure")
-        return cls(d["kind"], LlmError.from_failure(dict(failure)) if isinstance(failure, Mapping) else None)
+        return cls(
+            d["kind"],
+            LlmError.from_failure(dict(failure)) if isinstance(failure, Mapping) else None,
+        )
 
 
 # --------------------------------------------------------------------------------------------
@@ -310,7 +315,9 @@ class Finish:
         return cls(FinishReason("aborted" if err.code == ErrorCode.ABORTED else "error", err))
 
 
-Event: TypeAlias = BlockStart | TextDelta | ReasoningDelta | ToolCallDelta | BlockEnd | Usage | Finish
+Event: TypeAlias = (
+    BlockStart | TextDelta | ReasoningDelta | ToolCallDelta | BlockEnd | Usage | Finish
+)
 
 
 def event_from_json(d: Mapping[str, Any]) -> Event:
@@ -324,7 +331,9 @@ def event_from_json(d: Mapping[str, Any]) -> Event:
         if t == "reasoning-delta":
             return ReasoningDelta(int(d["index"]), str(d["text"]))
         if t == "tool-call-delta":
-            return ToolCallDelta(int(d["index"]), str(d["id"]), str(d.get("argumentsDelta", "")), d.get("name"))
+            return ToolCallDelta(
+                int(d["index"]), str(d["id"]), str(d.get("argumentsDelta", "")), d.get("name")
+            )
         if t == "block-end":
             return BlockEnd(int(d["index"]), block_from_json(d["block"]))
         if t == "usage":
@@ -332,7 +341,9 @@ def event_from_json(d: Mapping[str, Any]) -> Event:
         if t == "finish":
             return Finish(FinishReason.from_json(d["reason"]))
     except (KeyError, TypeError, ValueError) as exc:
-        raise LlmError(f"malformed event JSON {dict(d)!r}: {exc!r}", ErrorCode.MALFORMED_RESPONSE) from None
+        raise LlmError(
+            f"malformed event JSON {dict(d)!r}: {exc!r}", ErrorCode.MALFORMED_RESPONSE
+        ) from None
     raise LlmError(f"unknown event type {d.get('type')!r}", ErrorCode.MALFORMED_RESPONSE)
 
 

@@ -62,51 +62,91 @@ PRESETS: dict[str, ProviderConfig] = {
     p.name: p
     for p in [
         ProviderConfig(
-            "openai", "openai", "https://api.openai.com/v1", "gpt-4o-mini", "OPENAI_API_KEY",
+            "openai",
+            "openai",
+            "https://api.openai.com/v1",
+            "gpt-4o-mini",
+            "OPENAI_API_KEY",
             models=["gpt-4o-mini", "gpt-4o", "gpt-4.1", "gpt-4.1-mini", "o4-mini"],
-            prices={"gpt-4o-mini": (0.15, 0.60), "gpt-4o": (2.50, 10.00), "gpt-4.1": (2.00, 8.00),
-                    "gpt-4.1-mini": (0.40, 1.60), "o4-mini": (1.10, 4.40)},
+            prices={
+                "gpt-4o-mini": (0.15, 0.60),
+                "gpt-4o": (2.50, 10.00),
+                "gpt-4.1": (2.00, 8.00),
+                "gpt-4.1-mini": (0.40, 1.60),
+                "o4-mini": (1.10, 4.40),
+            },
             source="preset",
         ),
         ProviderConfig(
-            "deepseek", "deepseek", "https://api.deepseek.com", "deepseek-chat", "DEEPSEEK_API_KEY",
+            "deepseek",
+            "deepseek",
+            "https://api.deepseek.com",
+            "deepseek-chat",
+            "DEEPSEEK_API_KEY",
             models=["deepseek-chat", "deepseek-reasoner"],
             prices={"deepseek-chat": (0.27, 1.10), "deepseek-reasoner": (0.55, 2.19)},
             source="preset",
         ),
         ProviderConfig(
-            "anthropic", "anthropic", "https://api.anthropic.com", "claude-sonnet-4-5",
+            "anthropic",
+            "anthropic",
+            "https://api.anthropic.com",
+            "claude-sonnet-4-5",
             "ANTHROPIC_API_KEY",
             models=["claude-sonnet-4-5", "claude-haiku-4-5", "claude-opus-4-1"],
-            prices={"claude-sonnet-4-5": (3.0, 15.0), "claude-haiku-4-5": (1.0, 5.0),
-                    "claude-opus-4-1": (15.0, 75.0)},
+            prices={
+                "claude-sonnet-4-5": (3.0, 15.0),
+                "claude-haiku-4-5": (1.0, 5.0),
+                "claude-opus-4-1": (15.0, 75.0),
+            },
             source="preset",
         ),
         ProviderConfig(
-            "gemini", "gemini", "https://generativelanguage.googleapis.com/v1beta",
-            "gemini-2.5-flash", "GEMINI_API_KEY",
+            "gemini",
+            "gemini",
+            "https://generativelanguage.googleapis.com/v1beta",
+            "gemini-2.5-flash",
+            "GEMINI_API_KEY",
             models=["gemini-2.5-flash", "gemini-2.5-pro", "gemini-2.0-flash"],
             prices={"gemini-2.5-flash": (0.30, 2.50), "gemini-2.5-pro": (1.25, 10.0)},
             source="preset",
         ),
         ProviderConfig(
-            "mistral", "mistral", "https://api.mistral.ai/v1", "mistral-small-latest",
-            "MISTRAL_API_KEY", models=["mistral-small-latest", "mistral-large-latest", "magistral-medium-latest"],
+            "mistral",
+            "mistral",
+            "https://api.mistral.ai/v1",
+            "mistral-small-latest",
+            "MISTRAL_API_KEY",
+            models=["mistral-small-latest", "mistral-large-latest", "magistral-medium-latest"],
             source="preset",
         ),
         ProviderConfig(
-            "groq", "groq", "https://api.groq.com/openai/v1", "llama-3.3-70b-versatile",
-            "GROQ_API_KEY", models=["llama-3.3-70b-versatile", "openai/gpt-oss-120b", "qwen/qwen3-32b"],
+            "groq",
+            "groq",
+            "https://api.groq.com/openai/v1",
+            "llama-3.3-70b-versatile",
+            "GROQ_API_KEY",
+            models=["llama-3.3-70b-versatile", "openai/gpt-oss-120b", "qwen/qwen3-32b"],
             source="preset",
         ),
         ProviderConfig(
-            "github", "github", "https://models.github.ai/inference", "openai/gpt-4o-mini",
-            "GITHUB_TOKEN", models=["openai/gpt-4o-mini", "openai/gpt-4.1", "meta/Llama-3.3-70B-Instruct"],
+            "github",
+            "github",
+            "https://models.github.ai/inference",
+            "openai/gpt-4o-mini",
+            "GITHUB_TOKEN",
+            models=["openai/gpt-4o-mini", "openai/gpt-4.1", "meta/Llama-3.3-70B-Instruct"],
             source="preset",
         ),
         ProviderConfig(
-            "ollama", "ollama", "http://127.0.0.1:11434", "llama3.2", "OLLAMA_API_KEY",
-            needs_key=False, models=["llama3.2", "qwen3", "gpt-oss:20b"], source="preset",
+            "ollama",
+            "ollama",
+            "http://127.0.0.1:11434",
+            "llama3.2",
+            "OLLAMA_API_KEY",
+            needs_key=False,
+            models=["llama3.2", "qwen3", "gpt-oss:20b"],
+            source="preset",
         ),
     ]
 }
@@ -136,7 +176,17 @@ class FileConfig:
     prices: dict[str, tuple[float, float]] = field(default_factory=dict)
 
 
-_ALLOWED_KEYS = {"adapter", "base_url", "model", "api_key_env", "headers", "extra_body", "models", "needs_key", "prices"}
+_ALLOWED_KEYS = {
+    "adapter",
+    "base_url",
+    "model",
+    "api_key_env",
+    "headers",
+    "extra_body",
+    "models",
+    "needs_key",
+    "prices",
+}
 
 
 def load_file_config(path: Path | None = None) -> FileConfig:
@@ -147,7 +197,9 @@ def load_file_config(path: Path | None = None) -> FileConfig:
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except (OSError, tomllib.TOMLDecodeError) as exc:
-        raise LlmError(f"cannot read config file {path}: {exc}", ErrorCode.INVALID_OPTIONS) from None
+        raise LlmError(
+            f"cannot read config file {path}: {exc}", ErrorCode.INVALID_OPTIONS
+        ) from None
     defaults = data.get("defaults", {})
     providers = data.get("providers", {})
     if not isinstance(providers, dict):
@@ -175,7 +227,9 @@ def load_file_config(path: Path | None = None) -> FileConfig:
     return FileConfig(defaults.get("provider"), defaults.get("model"), providers, prices)
 
 
-def resolve_provider_config(name: str, file_config: FileConfig | None = None) -> ProviderConfig | None:
+def resolve_provider_config(
+    name: str, file_config: FileConfig | None = None
+) -> ProviderConfig | None:
     """The configuration for ``name``: preset, overlaid by the config file, then the environment."""
     base = PRESETS.get(name)
     table = (file_config.providers.get(name) if file_config else None) or {}
@@ -189,7 +243,12 @@ def resolve_provider_config(name: str, file_config: FileConfig | None = None) ->
             )
         base = ProviderConfig(name, str(table["adapter"]), source="config file")
     else:
-        base = replace(base, headers=dict(base.headers), extra_body=dict(base.extra_body), prices=dict(base.prices))
+        base = replace(
+            base,
+            headers=dict(base.headers),
+            extra_body=dict(base.extra_body),
+            prices=dict(base.prices),
+        )
     cfg = base
     if table:
         cfg = replace(
@@ -201,8 +260,13 @@ def resolve_provider_config(name: str, file_config: FileConfig | None = None) ->
             headers={**cfg.headers, **table.get("headers", {})},
             extra_body={**cfg.extra_body, **table.get("extra_body", {})},
             models=list(table.get("models", cfg.models)),
-            needs_key=bool(table.get("needs_key", cfg.needs_key if name in PRESETS else "api_key_env" in table)),
-            prices={**cfg.prices, **{k: (float(v[0]), float(v[1])) for k, v in table.get("prices", {}).items()}},
+            needs_key=bool(
+                table.get("needs_key", cfg.needs_key if name in PRESETS else "api_key_env" in table)
+            ),
+            prices={
+                **cfg.prices,
+                **{k: (float(v[0]), float(v[1])) for k, v in table.get("prices", {}).items()},
+            },
             source="config file" if base.source != "preset" else "preset + config file",
         )
     env_name = name.upper().replace("-", "_")

@@ -39,7 +39,9 @@ class Registry:
         self._handles: dict[str, AdapterHandle] = {}
         self._lock = threading.RLock()
 
-    def _check(self, routes: list[str], adapter: object, allow: AdapterHandle | None = None) -> None:
+    def _check(
+        self, routes: list[str], adapter: object, allow: AdapterHandle | None = None
+    ) -> None:
         if not isinstance(adapter, LlmAdapter):
             raise LlmError(
                 f"{adapter!r} is not an LlmAdapter (subclass notebook_llm.LlmAdapter)",

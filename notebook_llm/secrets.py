@@ -63,7 +63,8 @@ def redact(text: str) -> str:
 def redact_headers(headers: Mapping[str, str]) -> dict[str, str]:
     """A copy of ``headers`` fit to display: credential headers are replaced by ``***``."""
     return {
-        k: (REDACTED if k.lower() in SENSITIVE_HEADERS else redact(str(v))) for k, v in headers.items()
+        k: (REDACTED if k.lower() in SENSITIVE_HEADERS else redact(str(v)))
+        for k, v in headers.items()
     }
 
 
@@ -73,7 +74,9 @@ def redact_obj(obj: Any) -> Any:
         return redact(obj)
     if isinstance(obj, Mapping):
         return {
-            k: (REDACTED if isinstance(k, str) and k.lower() in SENSITIVE_HEADERS else redact_obj(v))
+            k: (
+                REDACTED if isinstance(k, str) and k.lower() in SENSITIVE_HEADERS else redact_obj(v)
+            )
             for k, v in obj.items()
         }
     if isinstance(obj, list | tuple):

@@ -25,7 +25,11 @@ from .protocol import (
     Usage,
 )
 
-_DELTA_BLOCK_TYPE = {"text-delta": "text", "reasoning-delta": "reasoning", "tool-call-delta": "tool-call"}
+_DELTA_BLOCK_TYPE = {
+    "text-delta": "text",
+    "reasoning-delta": "reasoning",
+    "tool-call-delta": "tool-call",
+}
 
 
 class StreamValidator:
@@ -170,7 +174,9 @@ class Completion:
 
     def message(self) -> Message:
         """This completion as an assistant message, for the next turn of a conversation."""
-        return Message("assistant", [b for b in self.blocks if not isinstance(b, TextBlock) or b.text])
+        return Message(
+            "assistant", [b for b in self.blocks if not isinstance(b, TextBlock) or b.text]
+        )
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -198,13 +204,17 @@ def assemble(events: Iterable[Event]) -> Completion:
     for ev in events:
         seen.append(ev)
         if isinstance(ev, BlockStart):
-            parts.setdefault(ev.index, {"type": ev.block_type, "text": [], "id": None, "name": None})
+            parts.setdefault(
+                ev.index, {"type": ev.block_type, "text": [], "id": None, "name": None}
+            )
         elif isinstance(ev, TextDelta | ReasoningDelta):
             kind = "text" if isinstance(ev, TextDelta) else "reasoning"
             p = parts.setdefault(ev.index, {"type": kind, "text": [], "id": None, "name": None})
             p["text"].append(ev.text)
         elif isinstance(ev, ToolCallDelta):
-            p = parts.setdefault(ev.index, {"type": "tool-call", "text": [], "id": None, "name": None})
+            p = parts.setdefault(
+                ev.index, {"type": "tool-call", "text": [], "id": None, "name": None}
+            )
             p["text"].append(ev.arguments_delta)
             p["id"] = p["id"] or ev.id
             p["name"] = p["name"] or ev.name

@@ -35,7 +35,7 @@ def _isolate(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
         if var.startswith("NOTEBOOK_LLM_") and var.endswith(("_BASE_URL", "_MODEL")):
             monkeypatch.delenv(var)
     monkeypatch.chdir(tmp_path)
-    yield
+    return
 
 
 class ScriptedAdapter(LlmAdapter):
@@ -43,7 +43,9 @@ class ScriptedAdapter(LlmAdapter):
 
     name = "scripted"
 
-    def __init__(self, events: Sequence[Event] = (), *, raise_after: BaseException | None = None) -> None:
+    def __init__(
+        self, events: Sequence[Event] = (), *, raise_after: BaseException | None = None
+    ) -> None:
         self.events = list(events)
         self.raise_after = raise_after
         self.calls: list[GenerateOptions] = []

@@ -89,7 +89,8 @@ def test_handle_replace_checks_and_moves_routes(engine: Engine) -> None:
     engine.register_adapter(["other"], ScriptedAdapter())
     with pytest.raises(LlmError):
         handle.replace(["two", "other"])
-    assert engine.registry.get("one") is a and engine.registry.get("two") is None
+    assert engine.registry.get("one") is a
+    assert engine.registry.get("two") is None
     handle.replace(["two", "three"])
     assert engine.registry.get("one") is None
     assert engine.complete_sync("three", prompt="x").text == "A"
@@ -106,10 +107,13 @@ def test_unknown_route_is_no_adapter(engine: Engine) -> None:
 
 
 async def test_adapter_exception_becomes_error_finish(engine: Engine) -> None:
-    engine.register_adapter(["bad"], ScriptedAdapter([BlockStart(0, "text")], raise_after=ValueError("oops")))
+    engine.register_adapter(
+        ["bad"], ScriptedAdapter([BlockStart(0, "text")], raise_after=ValueError("oops"))
+    )
     events = await collect(engine, "bad", prompt="x")
     finish = events[-1]
-    assert isinstance(finish, Finish) and finish.reason.kind == "error"
+    assert isinstance(finish, Finish)
+    assert finish.reason.kind == "error"
     assert finish.reason.failure is not None
     assert finish.reason.failure.code == "ADAPTER_ERROR"
     assert "ValueError: oops" in finish.reason.failure.message
@@ -122,7 +126,8 @@ async def test_adapter_breaking_a_rule_becomes_invariant_error(engine: Engine) -
     engine.register_adapter(["rude"], ScriptedAdapter([TextDelta(0, "no start"), STOP]))
     events = await collect(engine, "rude", prompt="x")
     assert isinstance(events[-1], Finish)
-    assert events[-1].reason.failure is not None and events[-1].reason.failure.code == "INVARIANT"
+    assert events[-1].reason.failure is not None
+    assert events[-1].reason.failure.code == "INVARIANT"
 
 
 async def test_adapter_without_finish_is_an_error(engine: Engine) -> None:
@@ -155,7 +160,8 @@ async def test_non_retryable_error_is_not_retried(engine: Engine) -> None:
     engine.register_adapter(["auth"], adapter)
     with pytest.raises(LlmError) as info:
         await engine.complete("auth", prompt="x")
-    assert info.value.code == "AUTH" and len(adapter.calls) == 1
+    assert info.value.code == "AUTH"
+    assert len(adapter.calls) == 1
 
 
 async def test_retries_give_up_after_the_configured_count(engine: Engine) -> None:
@@ -163,7 +169,8 @@ async def test_retries_give_up_after_the_configured_count(engine: Engine) -> Non
     engine.register_adapter(["down"], adapter)
     with pytest.raises(LlmError) as info:
         await engine.complete("down", prompt="x")
-    assert info.value.code == "SERVER" and len(adapter.calls) == engine.retries + 1
+    assert info.value.code == "SERVER"
+    assert len(adapter.calls) == engine.retries + 1
 
 
 # ------------------------------------------------------------------ cancellation
@@ -204,11 +211,15 @@ async def test_stop_signal_ends_with_aborted_and_closes_the_adapter(engine: Engi
     t0 = time.monotonic()
     threading.Thread(target=stop.set).start()  # a Stop button lives in another thread
     await asyncio.wait_for(task, 1.0)
-    assert slow.closed.is_set() and slow.closed_at is not None and slow.closed_at - t0 < 1.0
+    assert slow.closed.is_set()
+    assert slow.closed_at is not None
+    assert slow.closed_at - t0 < 1.0
     validate_stream(events)
     finish = events[-1]
-    assert isinstance(finish, Finish) and finish.reason.kind == "aborted"
-    assert finish.reason.failure is not None and finish.reason.failure.code == "ABORTED"
+    assert isinstance(finish, Finish)
+    assert finish.reason.kind == "aborted"
+    assert finish.reason.failure is not None
+    assert finish.reason.failure.code == "ABORTED"
     assert events[1] == TextDelta(0, "partial")
 
 
@@ -254,8 +265,11 @@ def test_complete_sync_stop_from_another_thread(engine: Engine) -> None:
 def test_complete_sync_on_mock_needs_no_key_or_network() -> None:
     c = Engine(config_file=False).complete_sync(provider="mock", model="echo", prompt="hello")
     assert "hello" in c.text
-    assert c.usage is not None and c.usage.input_tokens > 0 and c.usage.output_tokens > 0
-    assert c.finish is not None and c.finish.kind == "stop"
+    assert c.usage is not None
+    assert c.usage.input_tokens > 0
+    assert c.usage.output_tokens > 0
+    assert c.finish is not None
+    assert c.finish.kind == "stop"
 
 
 async def test_complete_sync_works_inside_a_running_loop(engine: Engine) -> None:
@@ -270,12 +284,23 @@ def test_messages_and_system_reach_the_adapter(engine: Engine) -> None:
     adapter = ScriptedAdapter(text_stream("ok"))
     engine.add_provider("p", adapter=adapter, model="m1", extra_body={"seed": 1})
     engine.complete_sync(
-        "p", messages=[Message.user("a"), Message.assistant("b")], prompt="c", system="sys",
-        temperature=0.2, max_tokens=5, stop=["END"],
+        "p",
+        messages=[Message.user("a"), Message.assistant("b")],
+        prompt="c",
+        system="sys",
+        temperature=0.2,
+        max_tokens=5,
+        stop=["END"],
     )
     opts = adapter.calls[0]
     assert [m.text for m in opts.messages] == ["a", "b", "c"]
-    assert (opts.system, opts.model, opts.temperature, opts.max_tokens, opts.stop) == ("sys", "m1", 0.2, 5, ["END"])
+    assert (opts.system, opts.model, opts.temperature, opts.max_tokens, opts.stop) == (
+        "sys",
+        "m1",
+        0.2,
+        5,
+        ["END"],
+    )
     assert opts.extra_body == {"seed": 1}
 
 
@@ -294,7 +319,9 @@ def test_bad_options_are_clear_errors(engine: Engine, kw: dict[str, object]) -> 
 async def test_unsupported_reasoning_effort_is_refused_before_io(engine: Engine) -> None:
     class Effortful(ScriptedAdapter):
         async def resolve_model(self, provider: str, model: str | None) -> ModelInfo | None:
-            return ModelInfo(model or "m", reasoning_efforts=["low", "high"], default_reasoning_effort="low")
+            return ModelInfo(
+                model or "m", reasoning_efforts=["low", "high"], default_reasoning_effort="low"
+            )
 
     adapter = Effortful(text_stream("ok"))
     engine.register_adapter(["eff"], adapter)

@@ -70,7 +70,9 @@ def test_event_from_json_is_the_inverse_of_to_json() -> None:
         back = event_from_json(ev.to_json())
         assert back.to_json() == ev.to_json()
     failure = event_from_json(evs[-1].to_json()).reason.failure  # type: ignore[union-attr]
-    assert failure is not None and failure.code == "RATE_LIMIT" and failure.retry_after == 1.5
+    assert failure is not None
+    assert failure.code == "RATE_LIMIT"
+    assert failure.retry_after == 1.5
 
 
 def test_blocks_round_trip_including_tool_results_and_images() -> None:
@@ -101,7 +103,10 @@ def test_a_good_stream_validates() -> None:
     ("rule", "events"),
     [
         # 1: block-end for a block that is not open / of another type
-        (1, [BlockStart(0, "text"), BlockEnd(0, ReasoningBlock("x")), Finish(FinishReason("stop"))]),
+        (
+            1,
+            [BlockStart(0, "text"), BlockEnd(0, ReasoningBlock("x")), Finish(FinishReason("stop"))],
+        ),
         # 2: first index is not 0
         (2, [BlockStart(1, "text"), Finish(FinishReason("error"))]),
         # 3: delta for a block that was never started
@@ -149,7 +154,8 @@ def test_assemble_folds_blocks_in_index_order() -> None:
     assert c.reasoning == "think"
     assert [(t.name, t.args) for t in c.tool_calls] == [("f", {"a": 1})]
     assert c.usage == TokenUsage(10, 5, reasoning_tokens=2)
-    assert c.finish is not None and c.finish.kind == "tool-calls"
+    assert c.finish is not None
+    assert c.finish.kind == "tool-calls"
     assert c.ok
 
 
@@ -165,9 +171,11 @@ def test_assemble_tolerates_missing_starts_ends_and_double_usage() -> None:
         ]
     )
     assert c.text == "partial"
-    assert c.tool_calls[0].name == "g" and c.tool_calls[0].arguments == '{"x"'
+    assert c.tool_calls[0].name == "g"
+    assert c.tool_calls[0].arguments == '{"x"'
     assert c.usage == TokenUsage(3, 7)
-    assert c.error is not None and c.error.code == "ABORTED"
+    assert c.error is not None
+    assert c.error.code == "ABORTED"
 
 
 def test_truncated_tool_arguments_are_reported_not_hidden() -> None:
@@ -181,7 +189,12 @@ def test_truncated_tool_arguments_are_reported_not_hidden() -> None:
 def test_llm_error_str_and_failure_shape() -> None:
     err = LlmError("nope", ErrorCode.AUTH, status=401, provider="openai")
     assert str(err) == "[AUTH] nope (provider=openai, status=401)"
-    assert err.to_failure() == {"message": "nope", "code": "AUTH", "status": 401, "provider": "openai"}
+    assert err.to_failure() == {
+        "message": "nope",
+        "code": "AUTH",
+        "status": 401,
+        "provider": "openai",
+    }
     assert not err.retryable
     assert LlmError("x", ErrorCode.RATE_LIMIT).retryable
     assert isinstance(err, Exception)

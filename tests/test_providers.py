@@ -24,7 +24,17 @@ def write_config(text: str) -> Path:
 
 def test_presets_exist_for_every_builtin_provider() -> None:
     engine = Engine()
-    for name in ["openai", "deepseek", "anthropic", "gemini", "mistral", "groq", "github", "ollama", "mock"]:
+    for name in [
+        "openai",
+        "deepseek",
+        "anthropic",
+        "gemini",
+        "mistral",
+        "groq",
+        "github",
+        "ollama",
+        "mock",
+    ]:
         assert name in engine.provider_names()
 
 
@@ -37,7 +47,9 @@ def test_missing_key_names_the_variable() -> None:
     assert info.value.provider == "openai"
 
 
-def test_key_from_environment_reaches_adapter_but_never_a_message(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_key_from_environment_reaches_adapter_but_never_a_message(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     monkeypatch.setenv("MY_KEY", FAKE_KEY)
     engine = Engine()
     adapter = ScriptedAdapter(text_stream("ok"))
@@ -48,7 +60,8 @@ def test_key_from_environment_reaches_adapter_but_never_a_message(monkeypatch: p
     assert FAKE_KEY not in repr(opts)
     assert FAKE_KEY not in repr(engine.provider("p"))
     err = LlmError(f"server said: bad key {FAKE_KEY}")
-    assert FAKE_KEY not in str(err) and "***" in str(err)
+    assert FAKE_KEY not in str(err)
+    assert "***" in str(err)
     assert FAKE_KEY not in redact(f"Authorization: Bearer {FAKE_KEY}")
 
 
@@ -96,7 +109,9 @@ model = "tiny"
     assert (opts.base_url, opts.model, opts.api_key) == ("http://127.0.0.1:9/v1", "tiny", None)
 
 
-def test_config_file_overrides_a_preset_and_env_overrides_the_file(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_config_file_overrides_a_preset_and_env_overrides_the_file(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     write_config('[providers.openai]\nmodel = "from-file"\n')
     engine = Engine()
     assert engine.provider("openai").model == "from-file"
