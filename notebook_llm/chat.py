@@ -259,16 +259,27 @@ class Chat:
         return completion
 
     async def asend(
-        self, text: str, *, display: bool = True, fmt: str = "markdown", **overrides: Any
+        self,
+        text: str,
+        *,
+        display: bool = True,
+        fmt: str = "markdown",
+        interruptible: bool = False,
+        **overrides: Any,
     ) -> Completion:
-        """Like :meth:`send`, awaiting the stream in the running event loop."""
+        """Like :meth:`send`, awaiting the stream in the running event loop.
+
+        ``interruptible=True``: a cancellation of this task (a kernel interrupt of an async cell)
+        stops the stream and returns the partial completion instead of raising."""
         from .widgets.present import Presenter
 
         turn = self.turn(text, **overrides)
         presenter = Presenter(
             self.engine, turn, live=self._live(display), display=display, max_rate=self.max_rate
         )
-        completion = await presenter.run_async(make_source(self.engine, turn, presenter.stop))
+        completion = await presenter.run_async(
+            make_source(self.engine, turn, presenter.stop), interruptible=interruptible
+        )
         presenter.show(completion, fmt=fmt)
         self.record(text, completion)
         return completion

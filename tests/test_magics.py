@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 from typing import Any
 
 import comm
@@ -267,3 +269,100 @@ def test_stop_button(engine: Engine, comms: list[str]) -> None:
     assert completion.finish.kind == "aborted"
     assert presenter.view is not None
     assert "stopped" in presenter.view._stats.value
+
+
+# ------------------------------------------------------------------ async %%llm cells (Stop in ipykernel 7)
+
+
+def test_async_cell_transformer_rewrites_only_a_plain_llm_cell() -> None:
+    from IPython.core.inputtransformer2 import TransformerManager
+
+    from notebook_llm.magics import async_cell_transformer
+
+    code = TransformerManager().transform_cell('%%llm mock:echo -s "a)b"\nHi {x} )\n')
+    out = "".join(async_cell_transformer(code.splitlines(keepends=True)))
+    assert out.startswith(
+        "await get_ipython().magics_manager.registry['LlmMagics'].llm_cell_async("
+    )
+    assert "'mock:echo -s \"a)b\"', 'Hi {x} )\\n'" in out
+    other = TransformerManager().transform_cell("x = 1\nprint(x)\n")
+    assert async_cell_transformer(other.splitlines(keepends=True)) == other.splitlines(
+        keepends=True
+    )
+    adapter_cell = TransformerManager().transform_cell("%%adapter\nreturn {}\n")
+    assert "await" not in "".join(async_cell_transformer(adapter_cell.splitlines(keepends=True)))
+
+
+def test_transformer_is_installed_only_in_a_kernel_that_dispatches_comms(
+    shell: InteractiveShell,
+) -> None:
+    from notebook_llm.magics import async_cell_transformer
+
+    # A terminal InteractiveShell has no kernel: %%llm stays a plain blocking magic.
+    assert async_cell_transformer not in shell.input_transformers_post
+
+
+def test_async_cell_path_gives_the_same_answer(shell: InteractiveShell) -> None:
+    from notebook_llm.magics import async_cell_transformer
+
+    shell.input_transformers_post.append(async_cell_transformer)
+    try:
+        shell.user_ns["who"] = "Ada"
+        with capture_output() as cap:
+            result = shell.run_cell("%%llm mock:echo -o answer\nHello {who}!\n")
+        assert result.success, result.error_in_exec
+        assert shell.user_ns["answer"].text == "Hello Ada!"
+        assert "Hello Ada!" in data(cap, "text/plain")[-1]
+    finally:
+        shell.input_transformers_post.remove(async_cell_transformer)
+
+
+async def test_async_cell_interrupted_keeps_partial_text_marked_stopped(
+    shell: InteractiveShell,
+) -> None:
+    import asyncio
+
+    magics = shell.magics_manager.registry["LlmMagics"]
+    with capture_output() as cap:
+        task = asyncio.ensure_future(magics.llm_cell_async("endless", "go"))
+        await asyncio.sleep(0.3)
+        t0 = time.monotonic()
+        task.cancel()  # what ipykernel does to an async cell on a kernel interrupt
+        await asyncio.wait_for(task, 2)  # the cell ends normally, not with CancelledError
+        assert time.monotonic() - t0 < 1.0
+    completion = shell.user_ns["_llm"]
+    assert completion.error is not None
+    assert completion.error.code == "ABORTED"
+    assert completion.text.startswith("more more")
+    assert any("[stopped]" in t for t in data(cap, "text/plain"))
+
+
+# ------------------------------------------------------------------ %llm record / replay
+
+
+def test_record_then_replay_with_the_magics(
+    shell: InteractiveShell, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from notebook_llm.mock import MockServer
+
+    path = tmp_path / "session.jsonl"
+    key = "sk-test-MAGICREC-0123456789"
+    with MockServer(require_key=key) as srv:
+        monkeypatch.setenv("NOTEBOOK_LLM_OPENAI_BASE_URL", srv.url + "/v1")
+        monkeypatch.setenv("OPENAI_API_KEY", key)
+        engine = Engine(config_file=False, env_file=False, retries=0)
+        set_default_engine(engine)
+        assert "recording" in str(run(shell, f"record {path}").stdout)
+        live = run(shell, "openai:echo", "Recorded hello")
+        run(shell, "record stop")
+    monkeypatch.delenv("OPENAI_API_KEY")
+    assert key not in path.read_text()
+    replay_engine = Engine(config_file=False, env_file=False, retries=0)
+    set_default_engine(replay_engine)
+    assert "replaying" in str(run(shell, f"replay {path}").stdout)
+    replayed = run(shell, "openai:echo", "Recorded hello")
+    run(shell, "replay stop")
+    assert data(replayed, "text/plain")[-1] == data(live, "text/plain")[-1]
+    assert "Recorded hello" in data(replayed, "text/plain")[-1]
+    bad = run(shell, "replay")  # status, not an error
+    assert "UsageError" not in bad.stderr

@@ -4,6 +4,8 @@
 
 from __future__ import annotations
 
+import inspect
+import re
 from typing import Any
 
 _MAGIC_NAMES = {"line": ("llm", "adapter"), "cell": ("llm", "adapter")}
@@ -22,6 +24,39 @@ def _magic_classes() -> list[type[Any]]:
     return classes
 
 
+_LLM_CELL = re.compile(r"get_ipython\(\)\.run_cell_magic\('llm', (.*)\)\s*", re.DOTALL)
+
+
+def async_cell_transformer(lines: list[str]) -> list[str]:
+    """Run a ``%%llm`` cell as an async cell, so the Stop button works while it streams.
+
+    A blocking cell holds the kernel's main thread, and widget clicks (comm messages) wait until
+    it ends. ipykernel 7 dispatches comm messages while an *async* cell awaits, so a cell that is
+    exactly one ``%%llm`` magic is rewritten (after IPython's own transforms) to await
+    ``LlmMagics.llm_cell_async``; IPython then runs it on the kernel's loop. Anything else is left
+    as it is.
+    """
+    code = "".join(lines)
+    match = _LLM_CELL.fullmatch(code)
+    if match is None:
+        return lines
+    return [
+        "await get_ipython().magics_manager.registry['LlmMagics']"
+        f".llm_cell_async({match.group(1)})\n"
+    ]
+
+
+def _kernel_dispatches_comms_during_async_cells(ipython: Any) -> bool:
+    kernel = getattr(ipython, "kernel", None)
+    dispatch = getattr(kernel, "dispatch_shell", None)
+    if dispatch is None:
+        return False
+    try:  # ipykernel >= 7.x: dispatch_shell(..., concurrent=True) for comms during a cell
+        return "concurrent" in inspect.signature(dispatch).parameters
+    except (TypeError, ValueError):
+        return False
+
+
 def load_ipython_extension(ipython: Any) -> None:
     """Register the magics (idempotent: a second load replaces the same instances)."""
     for cls in _magic_classes():
@@ -29,10 +64,20 @@ def load_ipython_extension(ipython: Any) -> None:
             ipython.register_magics(cls(shell=ipython))
             if hasattr(ipython, "configurables"):
                 ipython.configurables.append(ipython.magics_manager.registry[cls.__name__])
+    transformers = getattr(ipython, "input_transformers_post", None)
+    if (
+        transformers is not None
+        and async_cell_transformer not in transformers
+        and _kernel_dispatches_comms_during_async_cells(ipython)
+    ):
+        transformers.append(async_cell_transformer)
 
 
 def unload_ipython_extension(ipython: Any) -> None:
     """Remove the magics registered by :func:`load_ipython_extension`."""
+    transformers = getattr(ipython, "input_transformers_post", None)
+    if transformers is not None and async_cell_transformer in transformers:
+        transformers.remove(async_cell_transformer)
     manager = ipython.magics_manager
     for cls in _magic_classes():
         instance = manager.registry.pop(cls.__name__, None)

@@ -185,6 +185,8 @@ LINE_COMMANDS = {
     "history": "history [NAME]         show a conversation",
     "reset": "reset [NAME]           forget a conversation",
     "key": "key PROVIDER           enter a key for this session (asked with getpass)",
+    "record": "record PATH | stop      record provider HTTP exchanges to a file (no keys)",
+    "replay": "replay PATH [--strict]  answer requests from a recording (no key, no network)",
 }
 
 
@@ -213,6 +215,8 @@ def parse_line(line: str) -> tuple[str, list[str]]:
         "history": (0, 1),
         "reset": (0, 1),
         "key": (1, 1),
+        "record": (0, 1),
+        "replay": (0, 2),
     }
     low, high = limits[command]
     if not low <= len(rest) <= high:

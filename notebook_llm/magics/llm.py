@@ -21,6 +21,7 @@ from ..chat import Chat, default_engine
 from ..engine import Engine
 from ..errors import LlmError
 from ..secrets import redact
+from ..validate import Completion
 from ..widgets.present import show_output
 from ..widgets.render import ErrorBox
 from . import args as margs
@@ -109,10 +110,12 @@ class LlmMagics(Magics):
             found.append(fn)
         return found
 
-    def _cell(self, line: str, cell: str) -> None:
+    def _prepare(self, line: str, cell: str) -> tuple[Chat, str, Any, dict[str, Any]]:
         opts = margs.parse_cell_line(line)
         ns = self.shell.user_ns if self.shell is not None else {}
         prompt = interpolate(cell, ns) if opts.interpolate else cell
+        # The cell's trailing newline is not part of the question.
+        prompt = prompt.rstrip("\n")
         system = interpolate(opts.system, ns) if opts.system and opts.interpolate else opts.system
         if not prompt.strip():
             raise UsageError("the cell is empty: the cell body is the prompt")
@@ -125,19 +128,44 @@ class LlmMagics(Magics):
         chat.tools = tools
         chat.live = {"always": True, "never": False}.get(self.widgets) if opts.stream else False
         chat.max_rate = self.max_rate
-        fmt = opts.format or self.default_format
-        completion = chat.send(
-            prompt,
-            fmt=fmt,
-            temperature=opts.temperature,
-            max_tokens=opts.max_tokens,
-            reasoning_effort=opts.reasoning,
-            confirm=opts.confirm or None,
-            max_steps=opts.max_steps,
-        )
+        kwargs = {
+            "fmt": opts.format or self.default_format,
+            "temperature": opts.temperature,
+            "max_tokens": opts.max_tokens,
+            "reasoning_effort": opts.reasoning,
+            "max_steps": opts.max_steps,
+        }
+        return chat, prompt, opts, kwargs
+
+    def _store(self, opts: Any, completion: Completion) -> None:
+        ns = self.shell.user_ns if self.shell is not None else {}
         ns["_llm"] = completion
         if opts.out:
             ns[opts.out] = completion
+
+    def _cell(self, line: str, cell: str) -> None:
+        chat, prompt, opts, kwargs = self._prepare(line, cell)
+        completion = chat.send(prompt, confirm=opts.confirm or None, **kwargs)
+        self._store(opts, completion)
+
+    async def llm_cell_async(self, line: str, cell: str) -> None:
+        """``%%llm`` as an async cell (see :func:`notebook_llm.magics.async_cell_transformer`).
+
+        The stream runs on the kernel's own loop while the cell awaits, so ipykernel dispatches
+        the Stop button's comm messages during the cell; a kernel interrupt cancels the cell's
+        task, which stops the stream and keeps the partial answer, marked as stopped.
+        """
+        try:
+            chat, prompt, opts, kwargs = self._prepare(line, cell)
+            if opts.confirm:  # Run/Skip questions use input(): the blocking path
+                completion = chat.send(prompt, confirm=True, **kwargs)
+            else:
+                completion = await chat.asend(prompt, interruptible=True, **kwargs)
+            self._store(opts, completion)
+        except UsageError as exc:
+            print(f"UsageError: {redact(str(exc))}\n{margs.usage()}", file=sys.stderr)
+        except LlmError as exc:
+            self._show(ErrorBox(exc))
 
     def _chat_for(self, name: str | None, new: bool, provider: str, model: str | None) -> Chat:
         if name is None:  # a one-off turn: no memory
@@ -175,6 +203,13 @@ class LlmMagics(Magics):
             print(f"conversation {name!r} reset")
         elif command == "key":
             self._key(rest[0])
+        elif command in ("record", "replay"):
+            from ..record import magic_command
+
+            try:
+                print(magic_command([command, *rest]))
+            except ValueError as exc:
+                raise UsageError(str(exc)) from None
 
     def _models(self, provider: str) -> None:
         from .._sync import run_sync

@@ -130,10 +130,10 @@ class Presenter:
             events = run_blocking(source, self.stop, self.view, poll=poll)
         return completion_from(events, self.turn.provider, self.turn.model)
 
-    async def run_async(self, source: Source) -> Completion:
-        """Run the stream in the running event loop."""
+    async def run_async(self, source: Source, *, interruptible: bool = False) -> Completion:
+        """Run the stream in the running event loop (``interruptible``: see :func:`run_async`)."""
         self._start()
-        events = await run_async(source, self.stop, self.view)
+        events = await run_async(source, self.stop, self.view, swallow_cancel=interruptible)
         return completion_from(events, self.turn.provider, self.turn.model)
 
     def _start(self) -> None:

@@ -120,10 +120,16 @@ def run_blocking(
 
 
 async def run_async(
-    source: Source, stop: StopSignal, view: StreamView | None = None
+    source: Source,
+    stop: StopSignal,
+    view: StreamView | None = None,
+    *,
+    swallow_cancel: bool = False,
 ) -> list[LoopEvent]:
     """Iterate ``source`` in the running loop, feeding ``view``. Cancellation (or an interrupt)
-    sets ``stop``, records an aborted finish and propagates."""
+    sets ``stop`` and records an aborted finish; it propagates, unless ``swallow_cancel`` (an
+    async ``%%llm`` cell, which ipykernel cancels on a kernel interrupt): then the partial
+    stream is returned, ending aborted, and the cell shows it as stopped."""
     events: list[LoopEvent] = []
     try:
         stream = source()
@@ -140,7 +146,10 @@ async def run_async(
         events.append(_aborted(stop))
         if view is not None:
             view.handle(events[-1])
-        raise
+        task = asyncio.current_task()
+        if not swallow_cancel or task is None:
+            raise
+        task.uncancel()
     except Exception as exc:
         events.append(_failure(exc))
         if view is not None:

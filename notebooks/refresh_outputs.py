@@ -1,0 +1,57 @@
+"""Re-execute the notebooks and save them the way they are committed.
+
+    python notebooks/refresh_outputs.py [NAME.ipynb ...]
+
+Runs each notebook with nbclient in its own folder (as nbval and JupyterLab do), then drops
+what only makes sense inside a live front end: outputs that are nothing but a widget view
+(their models are gone once the kernel stops, and nbval ignores them) and the saved widget
+state. What stays is the ``text/markdown`` / ``text/plain`` result of every cell, which is what
+GitHub, nbviewer and ``nbval`` see.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import nbformat
+from nbclient import NotebookClient
+
+HERE = Path(__file__).resolve().parent
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+
+
+def clean(nb: nbformat.NotebookNode) -> None:
+    nb.metadata.pop("widgets", None)
+    for cell in nb.cells:
+        if cell.cell_type != "code":
+            continue
+        kept = []
+        for out in cell.get("outputs", []):
+            data = out.get("data")
+            if data is not None:
+                data.pop(WIDGET_VIEW, None)
+                if not data:
+                    continue
+            kept.append(out)
+        cell.outputs = kept
+
+
+def refresh(path: Path) -> None:
+    nb = nbformat.read(path, as_version=4)
+    NotebookClient(
+        nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}
+    ).execute()
+    clean(nb)
+    nbformat.write(nb, path)
+    print(f"refreshed {path.relative_to(HERE.parent)}")
+
+
+def main(argv: list[str]) -> None:
+    paths = [HERE / a for a in argv] or sorted(HERE.glob("*.ipynb"))
+    for path in paths:
+        refresh(path)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,283 @@
+"""Real-browser test: JupyterLab on 127.0.0.1 + headless Chromium (Debian's) through Playwright.
+
+Opens ``notebooks/quickstart.ipynb`` (a copy, in a temporary root dir), runs all cells, checks in
+the page that the live views rendered as widgets (streamed text, a tool-call card) and not as
+"Loading widget..." or an error, and saves ``docs/screenshot.png`` (shown in the README).
+
+Chromium comes from ``scripts/ensure-chromium`` (the test command runs it). When it is missing
+this test FAILS with a message saying how to install it; it is never skipped.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+QUICKSTART = ROOT / "notebooks" / "quickstart.ipynb"
+SCREENSHOT = ROOT / "docs" / "screenshot.png"
+CHROMIUM = os.environ.get("NOTEBOOK_LLM_CHROMIUM", "/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+TOKEN = "notebook-llm-browser-test"
+
+pytestmark = pytest.mark.browser
+
+# JupyterLab user settings for the test: render every cell (no windowing, so outputs of cells
+# below the fold exist in the DOM) and no news / update toasts over the screenshot.
+LAB_SETTINGS = {
+    "@jupyterlab/notebook-extension/tracker.jupyterlab-settings": {"windowingMode": "none"},
+    "@jupyterlab/apputils-extension/notification.jupyterlab-settings": {
+        "fetchNews": "false",
+        "checkForUpdates": False,
+    },
+}
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _wait_ready(url: str, proc: subprocess.Popen[bytes], log: Path, timeout: float = 90) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            pytest.fail(f"JupyterLab exited early:\n{log.read_text(errors='replace')[-4000:]}")
+        try:
+            with urllib.request.urlopen(url, timeout=2) as resp:
+                if resp.status == 200:
+                    return
+        except (urllib.error.URLError, OSError):
+            pass
+        time.sleep(0.3)
+    pytest.fail(f"JupyterLab did not answer within {timeout}s:\n{log.read_text()[-4000:]}")
+
+
+@pytest.fixture
+def lab(tmp_path: Path) -> Iterator[str]:
+    """A JupyterLab server with the quickstart in its root; yields the base URL."""
+    root = tmp_path / "root"
+    root.mkdir()
+    shutil.copy(QUICKSTART, root / "quickstart.ipynb")
+    settings = tmp_path / "lab-user-settings"
+    for name, value in LAB_SETTINGS.items():
+        plugin, file = name.rsplit("/", 1)
+        target = settings / plugin / file
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(json.dumps(value), encoding="utf-8")
+    port = _free_port()
+    env = dict(os.environ)
+    env.update(
+        JUPYTERLAB_SETTINGS_DIR=str(settings),
+        JUPYTERLAB_WORKSPACES_DIR=str(tmp_path / "workspaces"),
+        JUPYTER_RUNTIME_DIR=str(tmp_path / "runtime"),
+        NOTEBOOK_LLM_CONFIG=str(tmp_path / "config.toml"),
+        NOTEBOOK_LLM_ADAPTERS_DIR=str(tmp_path / "adapters"),
+        PYTHONWARNINGS="ignore",
+    )
+    log = tmp_path / "jupyterlab.log"
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "jupyterlab",
+                "--no-browser",
+                *(["--allow-root"] if hasattr(os, "geteuid") and os.geteuid() == 0 else []),
+                "--ServerApp.ip=127.0.0.1",
+                f"--ServerApp.port={port}",
+                "--ServerApp.port_retries=0",
+                f"--IdentityProvider.token={TOKEN}",
+                f"--ServerApp.root_dir={root}",
+                "--LabApp.news_url=",
+                "--LabServerApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+            ],
+            cwd=root,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        _wait_ready(f"{base}/api/status?token={TOKEN}", proc, log)
+        yield base
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=5)
+
+
+def _browser_or_fail() -> None:
+    if not Path(CHROMIUM).exists():
+        pytest.fail(
+            f"Chromium is not installed at {CHROMIUM}: run `bash scripts/ensure-chromium` "
+            "(apt-get install chromium) or set NOTEBOOK_LLM_CHROMIUM to a Chromium binary"
+        )
+    try:
+        import playwright  # noqa: F401
+    except ImportError:
+        pytest.fail("the Playwright Python package is missing: pip install playwright")
+
+
+_STATE_JS = """() => {
+  const cells = [...document.querySelectorAll('.jp-Notebook .jp-CodeCell')];
+  const prompts = cells.map(c => (c.querySelector('.jp-InputPrompt')?.innerText || '').trim());
+  return {n: cells.length, prompts};
+}"""
+
+
+SLOW_SETUP = (
+    "from notebook_llm.mock.shared import shared_server; shared_server().chunk_delay = 0.05"
+)
+TOOL_CELL = "%%llm mock:tools --tools get_weather\n{city}"
+SLOW_CELL = "%%llm mock:lorem --max-tokens 600\nStream this slowly, please."
+
+
+def _wait_all_done(page: Any, timeout: float) -> None:
+    """Until every code cell has run (an ``[n]:`` prompt, none ``[*]``)."""
+    deadline = time.monotonic() + timeout
+    state: dict[str, Any] = {}
+    while time.monotonic() < deadline:
+        state = page.evaluate(_STATE_JS)
+        prompts = [p for p in state["prompts"] if p and p != "[ ]:"]  # "[ ]": never run
+        if prompts and all(p.startswith("[") and p[1:-2].isdigit() for p in prompts):
+            return
+        time.sleep(0.2)
+    pytest.fail(f"cells did not finish running within {timeout}s: {state}")
+
+
+def _add_cell(page: Any, source: str) -> None:
+    """Append a code cell at the end of the notebook, type ``source`` and run it."""
+    last = page.locator(".jp-Notebook .jp-Cell").last
+    reuse = (
+        "jp-CodeCell" in (last.get_attribute("class") or "")
+        and not last.locator(".jp-InputArea-editor").inner_text().strip()
+    )
+    last.click()
+    page.keyboard.press("Escape")
+    if not reuse:  # Shift+Enter on the last cell already added an empty one: use it
+        page.keyboard.press("b")
+    page.keyboard.press("Enter")
+    for i, line in enumerate(source.split("\n")):
+        if i:
+            page.keyboard.press("Enter")
+        page.keyboard.type(line)
+    page.keyboard.press("Shift+Enter")
+
+
+def test_quickstart_renders_live_widgets_in_jupyterlab(lab: str) -> None:
+    _browser_or_fail()
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 900})
+            page.goto(f"{lab}/lab/tree/quickstart.ipynb?token={TOKEN}", timeout=90_000)
+            page.wait_for_selector(".jp-Notebook .jp-CodeCell", timeout=90_000)
+            # The kernel must be up before "Run All"; the status bar says Idle.
+            page.wait_for_function("() => document.body.innerText.includes('Idle')", timeout=90_000)
+            page.locator(".lm-MenuBar-item", has_text="Run").first.click()
+            page.locator(".lm-Menu-item", has_text="Run All Cells").first.click()
+
+            _wait_all_done(page, 120)
+            page.wait_for_timeout(1500)  # let the last widget views render
+
+            outputs = page.locator(".jp-Notebook .jp-OutputArea-output")
+            all_text = "\n".join(outputs.all_inner_texts())
+            assert "Loading widget" not in all_text, "a widget view never rendered"
+            assert "Error displaying widget" not in all_text, all_text[:2000]
+            assert "Traceback" not in all_text, all_text[:4000]
+            views = page.locator(".jp-OutputArea-output .notebook-llm-view")
+            assert views.count() >= 8, f"expected a live view per %%llm cell, got {views.count()}"
+            # A tool-call card, rendered as a widget, with the call's name and its result.
+            card = page.locator(".notebook-llm-view .notebook-llm-tool", has_text="get_weather")
+            assert card.count() >= 1, "no tool-call card rendered"
+            assert "sunny in Lisbon" in card.first.inner_text()
+            assert page.locator(".notebook-llm-view .notebook-llm-error").count() == 0
+
+            # Watch a slow stream live: the text must appear inside the widget view while the
+            # cell runs, then the Stop button must end it.
+            page.keyboard.press("Control+b")  # hide the file browser: a wider notebook
+            _add_cell(page, SLOW_SETUP)
+            _add_cell(page, TOOL_CELL)
+            _wait_all_done(page, 30)
+            _add_cell(page, SLOW_CELL)
+            live = page.locator(".notebook-llm-view .widget-output", has_text="Lorem ipsum")
+            live.first.wait_for(timeout=15_000)  # streamed text, in the live widget
+            running = page.locator(".jp-CodeCell", has_text="Stream this slowly").last
+            assert "[*]" in running.locator(".jp-InputPrompt").inner_text()
+            page.wait_for_timeout(2500)
+            page.locator(".jp-CodeCell", has_text="--tools get_weather").last.evaluate(
+                "cell => cell.scrollIntoView({block: 'start'})"
+            )
+            page.wait_for_timeout(300)
+            SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
+            page.screenshot(path=str(SCREENSHOT))
+
+            assert running.locator(".notebook-llm-view button", has_text="Stop").is_visible()
+            _wait_all_done(page, 60)
+        finally:
+            browser.close()
+    assert SCREENSHOT.stat().st_size > 10_000
+
+
+@pytest.mark.parametrize("how", ["stop button", "kernel interrupt"])
+def test_stop_ends_the_stream_in_jupyterlab(lab: str, how: str) -> None:
+    _browser_or_fail()
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 900})
+            page.goto(f"{lab}/lab/tree/quickstart.ipynb?token={TOKEN}", timeout=90_000)
+            page.wait_for_selector(".jp-Notebook .jp-CodeCell", timeout=90_000)
+            page.wait_for_function("() => document.body.innerText.includes('Idle')", timeout=90_000)
+            _add_cell(page, "%load_ext notebook_llm")
+            _add_cell(page, SLOW_SETUP)
+            _add_cell(page, SLOW_CELL)
+            running = page.locator(".jp-CodeCell", has_text="Stream this slowly").last
+            page.locator(
+                ".notebook-llm-view .widget-output", has_text="Lorem ipsum"
+            ).first.wait_for(timeout=15_000)
+            clicked = time.monotonic()
+            if how == "stop button":
+                running.locator(".notebook-llm-view button", has_text="Stop").click()
+            else:
+                page.keyboard.press("Escape")  # command mode: "i, i" interrupts the kernel
+                page.keyboard.press("i")
+                page.keyboard.press("i")
+            _wait_all_done(page, 30)
+            took = time.monotonic() - clicked
+            # 600 tokens at 50 ms would take 30 s; the stream must end within about a second
+            # (plus the browser's own round trip to notice the idle kernel).
+            assert took < 2.5, f"{how} took {took:.1f}s to end the stream"
+            assert "[stopped]" in running.locator(".jp-Cell-outputArea").inner_text()
+        finally:
+            browser.close()
