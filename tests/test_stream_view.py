@@ -25,7 +25,7 @@ from notebook_llm.protocol import (
     Usage,
 )
 from notebook_llm.secrets import register_secret
-from notebook_llm.widgets.stream_view import StreamView, _safe_cut
+from notebook_llm.widgets.stream_view import StreamView, TextPanel, _plan_cut
 
 
 class RecordingComm(BaseComm):
@@ -143,13 +143,61 @@ def test_bytes_grow_linearly(comms: list[tuple[str, str]]) -> None:
     assert large < 40 * text_bytes
 
 
-def test_cuts_only_outside_code_fences() -> None:
+def test_cuts_at_blank_lines_outside_code_fences() -> None:
     para = "x" * 250 + "\n\n"
-    assert _safe_cut(para + "tail") == len(para)
+    assert _plan_cut(para + "tail") == (len(para), "", "")
     fenced = "```\n" + ("code\n\n" * 60) + "still code"
-    assert _safe_cut(fenced) == 0
+    assert _plan_cut(fenced) == (0, "", "")  # short: wait for the fence to close
     closed = "```\n" + ("code\n\n" * 60) + "```\n\nafter"
-    assert _safe_cut(closed) == len(closed) - len("after")
+    assert _plan_cut(closed) == (len(closed) - len("after"), "", "")
+
+
+def test_a_long_code_block_is_cut_closing_and_reopening_the_fence() -> None:
+    body = "".join(f"line_{i} = {i}\n" for i in range(400))
+    cut, suffix, reopen = _plan_cut("```python\n" + body + "partial")
+    assert cut > 0
+    assert (suffix, reopen) == ("```\n", "```python\n")
+
+
+def test_a_long_paragraph_without_newlines_is_cut_at_a_space() -> None:
+    text = "word " * 1000
+    cut, suffix, reopen = _plan_cut(text)
+    assert cut == len(text)  # the last space, i.e. everything so far
+    assert (suffix, reopen) == ("", "")
+
+
+def panel_segments(panel: TextPanel) -> list[str]:
+    out = []
+    for group in panel.widget.children:
+        for seg in getattr(group, "children", [group]):
+            out.extend(o["data"]["text/markdown"] for o in seg.outputs)
+    return out
+
+
+def test_segments_of_a_long_code_block_each_render_as_code(comms: list[tuple[str, str]]) -> None:
+    panel = TextPanel()
+    source = "Intro\n\n```python\n" + "".join(f"x{i} = {i}\n" for i in range(600)) + "```\n\nEnd"
+    for i in range(0, len(source), 37):
+        panel.append(source[i : i + 37])
+        panel.sync()
+    assert panel.text == source  # nothing lost or added
+    segments = panel_segments(panel)
+    assert len(segments) > 3
+    for seg in segments:  # every segment has balanced fences
+        assert seg.count("```") % 2 == 0, seg[:80]
+
+
+def test_bytes_grow_linearly_for_one_long_paragraph(comms: list[tuple[str, str]]) -> None:
+    def measure(n: int) -> int:
+        comms.clear()
+        clock = Clock()
+        view = StreamView("m", clock=clock)
+        feed_text(view, clock, ["word "] * n, dt=0.01)
+        view.finish(status="done")
+        return sum(len(data) for _, data in comms)
+
+    small, large = measure(2000), measure(8000)
+    assert large < 5.0 * small  # no blank line at all, still linear
 
 
 def test_stop_button_sets_the_signal(comms: list[tuple[str, str]]) -> None:

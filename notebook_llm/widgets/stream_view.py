@@ -10,9 +10,10 @@ Layout (one ``VBox``)::
 How the bytes stay linear in the answer: :meth:`StreamView.handle` only updates Python state;
 :meth:`StreamView.maybe_flush` syncs at most ``max_rate`` times a second, and only what changed.
 A text panel keeps finished paragraphs (cut at blank lines outside code fences) in frozen
-``Output`` widgets that are sent once; only the open tail paragraph is re-sent on a flush.
+``Output`` widgets that are sent once; only the open tail is re-sent on a flush. A tail longer
+than ``LINE_FREEZE`` is cut too: at a line end, inside a code block by closing and reopening
+the fence, or at a space in one long paragraph, so the tail stays short whatever the answer.
 Frozen segments are grouped 16 to a ``VBox`` so no ``children`` list grows without bound.
-(A single paragraph or code block longer than a few KB stays in the tail until it ends.)
 
 The view never raises into the stream and never shows a key: all text passes ``redact``.
 """
@@ -46,8 +47,8 @@ from .render import ErrorBox, ViewStats, stats_html, tool_card_html
 
 #: Open text shorter than this is never cut; a cut is at the last blank line outside fences.
 MIN_FREEZE = 200
-#: Above this, a single newline outside a fence is an acceptable cut too.
-LINE_FREEZE = 4000
+#: Above this, a line end (outside or inside a fence) or a space is an acceptable cut too.
+LINE_FREEZE = 2000
 GROUP_SIZE = 16
 #: The footer's numbers change at most this often (seconds).
 STATS_INTERVAL = 0.25
@@ -59,29 +60,61 @@ def _hidden(widget: w.Widget, hidden: bool) -> None:
         widget.layout.display = display
 
 
-def _safe_cut(text: str) -> int:
-    """Where ``text`` may be cut into a frozen part and an open tail (0: nowhere yet)."""
+def _plan_cut(text: str) -> tuple[int, str, str]:
+    """Where ``text`` may be cut into a frozen part and an open tail: ``(position, suffix for the
+    frozen part, prefix for the new tail)``; position 0 means not yet.
+
+    Preferred: the last blank line outside code fences. Once the tail is longer than
+    ``LINE_FREEZE``: the last line end outside a fence; inside a long code block, the last line
+    end in it, closing the fence on the frozen part and reopening it on the tail; in a long
+    paragraph without line breaks, the last space. So the tail, which is re-sent on each flush,
+    stays short and the bytes sent grow linearly with the answer.
+    """
     if len(text) < MIN_FREEZE:
-        return 0
+        return 0, "", ""
     in_fence = False
+    fence_open = ""
+    fence_close = ""
+    fence_body_start = 0
+    last_fence_line = 0
     last_blank = 0
     last_line = 0
     pos = 0
     for line in text.splitlines(keepends=True):
         stripped = line.lstrip()
-        if stripped.startswith(("```", "~~~")):
-            in_fence = not in_fence
         pos += len(line)
-        if not line.endswith("\n") or in_fence:
+        if stripped.startswith(("```", "~~~")):
+            if in_fence:
+                in_fence = False
+            else:
+                in_fence = True
+                fence_open = line if line.endswith("\n") else line + "\n"
+                fence_close = stripped[:3] + "\n"
+                fence_body_start = pos
+                last_fence_line = 0
+            if not in_fence and line.endswith("\n"):
+                last_line = pos
+            continue
+        if not line.endswith("\n"):
+            continue
+        if in_fence:
+            last_fence_line = pos
             continue
         last_line = pos
         if not stripped:
             last_blank = pos
     if last_blank >= MIN_FREEZE:
-        return last_blank
-    if len(text) >= LINE_FREEZE and last_line >= MIN_FREEZE:
-        return last_line
-    return 0
+        return last_blank, "", ""
+    if len(text) < LINE_FREEZE:
+        return 0, "", ""
+    if in_fence:
+        if last_fence_line > fence_body_start and last_fence_line >= MIN_FREEZE:
+            return last_fence_line, fence_close, fence_open
+        return (last_line, "", "") if last_line >= MIN_FREEZE else (0, "", "")
+    if last_line >= MIN_FREEZE:
+        return last_line, "", ""
+    space = text.rfind(" ", MIN_FREEZE)
+    return (space + 1, "", "") if space > 0 else (0, "", "")
 
 
 class TextPanel:
@@ -91,6 +124,8 @@ class TextPanel:
         self.mime = mime
         self.parts: list[str] = []
         self._open = ""
+        #: Shown before the open text: a reopened code fence after a cut inside a code block.
+        self._prefix = ""
         self._shown = ""
         self._groups: list[w.VBox] = []
         self._tail = w.Output()
@@ -109,20 +144,40 @@ class TextPanel:
         return ({"output_type": "display_data", "data": {self.mime: redact(text)}, "metadata": {}},)
 
     def sync(self) -> None:
-        cut = _safe_cut(self._open)
-        if cut:
-            frozen, self._open = self._open[:cut], self._open[cut:]
-            self.parts.append(frozen)
-            segment = w.Output(outputs=self._output(frozen))
+        shown = self._prefix + self._open
+        cut, suffix, reopen = (
+            _plan_cut(shown) if self.mime == "text/markdown" else _plain_cut(shown)
+        )
+        real_cut = cut - len(self._prefix)
+        if cut and real_cut > 0:
+            self.parts.append(self._open[:real_cut])
+            self._open = self._open[real_cut:]
+            self._prefix = reopen
+            segment = w.Output(outputs=self._output(shown[:cut] + suffix))
             if not self._groups or len(self._groups[-1].children) >= GROUP_SIZE:
                 self._groups.append(w.VBox([segment]))
                 self.widget.children = (*self._groups, self._tail)
             else:
                 group = self._groups[-1]
                 group.children = (*group.children, segment)
-        if self._open != self._shown:
-            self._shown = self._open
-            self._tail.outputs = self._output(self._open)
+        display = self._prefix + self._open
+        if display != self._shown:
+            self._shown = display
+            self._tail.outputs = self._output(display)
+
+
+def _plain_cut(text: str) -> tuple[int, str, str]:
+    """Plain text has no fences: the last line end, or the last space in a long line."""
+    if len(text) < MIN_FREEZE:
+        return 0, "", ""
+    end = text.rfind("\n")
+    if end + 1 >= MIN_FREEZE:
+        return end + 1, "", ""
+    if len(text) >= LINE_FREEZE:
+        space = text.rfind(" ", MIN_FREEZE)
+        if space > 0:
+            return space + 1, "", ""
+    return 0, "", ""
 
 
 class ToolCard:
