@@ -1,0 +1,198 @@
+"""Where adapters come from (built-in, user file, entry point, session) and hot reload."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import zipfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from notebook_llm import Engine, LlmError, LuaAdapter, validate_stream
+from notebook_llm.lua import loader
+from notebook_llm.mock import MockServer
+
+ROOT = Path(__file__).resolve().parents[1]
+
+TAGGED = """
+local a = {{ name = "{name}", version = "{version}", endpoint = "/chat/completions" }}
+function a.transform_request(raw) return raw end
+function a.transform_stream_chunk(line)
+  if line == "[DONE]" then return json.encode({{ done = true }}) end
+  local c = json.decode(line)
+  local ch = c.choices and c.choices[1]
+  if not ch then return "" end
+  return json.encode({{ content = (ch.delta.content or "") ~= "" and "{tag}" or "",
+                        finish_reason = ch.finish_reason }})
+end
+return a
+"""
+
+
+def tagged(name: str, tag: str, version: str = "1") -> str:
+    return TAGGED.format(name=name, tag=tag, version=version)
+
+
+@pytest.fixture
+def server() -> Iterator[MockServer]:
+    with MockServer() as srv:
+        yield srv
+
+
+def user_dir() -> Path:
+    path = Path(os.environ["NOTEBOOK_LLM_ADAPTERS_DIR"])
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+class FakeEntryPoint:
+    def __init__(self, name: str, obj: Any) -> None:
+        self.name, self.value, self._obj = name, f"fake:{name}", obj
+
+    def load(self) -> Any:
+        return self._obj
+
+
+def fake_entry_points(monkeypatch: pytest.MonkeyPatch, eps: list[FakeEntryPoint]) -> None:
+    monkeypatch.setattr(loader.metadata, "entry_points", lambda group: eps)
+
+
+def answer(engine: Engine, srv: MockServer, adapter: str, provider: str = "p") -> str:
+    if provider not in engine.registry.routes():
+        engine.add_provider(provider, adapter=adapter, base_url=srv.url + "/v1", model="echo")
+    events = []
+
+    async def run() -> None:
+        async for ev in engine.stream(provider, prompt="hello world"):
+            events.append(ev)
+
+    import asyncio
+
+    asyncio.run(run())
+    validate_stream(events)
+    from notebook_llm import assemble
+
+    return assemble(events).text
+
+
+def test_every_builtin_script_is_found_and_loads() -> None:
+    engine = Engine(config_file=False)
+    for name in [
+        "openai",
+        "deepseek",
+        "anthropic",
+        "gemini",
+        "mistral",
+        "groq",
+        "github",
+        "ollama",
+    ]:
+        adapter = engine.adapter(name)
+        assert isinstance(adapter, LuaAdapter)
+        assert adapter.origin == "built-in"
+        assert adapter.name == name
+
+
+def test_user_file_beats_entry_point_beats_builtin(
+    monkeypatch: pytest.MonkeyPatch, server: MockServer
+) -> None:
+    ep_adapter = LuaAdapter.from_source(tagged("openai", "EP"), origin="entry point")
+    fake_entry_points(monkeypatch, [FakeEntryPoint("openai", ep_adapter)])
+    assert loader.AdapterCatalog().sources()["openai"][0] == "entry point"
+    assert answer(Engine(config_file=False), server, "openai").startswith("EP")
+
+    (user_dir() / "openai.lua").write_text(tagged("openai", "USER"))
+    catalog = loader.AdapterCatalog()
+    assert catalog.sources()["openai"][0] == "user file"
+    engine = Engine(config_file=False)
+    assert engine.adapter("openai").origin == "user file"  # type: ignore[attr-defined]
+    assert answer(engine, server, "openai").startswith("USER")
+
+
+def test_entry_point_forms(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    script = tmp_path / "viafile.lua"
+    script.write_text(tagged("viafile", "F"))
+    fake_entry_points(
+        monkeypatch,
+        [
+            FakeEntryPoint("viafile", str(script)),
+            FakeEntryPoint("factory", lambda: LuaAdapter.from_source(tagged("factory", "X"))),
+            FakeEntryPoint("broken", 42),
+        ],
+    )
+    engine = Engine(config_file=False)
+    assert engine.adapter("viafile").name == "viafile"
+    assert engine.adapter("factory").name == "factory"
+    with pytest.raises(LlmError) as info:
+        engine.adapter("broken")
+    assert info.value.code == "INVALID_ADAPTER"
+
+
+def test_session_loaded_adapter_wins_and_hot_reloads_routes_in_place(server: MockServer) -> None:
+    (user_dir() / "shout.lua").write_text(tagged("shout", "FROM-FILE"))
+    engine = Engine(config_file=False)
+    assert answer(engine, server, "shout").startswith("FROM-FILE")
+    name = engine.load_adapter(tagged("shout", "FROM-CELL", version="2"))
+    assert name == "shout"
+    adapter = engine.adapter("shout")
+    assert (adapter.origin, adapter.version) == ("cell", "2")  # type: ignore[attr-defined]
+    assert answer(engine, server, "shout").startswith("FROM-CELL")  # same route, new script
+
+
+def test_failed_load_keeps_the_previous_version(server: MockServer) -> None:
+    engine = Engine(config_file=False)
+    engine.load_adapter(tagged("mine", "GOOD"))
+    assert answer(engine, server, "mine").startswith("GOOD")
+    with pytest.raises(LlmError) as info:
+        engine.load_adapter('local a = { name = "mine" }\nfunction a.transform_request(\nreturn a')
+    assert info.value.code == "INVALID_ADAPTER"
+    assert info.value.lua_line is not None
+    assert answer(engine, server, "mine").startswith("GOOD")
+
+
+def test_reload_adapter_rereads_its_file(tmp_path: Path, server: MockServer) -> None:
+    path = tmp_path / "filed.lua"
+    path.write_text(tagged("filed", "ONE"))
+    engine = Engine(config_file=False)
+    assert engine.load_adapter(str(path)) == "filed"
+    assert answer(engine, server, "filed").startswith("ONE")
+    path.write_text(tagged("filed", "TWO"))
+    engine.reload_adapter("filed")
+    assert answer(engine, server, "filed").startswith("TWO")
+    path.write_text("return 42")
+    with pytest.raises(LlmError) as info:
+        engine.reload_adapter("filed")
+    assert info.value.code == "INVALID_ADAPTER"
+    assert answer(engine, server, "filed").startswith("TWO")
+
+
+def test_unload_removes_the_adapter_and_its_routes(server: MockServer) -> None:
+    engine = Engine(config_file=False)
+    engine.load_adapter(tagged("temp", "T"))
+    answer(engine, server, "temp", provider="tmp-route")
+    engine.unload_adapter("temp")
+    assert "tmp-route" not in engine.registry.routes()
+    with pytest.raises(LlmError) as info:
+        engine.unload_adapter("temp")
+    assert info.value.code == "NO_ADAPTER"
+
+
+def test_the_wheel_ships_the_builtin_scripts(tmp_path: Path) -> None:
+    out = tmp_path / "wheel"
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "-w", str(out), str(ROOT)],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
+    (wheel,) = out.glob("notebook_llm-*.whl")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    for script in (ROOT / "adapters").glob("*.lua"):
+        assert f"notebook_llm/_builtin_adapters/{script.name}" in names
+    assert "notebook_llm/lua/json.lua" in names
+    assert "notebook_llm/lua/sandbox.lua" in names
+    assert "notebook_llm/py.typed" in names
