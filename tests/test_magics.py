@@ -362,7 +362,10 @@ def test_record_then_replay_with_the_magics(
     assert "replaying" in str(run(shell, f"replay {path}").stdout)
     replayed = run(shell, "openai:echo", "Recorded hello")
     run(shell, "replay stop")
-    assert data(replayed, "text/plain")[-1] == data(live, "text/plain")[-1]
-    assert "Recorded hello" in data(replayed, "text/plain")[-1]
+    def answers(cap: Any) -> list[str]:
+        return [t for t in data(cap, "text/plain") if not t.startswith("adapter log:")]
+
+    assert answers(replayed) == answers(live)
+    assert any("Recorded hello" in t for t in answers(replayed))
     bad = run(shell, "replay")  # status, not an error
     assert "UsageError" not in bad.stderr
