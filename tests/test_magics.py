@@ -362,6 +362,7 @@ def test_record_then_replay_with_the_magics(
     assert "replaying" in str(run(shell, f"replay {path}").stdout)
     replayed = run(shell, "openai:echo", "Recorded hello")
     run(shell, "replay stop")
+
     def answers(cap: Any) -> list[str]:
         return [t for t in data(cap, "text/plain") if not t.startswith("adapter log:")]
 
