@@ -277,6 +277,7 @@ local function decode_escaped(s, i)
 end
 
 local decode_value -- forward
+local literals = { null = null, ["true"] = true, ["false"] = false }
 
 local function decode_array(s, i, depth)
   local t, n = setmetatable({}, array_mt), 0
@@ -312,11 +313,34 @@ local function decode_object(s, i, depth)
       if not i or byte(s, i) ~= 58 then decode_error(s, i or #s + 1, "expected ':'") end
       i = i + 1
     end
-    v, i = decode_value(s, i, depth)
+    -- Fast path: a plain string, number or literal value and the separator after it, in one
+    -- pattern match (the common case in provider chunks); anything else takes the general path.
+    local b = byte(s, i)
+    e = nil
+    if b == 34 then
+      _, e, v, c = find(s, '^"([^"\\%c]*)"[ \t\r\n]*([,}])', i)
+    elseif b == 45 or (b and b >= 48 and b <= 57) then
+      local num
+      _, e, num, c = find(s, "^(-?%d+%.?%d*[eE]?[-+]?%d*)[ \t\r\n]*([,}])", i)
+      if e then
+        v = tonumber(num)
+        if not v then decode_error(s, i, "invalid number") end
+      end
+    elseif b == 110 or b == 116 or b == 102 then
+      local word
+      _, e, word, c = find(s, "^(%l+)[ \t\r\n]*([,}])", i)
+      if e then
+        v = literals[word]
+        if v == nil then decode_error(s, i, "unexpected character") end
+      end
+    end
+    if not e then
+      v, i = decode_value(s, i, depth)
+      _, e, c = find(s, "^[ \t\r\n]*([,}])", i)
+      if not e then decode_error(s, find(s, "[^ \t\r\n]", i) or #s + 1, "expected ',' or '}'") end
+    end
     if order and t[k] == nil then no = no + 1; order[no] = k end
     t[k] = v
-    _, e, c = find(s, "^[ \t\r\n]*([,}])", i)
-    if not e then decode_error(s, find(s, "[^ \t\r\n]", i) or #s + 1, "expected ',' or '}'") end
     if c == "}" then return t, e + 1 end
     i = e + 1
   end
