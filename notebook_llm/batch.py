@@ -34,6 +34,7 @@ from .errors import ErrorCode, LlmError
 from .protocol import Message
 from .validate import Completion
 from .wire.http_errors import backoff_delay
+from .wire.transport import connection_pool
 
 __all__ = ["BatchResult", "ProgressFn", "amap", "map_prompts", "notebook_progress"]
 
@@ -220,7 +221,9 @@ async def amap(
 
     watcher = asyncio.ensure_future(watch_stop(stop_signal)) if stop_signal is not None else None
     try:
-        await asyncio.gather(*(worker() for _ in range(min(concurrency, total))))
+        # One keep-alive connection pool for the whole batch (closed with it).
+        async with connection_pool():
+            await asyncio.gather(*(worker() for _ in range(min(concurrency, total))))
     finally:
         if watcher is not None:
             watcher.cancel()

@@ -315,9 +315,9 @@ class Recorder:
 
     def transport(self, inner: httpx.AsyncBaseTransport | None = None) -> httpx.AsyncBaseTransport:
         if inner is None:
-            from .lua.adapter import _shared_ssl_context
+            from .wire.transport import shared_ssl_context
 
-            inner = httpx.AsyncHTTPTransport(verify=_shared_ssl_context())
+            inner = httpx.AsyncHTTPTransport(verify=shared_ssl_context())
         return _RecordingTransport(self, inner)
 
     def _finish(

@@ -199,3 +199,20 @@ async def test_progress_callback_errors_do_not_stop_the_batch(
 
 def test_no_progress_bar_outside_a_kernel() -> None:
     assert notebook_progress(10) is None  # pytest is not a kernel, even with ipykernel imported
+
+
+async def test_a_batch_shares_one_connection_pool_and_closes_it() -> None:
+    from notebook_llm.lua.adapter import LuaAdapter
+    from notebook_llm.lua.loader import builtin_adapters_dir
+    from notebook_llm.wire.transport import connection_pool, scoped_client
+
+    adapter = LuaAdapter.from_file(builtin_adapters_dir() / "openai.lua")
+    assert scoped_client() is None
+    client, owned = adapter._client()
+    assert owned  # outside a pool (and off the background loop): one client per stream
+    await client.aclose()
+    async with connection_pool() as pool:
+        assert adapter._client() == (pool, False)
+        assert adapter._client() == (pool, False)
+    assert pool.is_closed
+    assert scoped_client() is None

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import ssl
 import threading
 import time
 import urllib.parse
@@ -38,7 +37,7 @@ from ..secrets import redact
 from ..wire.http_errors import error_from_http
 from ..wire.ndjson import NDJSONDecoder
 from ..wire.sse import SSEDecoder
-from ..wire.transport import current_transport
+from ..wire.transport import current_transport, scoped_client, shared_ssl_context
 from .contract import ChunkMapper, build_request, map_response
 from .runtime import LuaLimits, LuaSandbox
 
@@ -47,7 +46,6 @@ DEFAULT_TIMEOUT = httpx.Timeout(connect=10.0, read=60.0, write=30.0, pool=10.0)
 _MAX_ERROR_BODY = 256 * 1024
 
 _ssl_lock = threading.RLock()
-_ssl_context: ssl.SSLContext | None = None
 
 
 def _on_background_loop() -> bool:
@@ -66,19 +64,10 @@ def _background_client() -> httpx.AsyncClient:
     with _ssl_lock:
         if _client_on_loop is None:
             _client_on_loop = httpx.AsyncClient(
-                transport=httpx.AsyncHTTPTransport(verify=_shared_ssl_context()),
+                transport=httpx.AsyncHTTPTransport(verify=shared_ssl_context()),
                 follow_redirects=False,
             )
         return _client_on_loop
-
-
-def _shared_ssl_context() -> ssl.SSLContext:
-    # Building an SSL context loads the CA bundle (tens of ms); do it once per process.
-    global _ssl_context
-    with _ssl_lock:
-        if _ssl_context is None:
-            _ssl_context = httpx.create_ssl_context()
-        return _ssl_context
 
 
 @dataclass
@@ -319,9 +308,13 @@ class LuaAdapter(LlmAdapter):
         pooled connection must not outlive the loop it was opened on.
         """
         transport = self.transport or current_transport()
-        if transport is None and _on_background_loop():
-            return _background_client(), False
-        transport = transport or httpx.AsyncHTTPTransport(verify=_shared_ssl_context())
+        if transport is None:
+            pooled = scoped_client()
+            if pooled is not None:
+                return pooled, False
+            if _on_background_loop():
+                return _background_client(), False
+        transport = transport or httpx.AsyncHTTPTransport(verify=shared_ssl_context())
         client = httpx.AsyncClient(
             transport=transport, timeout=self.timeout, follow_redirects=False
         )

@@ -218,6 +218,9 @@ class MockServer:
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    # Stream chunks are small writes: without TCP_NODELAY, Nagle's algorithm holds each one
+    # until the previous is acknowledged, which delays streams and caps the request rate.
+    disable_nagle_algorithm = True
     server: _HTTPServer
 
     def setup(self) -> None:
