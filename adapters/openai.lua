@@ -12,7 +12,8 @@ Request (kernel JSON -> OpenAI):
   * disable_thinking is dropped; reasoning_effort "off" is sent as OpenAI's "none";
   * streaming asks for stream_options.include_usage so the last chunk carries usage.
 
-Unified chunk fields emitted: content, tool_calls (OpenAI delta shape, passed through),
+Unified chunk fields emitted: content, reasoning_content (from delta.reasoning_content or
+delta.reasoning, which OpenAI-compatible servers send), tool_calls (OpenAI delta shape, passed through),
 finish_reason, usage {prompt, completion, total, cache_read, reasoning_tokens},
 error {message, code, status} (an in-stream {"error": ...} payload), done (on "[DONE]").
 
@@ -78,7 +79,7 @@ function M.transform_response(raw)
     local msg = choice.message
     if present(msg) then
       out.content = text_of(msg.content) or ""
-      out.reasoning_content = text_of(msg.reasoning_content)
+      out.reasoning_content = text_of(msg.reasoning_content) or text_of(msg.reasoning)
       if present(msg.tool_calls) then
         local calls = json.array()
         for i, tc in ipairs(msg.tool_calls) do
@@ -105,6 +106,10 @@ function M.transform_stream_chunk(line)
       local s = text_of(d.content)
       if s and s ~= "" then out.content = s; any = true end
       if present(d.tool_calls) then out.tool_calls = d.tool_calls; any = true end
+      -- OpenAI itself sends no reasoning text, but OpenAI-compatible servers (vLLM, LM Studio,
+      -- OpenRouter, the notebook_llm mock) put it in reasoning_content or reasoning.
+      local r = text_of(d.reasoning_content) or text_of(d.reasoning)
+      if r and r ~= "" then out.reasoning_content = r; any = true end
     end
     if present(choice.finish_reason) then out.finish_reason = choice.finish_reason; any = true end
   end

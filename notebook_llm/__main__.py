@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from .engine import Engine
 from .errors import LlmError
 from .protocol import (
+    BlockEnd,
     BlockStart,
     Finish,
     ReasoningDelta,
@@ -30,9 +31,14 @@ async def _print_stream(
     engine: Engine, provider: str, model: str | None, prompt: str, **kw: object
 ) -> None:
     out = sys.stdout
+    thinking = False
     async for ev in engine.stream(provider, model, prompt=prompt, **kw):  # type: ignore[arg-type]
         if isinstance(ev, BlockStart) and ev.block_type == "reasoning":
             out.write("\033[2m[thinking] ")
+            thinking = True
+        elif isinstance(ev, BlockStart) and ev.block_type == "text" and thinking:
+            out.write("\033[0m\n")
+            thinking = False
         elif isinstance(ev, BlockStart) and ev.block_type == "tool-call":
             out.write("\n[tool call] ")
         elif isinstance(ev, (ReasoningDelta, TextDelta)):
@@ -40,6 +46,8 @@ async def _print_stream(
         elif isinstance(ev, ToolCallDelta):
             out.write(f"{ev.name}(" if ev.name else "")
             out.write(ev.arguments_delta)
+        elif isinstance(ev, BlockEnd) and ev.block.type == "tool-call":
+            out.write(")")
         elif isinstance(ev, Usage):
             u = ev.usage
             out.write(f"\033[0m\n  · {u.input_tokens} in / {u.output_tokens} out tokens")
