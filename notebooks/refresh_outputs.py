@@ -24,6 +24,7 @@ WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 def clean(nb: nbformat.NotebookNode) -> None:
     nb.metadata.pop("widgets", None)
     for cell in nb.cells:
+        cell.metadata.pop("execution", None)  # timestamps: noise in every diff
         if cell.cell_type != "code":
             continue
         kept = []
