@@ -162,6 +162,49 @@ def load_fixture(path: str | Path) -> Fixture:
     return Fixture(p, body, framing, status, ctype, headers)
 
 
+def is_recording(path: Path) -> bool:
+    """Whether ``path`` is a ``%llm record`` file (JSON lines whose first line is its header)."""
+    if path.suffix.lower() != ".jsonl":
+        return False
+    try:
+        with path.open(encoding="utf-8") as fh:
+            first = json.loads(fh.readline() or "null")
+    except (OSError, ValueError):
+        return False
+    return isinstance(first, dict) and "notebook_llm_recording" in first
+
+
+def fixtures_from_recording(path: str | Path) -> list[Fixture]:
+    """Each response recorded by ``%llm record`` (e.g. a session against the mock server) as a
+    fixture named ``FILE#N``, served with its recorded status and content type."""
+    from .record import load_exchanges
+
+    p = Path(path)
+    out = []
+    for n, exchange in enumerate(load_exchanges(p), 1):
+        headers = {k.lower(): v for k, v in exchange.headers.items()}
+        ctype = headers.get("content-type", "")
+        framing: Framing = (
+            "ndjson" if "ndjson" in ctype else "sse" if "event-stream" in ctype else "json"
+        )
+        out.append(
+            Fixture(
+                p.with_name(f"{p.name}#{n}"),
+                exchange.body,
+                framing,
+                exchange.status,
+                ctype or CONTENT_TYPES[framing],
+            )
+        )
+    return out
+
+
+def load_fixtures(path: str | Path) -> list[Fixture]:
+    """The fixtures in one file: a body file gives one; a recording gives one per response."""
+    p = Path(path)
+    return fixtures_from_recording(p) if is_recording(p) else [load_fixture(p)]
+
+
 def find_fixtures(paths: Iterable[str | Path]) -> list[Path]:
     """Files named by ``paths``; a folder gives its body files (not recursive, sorted)."""
     out: list[Path] = []
@@ -173,7 +216,7 @@ def find_fixtures(paths: Iterable[str | Path]) -> list[Path]:
                 for f in sorted(p.iterdir())
                 if f.is_file()
                 and not f.name.endswith(_SIDECARS)
-                and f.suffix.lower() in (".sse", ".ndjson", ".json", ".txt")
+                and f.suffix.lower() in (".sse", ".ndjson", ".json", ".txt", ".jsonl")
             )
         elif p.exists():
             out.append(p)
@@ -529,10 +572,12 @@ def check_adapter(
     table = load_expected(expected) if isinstance(expected, str | Path) else expected
     report = CheckReport(adapter.name, adapter.version, adapter.origin)
     for path in find_fixtures(fixtures):
-        fx = load_fixture(path)
-        report.fixtures.append(
-            replay_fixture(adapter, fx, expected=_expected_for(fx, table), chunk_size=chunk_size)
-        )
+        for fx in load_fixtures(path):
+            report.fixtures.append(
+                replay_fixture(
+                    adapter, fx, expected=_expected_for(fx, table), chunk_size=chunk_size
+                )
+            )
     if requests:
         report.requests = check_requests(adapter)
     return report

@@ -331,3 +331,24 @@ def test_cli_exit_status_0_and_1(tmp_path: Path) -> None:
     assert "text: expected 'nope'" in diff.stdout
     missing = _cli(str(tmp_path / "nope.lua"), "--fixtures", str(STREAM))
     assert missing.returncode == 1
+
+
+def test_a_recording_of_a_mock_session_is_a_set_of_fixtures(tmp_path: Path) -> None:
+    from notebook_llm import Engine
+    from notebook_llm import record as rec
+    from notebook_llm.conformance import check_adapter, fixtures_from_recording
+    from notebook_llm.lua.loader import builtin_adapters_dir
+    from notebook_llm.mock import MockServer
+
+    path = tmp_path / "session.jsonl"
+    with MockServer() as srv, rec.record(path):
+        engine = Engine(config_file=False, env_file=False)
+        engine.add_provider("m", adapter="openai", base_url=srv.url + "/v1", model="echo")
+        engine.complete_sync("m", "echo", prompt="recorded for the kit")
+        engine.complete_sync("m", "reasoning", prompt="think first")
+    fixtures = fixtures_from_recording(path)
+    assert [f.framing for f in fixtures] == ["sse", "sse"]
+    report = check_adapter(builtin_adapters_dir() / "openai.lua", [path], requests=False)
+    assert report.ok, report.render_text()
+    assert [r.completion.text for r in report.fixtures] == ["recorded for the kit", "think first"]
+    assert report.fixtures[1].completion.reasoning  # the reasoning model's thinking came through
