@@ -278,7 +278,8 @@ class Chat:
             self.engine, turn, live=self._live(display), display=display, max_rate=self.max_rate
         )
         completion = await presenter.run_async(
-            make_source(self.engine, turn, presenter.stop), interruptible=interruptible
+            make_source(self.engine, turn, presenter.stop, presenter.confirm_async),
+            interruptible=interruptible,
         )
         presenter.show(completion, fmt=fmt)
         self.record(text, completion)

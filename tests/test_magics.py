@@ -370,3 +370,60 @@ def test_record_then_replay_with_the_magics(
     assert any("Recorded hello" in t for t in answers(replayed))
     bad = run(shell, "replay")  # status, not an error
     assert "UsageError" not in bad.stderr
+
+
+# ------------------------------------------------------------------ --confirm: Run / Skip buttons
+
+
+def get_weather(city: str) -> str:
+    """The weather in a city."""
+    return f"sunny in {city}"
+
+
+async def _click_when_asked(asked: list[Any], button: str) -> None:
+    for _ in range(500):
+        await asyncio.sleep(0.01)
+        if asked:
+            view = asked[-1]
+            assert view.confirm_bar.layout.display is None  # the question is shown
+            {"Run": view.run_button, "Skip": view.skip_button, "Stop": view.stop_button}[
+                button
+            ].click()
+            return
+    raise AssertionError("the Run / Skip question never showed")
+
+
+@pytest.mark.parametrize(("button", "ran"), [("Run", True), ("Skip", False), ("Stop", False)])
+async def test_confirm_waits_for_run_or_skip_in_the_widget(
+    shell: InteractiveShell, button: str, ran: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from notebook_llm.widgets.stream_view import StreamView
+
+    asked: list[Any] = []
+    original = StreamView.ask
+
+    def spy(view: StreamView, call: Any, on_answer: Any) -> None:
+        asked.append(view)
+        original(view, call, on_answer)
+
+    monkeypatch.setattr(StreamView, "ask", spy)
+    shell.user_ns["get_weather"] = get_weather
+    magics = shell.magics_manager.registry["LlmMagics"]
+    with capture_output() as cap:
+        clicker = asyncio.ensure_future(_click_when_asked(asked, button))
+        await asyncio.wait_for(
+            magics.llm_cell_async("mock:tools --tools get_weather --confirm", "Lisbon"), 10
+        )
+        await clicker
+    assert asked[-1].confirm_bar.layout.display == "none"  # taken down after the answer
+    completion = shell.user_ns["_llm"]
+    answer = "\n".join(data(cap, "text/plain"))
+    if ran:
+        assert "sunny in Lisbon" in answer
+    elif button == "Skip":
+        assert "sunny in Lisbon" not in answer
+        assert "declined" in completion.transcript[1].content[0].text
+    else:  # Stop while the question is open: nothing runs and the turn ends stopped
+        assert "sunny in Lisbon" not in answer
+        assert completion.error is not None
+        assert completion.error.code == "ABORTED"

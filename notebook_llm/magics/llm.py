@@ -157,10 +157,9 @@ class LlmMagics(Magics):
         """
         try:
             chat, prompt, opts, kwargs = self._prepare(line, cell)
-            if opts.confirm:  # Run/Skip questions use input(): the blocking path
-                completion = chat.send(prompt, confirm=True, **kwargs)
-            else:
-                completion = await chat.asend(prompt, interruptible=True, **kwargs)
+            completion = await chat.asend(
+                prompt, interruptible=True, confirm=opts.confirm or None, **kwargs
+            )
             self._store(opts, completion)
         except UsageError as exc:
             print(f"UsageError: {redact(str(exc))}\n{margs.usage()}", file=sys.stderr)

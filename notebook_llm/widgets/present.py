@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -110,6 +112,28 @@ class Presenter:
         self._main_calls.append(pending)
         pending.done.wait()
         return bool(pending.result)
+
+    async def confirm_async(self, call: Any) -> bool:
+        """Run / Skip buttons in the live view (the cell awaits, so the click is dispatched);
+        without a view, the question is asked on the terminal/stdin instead."""
+        if self.view is None:
+            return self.confirm(call)
+        loop = asyncio.get_running_loop()
+        answer: asyncio.Future[bool] = loop.create_future()
+
+        def on_answer(run: bool) -> None:
+            def settle() -> None:
+                if not answer.done():
+                    answer.set_result(run)
+
+            loop.call_soon_threadsafe(settle)
+
+        self.view.ask(call, on_answer)
+        self.view.flush()
+        try:
+            return await answer
+        finally:
+            self.view.cancel_question()  # answered, or cancelled by an interrupt
 
     def _poll(self) -> None:
         while self._main_calls:

@@ -252,9 +252,22 @@ class StreamView:
             description="Stop", icon="stop", button_style="danger", tooltip="Stop the stream"
         )
         self.stop_button.layout.width = "auto"
-        self.stop_button.on_click(lambda _button: self.stop_signal.set())
+        self.stop_button.on_click(lambda _button: self._stop())
         self.footer = w.HBox([self.stop_button, self._stats])
-        self.widget = w.VBox([self._reasoning_box, self._blocks, self._error, self.footer])
+        # The Run / Skip question of a tool call (``--confirm``), hidden until asked.
+        self._question = w.HTML()
+        self.run_button = w.Button(description="Run", button_style="success", icon="play")
+        self.skip_button = w.Button(description="Skip", icon="forward")
+        for button in (self.run_button, self.skip_button):
+            button.layout.width = "auto"
+        self.run_button.on_click(lambda _b: self._answer(True))
+        self.skip_button.on_click(lambda _b: self._answer(False))
+        self.confirm_bar = w.HBox([self._question, self.run_button, self.skip_button])
+        _hidden(self.confirm_bar, True)
+        self._on_answer: Callable[[bool], None] | None = None
+        self.widget = w.VBox(
+            [self._reasoning_box, self._blocks, self.confirm_bar, self._error, self.footer]
+        )
         self.widget.add_class("notebook-llm-view")
 
     # ------------------------------------------------------------------ events
@@ -263,6 +276,30 @@ class StreamView:
     def text(self) -> str:
         """The answer text so far (all text blocks, across steps)."""
         return "\n\n".join(p.text for p in self._text_panels if p.text)
+
+    def _stop(self) -> None:
+        self.stop_signal.set()
+        self._answer(False)
+
+    def ask(self, call: ToolCallBlock, on_answer: Callable[[bool], None]) -> None:
+        """Show "Run NAME(ARGS)?" with Run / Skip buttons; ``on_answer(bool)`` gets the click
+        (``False`` if the Stop button is pressed instead)."""
+        self._on_answer = on_answer
+        self._question.value = tool_card_html(
+            call.name, "waiting for you", call.arguments, None, False
+        )
+        _hidden(self.confirm_bar, False)
+
+    def cancel_question(self) -> None:
+        """Take a pending Run / Skip question down without answering it."""
+        self._on_answer = None
+        _hidden(self.confirm_bar, True)
+
+    def _answer(self, run: bool) -> None:
+        callback, self._on_answer = self._on_answer, None
+        _hidden(self.confirm_bar, True)
+        if callback is not None:
+            callback(run)
 
     def handle(self, event: LoopEvent) -> None:
         """Take one event into the view's state (no front-end traffic here)."""
