@@ -485,7 +485,7 @@ async def test_loop_end_to_end_on_mock_tools_model(engine: Engine) -> None:
     events = await collect(
         engine, "mock", model="tools", prompt="add 2 and 40", tools=[add], transcript=transcript
     )
-    assert [m.role for m in transcript] == ["assistant", "user"]
+    assert [m.role for m in transcript] == ["assistant", "user", "assistant"]
     kinds = [type(e).__name__ for e in events]
     assert kinds[0] == "StepStart"
     first_finish = kinds.index("Finish")
@@ -503,7 +503,8 @@ async def test_loop_end_to_end_on_mock_tools_model(engine: Engine) -> None:
     assert "42" in completion.text
     assert completion.finish == FinishReason("stop")
     assert len(completion.steps) == 2
-    assert [m.role for m in completion.transcript] == ["assistant", "user"]
+    assert [m.role for m in completion.transcript] == ["assistant", "user", "assistant"]
+    assert completion.transcript[-1].text == completion.text
     call = completion.transcript[0].content[0]
     assert isinstance(call, ToolCallBlock)
     assert call.name == "add"
@@ -708,7 +709,7 @@ async def test_loop_options(engine: Engine) -> None:
         engine, "s", messages=history, prompt="now", tools=[add], system="be brief", max_tokens=9
     )
     assert completion.text == "hi"
-    assert completion.transcript == []
+    assert [m.role for m in completion.transcript] == ["assistant"]  # just the answer
     options = adapter.calls[0]
     assert [m.text for m in options.messages] == ["earlier", "reply", "now"]
     assert options.system == "be brief"

@@ -310,6 +310,9 @@ async def _loop(
         state.final = completion.finish
         calls = completion.tool_calls
         if completion.error is not None or not calls:
+            if completion.error is None and completion.blocks:
+                # The final answer belongs to the conversation too, so it can be continued.
+                state.transcript.append(completion.message())
             return
         assistant = completion.message()
         conversation.append(assistant)
