@@ -93,3 +93,20 @@ def test_template_and_engine_adapter_by_name() -> None:
     pg2 = AdapterPlayground("anthropic", engine=engine)
     assert pg2.adapter is engine.adapter("anthropic")
     assert "/v1/messages" in pg2.request_view.value
+
+
+def test_live_call_to_a_configured_provider() -> None:
+    from notebook_llm.mock import MockServer
+
+    with MockServer() as srv:
+        engine = Engine(config_file=False, env_file=False)
+        engine.add_provider("local", adapter="openai", base_url=srv.url + "/v1", model="echo")
+        pg = AdapterPlayground("openai", engine=engine, provider="local")
+        live = [o for o in pg.response_choice.options if "local" in str(o)]
+        assert live, pg.response_choice.options
+        pg.response_choice.value = live[0]
+        result = pg.run()
+        assert result.ok, result.problems
+        assert result.completion.text  # the sample request's text, echoed by the server
+        assert srv.requests and srv.requests[-1].path == "/v1/chat/completions"
+        assert "text-delta" in pg.events_view.value
