@@ -108,5 +108,6 @@ def test_live_call_to_a_configured_provider() -> None:
         result = pg.run()
         assert result.ok, result.problems
         assert result.completion.text  # the sample request's text, echoed by the server
-        assert srv.requests and srv.requests[-1].path == "/v1/chat/completions"
+        assert srv.requests
+        assert srv.requests[-1].path == "/v1/chat/completions"
         assert "text-delta" in pg.events_view.value
