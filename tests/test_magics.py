@@ -427,3 +427,12 @@ async def test_confirm_waits_for_run_or_skip_in_the_widget(
         assert "sunny in Lisbon" not in answer
         assert completion.error is not None
         assert completion.error.code == "ABORTED"
+
+
+def test_reasoning_is_kept_collapsed_in_the_saved_markdown(shell: InteractiveShell) -> None:
+    cap = run(shell, "mock:reasoning", "Is 17 prime?")
+    markdown = data(cap, "text/markdown")[-1]
+    assert markdown.startswith("<details><summary>Reasoning</summary>")
+    assert "The user wrote" in markdown
+    assert markdown.rstrip().endswith("Is 17 prime?")
+    assert data(cap, "text/plain")[-1] == "Is 17 prime?"  # the plain answer stays plain

@@ -185,7 +185,17 @@ class Presenter:
                 show_output(Result(text))
                 error = exc
         elif text or stopped:
-            show_output(Result(text, stopped=stopped, fmt="text" if fmt == "text" else "markdown"))
+            reasoning = "\n\n".join(
+                c.reasoning for c in (completion.steps or [completion]) if c.reasoning
+            )
+            show_output(
+                Result(
+                    text,
+                    stopped=stopped,
+                    fmt="text" if fmt == "text" else "markdown",
+                    reasoning=reasoning,
+                )
+            )
             if fmt == "code" and text and not stopped:
                 _offer_cell(strip_fences(text))
         if error is not None and not stopped:

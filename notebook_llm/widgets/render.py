@@ -55,16 +55,25 @@ class Result:
     compare equal under nbval.
     """
 
-    def __init__(self, text: str, *, stopped: bool = False, fmt: str = "markdown") -> None:
+    def __init__(
+        self, text: str, *, stopped: bool = False, fmt: str = "markdown", reasoning: str = ""
+    ) -> None:
         self.text = redact(text)
         self.stopped = stopped
         self.fmt = fmt
+        #: Shown in a collapsed ``<details>`` above the Markdown answer (saved notebooks keep it).
+        self.reasoning = redact(reasoning.strip())
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
         plain = self.text + (f"\n{STOPPED_MARK}" if self.stopped else "")
         if self.fmt == "text":
             return {"text/plain": plain}
         markdown = self.text + (f"\n\n*{STOPPED_MARK}*" if self.stopped else "")
+        if self.reasoning:
+            quoted = self.reasoning.replace("\n", "\n> ")
+            markdown = (
+                f"<details><summary>Reasoning</summary>\n\n> {quoted}\n\n</details>\n\n{markdown}"
+            )
         return {"text/markdown": markdown, "text/plain": plain}
 
     def __repr__(self) -> str:
