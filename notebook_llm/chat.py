@@ -17,6 +17,8 @@ which nbval skips, so a saved notebook holds the answer once)::
 
 from __future__ import annotations
 
+import asyncio
+
 import inspect
 import typing
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -269,18 +271,24 @@ class Chat:
     ) -> Completion:
         """Like :meth:`send`, awaiting the stream in the running event loop.
 
-        ``interruptible=True``: a cancellation of this task (a kernel interrupt of an async cell)
-        stops the stream and returns the partial completion instead of raising."""
+        A cancellation of this task (a kernel interrupt) stops the stream; what arrived is shown,
+        marked as stopped, and kept in the history; then the cancellation propagates, unless
+        ``interruptible=True`` (an async ``%%llm`` cell), which returns the partial completion."""
         from .widgets.present import Presenter
 
         turn = self.turn(text, **overrides)
         presenter = Presenter(
             self.engine, turn, live=self._live(display), display=display, max_rate=self.max_rate
         )
-        completion = await presenter.run_async(
-            make_source(self.engine, turn, presenter.stop, presenter.confirm_async),
-            interruptible=interruptible,
-        )
+        try:
+            completion = await presenter.run_async(
+                make_source(self.engine, turn, presenter.stop, presenter.confirm_async),
+                interruptible=interruptible,
+            )
+        except asyncio.CancelledError:
+            presenter.show(presenter.partial, fmt=fmt)
+            self.record(text, presenter.partial)
+            raise
         presenter.show(completion, fmt=fmt)
         self.record(text, completion)
         return completion

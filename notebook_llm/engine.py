@@ -78,9 +78,22 @@ class Engine:
             self._env_file = _read_env_file(
                 Path(env_file) if isinstance(env_file, str | Path) else Path(".env")
             )
+        self._register_known_keys()
         from .builtins import install_builtins
 
         install_builtins(self)
+
+    def _register_known_keys(self) -> None:
+        """Tell the scrubber about every key the environment holds for a known provider, before
+        any is used: a key echoed into a prompt or an output is hidden even if no request has
+        read it yet."""
+        from .providers import PRESETS
+
+        names = {p.api_key_env for p in PRESETS.values()}
+        names |= {t.get("api_key_env") for t in self.file_config.providers.values()}
+        for var in names:
+            if var:
+                register_secret(os.environ.get(var))
 
     # ------------------------------------------------------------------ adapters and routes
 

@@ -188,6 +188,16 @@ class Completion:
     def __str__(self) -> str:
         return self.text
 
+    def __repr__(self) -> str:
+        from .secrets import redact
+
+        finish = self.finish.kind if self.finish else None
+        return redact(
+            f"Completion(text={self.text[:200]!r}{'...' if len(self.text) > 200 else ''}, "
+            f"tool_calls={[t.name for t in self.tool_calls]}, usage={self.usage}, finish={finish!r}, "
+            f"provider={self.provider!r}, model={self.model!r})"
+        )
+
 
 def assemble(events: Iterable[Event]) -> Completion:
     """Fold events into a :class:`Completion`, tolerating bad input.

@@ -495,3 +495,41 @@ def test_concurrent_sandboxes_in_threads() -> None:
         t.join()
     assert not errors
     assert sorted(results) == list(range(6))
+
+
+def test_json_marker_metatables_cannot_be_given_a_finalizer() -> None:
+    # A __gc finalizer runs with the CPU-limit hook off: reaching json's marker metatables
+    # must not be a way to plant one.
+    script = """
+    return { transform_request = function(s)
+      local mt = getmetatable(json.array())
+      if type(mt) == "table" then mt.__gc = function() while true do end end end
+      local t = json.array(); t = nil; collectgarbage()
+      return type(mt)
+    end, transform_stream_chunk = function(s) return s end }
+    """
+    sb = LuaSandbox(script, name="gc")
+    assert sb.call("transform_request", "{}") == "string"  # a protected name, not the table
+    assert sb.call("transform_request", "{}") == "string"
+
+
+def test_replacing_json_encode_in_a_script_does_not_break_the_runtime() -> None:
+    script = """
+    json.encode = function() return "not json" end
+    json.decode = nil
+    return { name = "rude", transform_request = function(s) return s end,
+             transform_stream_chunk = function(s) return {content = "x"} end }
+    """
+    sb = LuaSandbox(script, name="rude")
+    assert sb.meta()["name"] == "rude"
+    assert sb.call("transform_stream_chunk", "{}") == {"content": "x"}  # encoded by our codec
+
+
+def test_json_array_and_object_still_mark_decoded_tables() -> None:
+    sb = LuaSandbox(
+        "return { transform_request = function(s) local t = json.decode(s);"
+        " return json.encode(json.object(json.array(t))) end,"
+        " transform_stream_chunk = function(s) return s end }",
+        name="mark",
+    )
+    assert sb.call("transform_request", "[]") == "{}"

@@ -19,7 +19,10 @@
 -- Measured in bench/bench_lua_json.py; this pure-Lua codec is the one used (faster than a bridge
 -- to Python's json module because building Lua tables from Python costs a bridge call each).
 
-local getmetatable = ... -- the raw debug.getmetatable, passed by runtime.py (ignores __metatable)
+-- The raw debug.getmetatable / debug.setmetatable, passed by runtime.py: they ignore
+-- __metatable, which protects the marker metatables from scripts (a script that could reach
+-- array_mt could add a __gc finalizer, and finalizers run with the CPU-limit hook off).
+local getmetatable, raw_setmetatable = ...
 local type, next, rawlen, rawget, setmetatable, error, tostring, tonumber =
   type, next, rawlen, rawget, setmetatable, error, tostring, tonumber
 local math_type, huge = math.type, math.huge
@@ -44,18 +47,20 @@ local key_order = setmetatable({}, { __mode = "k" })
 -- means nothing, and this is the hot path (recording the order costs ~20% of a decode).
 local keep_order = true
 local table_sort = table.sort
-local array_mt = { __name = "json.array" }
-local object_mt = { __name = "json.object" }
+local array_mt = { __name = "json.array", __metatable = "json.array" }
+local object_mt = { __name = "json.object", __metatable = "json.object" }
 json.null = null
 
 --- Mark t (default: a new table) as a JSON array; returns t.
 function json.array(t)
-  return setmetatable(t or {}, array_mt)
+  if t ~= nil and type(t) ~= "table" then error("json.array expects a table", 2) end
+  return raw_setmetatable(t or {}, array_mt)
 end
 
 --- Mark t (default: a new table) as a JSON object; returns t.
 function json.object(t)
-  return setmetatable(t or {}, object_mt)
+  if t ~= nil and type(t) ~= "table" then error("json.object expects a table", 2) end
+  return raw_setmetatable(t or {}, object_mt)
 end
 
 function json.is_array(t)

@@ -168,7 +168,7 @@ class LuaSandbox:
         g = lua.globals()
         load = g.load
         json_lib, json_control = load(_builtin("json.lua"), "=nbllm.json", "b")(
-            g.debug.getmetatable
+            g.debug.getmetatable, g.debug.setmetatable
         )
         cfg = lua.table_from(
             {

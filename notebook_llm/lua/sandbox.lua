@@ -178,7 +178,11 @@ math.mod = math.mod or math.fmod
 env.math = math
 env.utf8 = utf8
 env.os = { time = os.time, date = os.date, clock = os.clock, difftime = os.difftime }
-env.json = json
+-- Scripts get their own copy of the json table: replacing json.encode in a script must not
+-- change the codec this trusted code uses to hand results back to Python.
+local script_json = {}
+for k, v in next, json do script_json[k] = v end
+env.json = script_json
 env.log = sb_log
 env.http_get = function(url) return py_http_get(text("http_get", url)) end
 env.http_post = function(url, body)

@@ -38,12 +38,23 @@ def async_cell_transformer(lines: list[str]) -> list[str]:
     """
     code = "".join(lines)
     match = _LLM_CELL.fullmatch(code)
-    if match is None:
+    if match is None or not _autoawait_on():
         return lines
     return [
         "await get_ipython().magics_manager.registry['LlmMagics']"
         f".llm_cell_async({match.group(1)})\n"
     ]
+
+
+def _autoawait_on() -> bool:
+    # With `%autoawait False` (or a non-asyncio runner) a top-level await is a syntax error.
+    from IPython import get_ipython
+
+    shell = get_ipython()
+    if shell is None or not getattr(shell, "autoawait", False):
+        return False
+    runner = getattr(shell, "loop_runner", None)
+    return runner is None or "asyncio" in getattr(runner, "__name__", type(runner).__name__).lower()
 
 
 def _kernel_dispatches_comms_during_async_cells(ipython: Any) -> bool:
@@ -61,9 +72,8 @@ def load_ipython_extension(ipython: Any) -> None:
     """Register the magics (idempotent: a second load replaces the same instances)."""
     for cls in _magic_classes():
         if cls.__name__ not in ipython.magics_manager.registry:
+            # Magics.__init__ already adds the instance to shell.configurables (%config).
             ipython.register_magics(cls(shell=ipython))
-            if hasattr(ipython, "configurables"):
-                ipython.configurables.append(ipython.magics_manager.registry[cls.__name__])
     transformers = getattr(ipython, "input_transformers_post", None)
     if (
         transformers is not None
@@ -86,5 +96,8 @@ def unload_ipython_extension(ipython: Any) -> None:
         for kind, names in instance.magics.items():
             for name in names:
                 manager.magics[kind].pop(name, None)
-        if hasattr(ipython, "configurables") and instance in ipython.configurables:
+        close = getattr(instance, "close", None)
+        if callable(close):  # watchers, log collector
+            close()
+        while hasattr(ipython, "configurables") and instance in ipython.configurables:
             ipython.configurables.remove(instance)

@@ -258,6 +258,21 @@ def _install_collector(shell: Any) -> CellLogCollector:
     return collector
 
 
+def _remove_collector(shell: Any) -> None:
+    collector = _collectors.pop(id(shell), None)
+    if collector is None:
+        return
+    logging.getLogger("notebook_llm.adapter").removeHandler(collector)
+    for event, callback in (
+        ("pre_run_cell", collector.start_cell),
+        ("post_run_cell", collector.end_cell),
+    ):
+        try:
+            shell.events.unregister(event, callback)
+        except ValueError:
+            pass
+
+
 # -------------------------------------------------------------------------------- watching
 
 
@@ -390,6 +405,8 @@ class AdapterMagics(Magics):
             args = _parser().parse_args(arg_split(line))
         except UsageError as exc:
             raise UsageError(f"{exc}\n{USAGE}") from None
+        except ValueError as exc:  # shlex: "No closing quotation"
+            raise UsageError(f"cannot parse the %adapter line: {exc}\n{USAGE}") from None
         if args.command is None:
             _show(Rich(USAGE))
             return
@@ -584,9 +601,11 @@ class AdapterMagics(Magics):
         self.last_report = report
 
     def close(self) -> None:
-        """Stop every watcher (called when the extension is unloaded)."""
+        """Stop every watcher and remove the log collector (when the extension is unloaded)."""
         for watcher in self.watchers.values():
             watcher.stop()
+        if self.shell is not None:
+            _remove_collector(self.shell)
         self.watchers.clear()
 
 

@@ -143,7 +143,10 @@ def split_target(target: str | None) -> tuple[str | None, str | None]:
 
 def parse_cell_line(line: str) -> CellArgs:
     """Parse the ``%%llm`` line; raises ``UsageError`` for a wrong option."""
-    ns: Any = parse_argstring(llm_cell, line)
+    try:
+        ns: Any = parse_argstring(llm_cell, line)
+    except ValueError as exc:  # shlex: "No closing quotation"
+        raise UsageError(f"cannot parse the %%llm line: {exc}") from None
     provider, model = split_target(ns.target)
     if ns.out is not None and not ns.out.isidentifier():
         raise UsageError(f"--out needs a variable name, not {ns.out!r}")

@@ -209,6 +209,10 @@ class LlmMagics(Magics):
                 print(magic_command([command, *rest]))
             except ValueError as exc:
                 raise UsageError(str(exc)) from None
+            except OSError as exc:
+                raise UsageError(
+                    f"cannot use {rest[0] if rest else 'that file'}: {exc.strerror}"
+                ) from None
 
     def _models(self, provider: str) -> None:
         from .._sync import run_sync

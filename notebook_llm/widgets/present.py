@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..cancel import StopSignal
 from ..errors import ErrorCode, LlmError
+from ..loop_events import LoopEvent
 from ..secrets import redact
 from ..validate import Completion
 from .render import ErrorBox, JsonResult, Result, parse_json_answer, strip_fences
@@ -98,6 +99,8 @@ class Presenter:
             else None
         )
         self._main_calls: list[MainThreadCall] = []
+        #: The completion so far of the last ``run_async`` (set also when it was cancelled).
+        self.partial = Completion()
 
     def confirm(self, *args: Any) -> bool:
         """Ask the user whether a tool call may run (``--confirm``); callable from any thread."""
@@ -144,6 +147,10 @@ class Presenter:
         """Run the stream, blocking this thread (the kernel keeps handling widget clicks)."""
         self._start()
         with ui_poller(self.view is not None and self.poll is None) as kernel_poll:
+            if self.view is not None and self.poll is None and kernel_poll is None:
+                self.view.stop_unavailable(
+                    "interrupt the kernel (■) to stop, or use await chat.asend(...)"
+                )
 
             def poll() -> None:
                 self._poll()
@@ -156,8 +163,15 @@ class Presenter:
     async def run_async(self, source: Source, *, interruptible: bool = False) -> Completion:
         """Run the stream in the running event loop (``interruptible``: see :func:`run_async`)."""
         self._start()
-        events = await run_async(source, self.stop, self.view, swallow_cancel=interruptible)
-        return completion_from(events, self.turn.provider, self.turn.model)
+        events: list[LoopEvent] = []
+        try:
+            await run_async(
+                source, self.stop, self.view, swallow_cancel=interruptible, events=events
+            )
+        finally:
+            # What arrived, also when the task was cancelled (the caller can still show it).
+            self.partial = completion_from(events, self.turn.provider, self.turn.model)
+        return self.partial
 
     def _start(self) -> None:
         if self.view is not None and self.display:

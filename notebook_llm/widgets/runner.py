@@ -7,8 +7,10 @@ every library in the process. So the stream runs on the package's shared backgro
 them off and updates the widgets. Widget messages are therefore sent from the cell's own thread
 (ipykernel routes output by the parent message of that thread, so they land in the right cell).
 While it waits, the main thread lets the kernel process pending comm messages with
-``jupyter_ui_poll`` (so the Stop button's click arrives during the blocking cell), and a kernel
-interrupt (``KeyboardInterrupt``) sets the stop signal: the engine ends the stream with
+``jupyter_ui_poll`` where the kernel supports it (ipykernel < 7: the Stop button's click arrives
+during the blocking cell; under ipykernel 7 a blocking cell cannot receive clicks, so the view
+hides Stop and says to interrupt or await instead; ``%%llm`` cells avoid this by running as
+async cells), and a kernel interrupt (``KeyboardInterrupt``) sets the stop signal: the engine ends the stream with
 ``finish`` aborted and closes the HTTP response; a stream that does not end within ~1 s after a
 stop is cut off here.
 
@@ -125,12 +127,15 @@ async def run_async(
     view: StreamView | None = None,
     *,
     swallow_cancel: bool = False,
+    events: list[LoopEvent] | None = None,
 ) -> list[LoopEvent]:
     """Iterate ``source`` in the running loop, feeding ``view``. Cancellation (or an interrupt)
     sets ``stop`` and records an aborted finish; it propagates, unless ``swallow_cancel`` (an
     async ``%%llm`` cell, which ipykernel cancels on a kernel interrupt): then the partial
-    stream is returned, ending aborted, and the cell shows it as stopped."""
-    events: list[LoopEvent] = []
+    stream is returned, ending aborted, and the cell shows it as stopped. ``events``: a list
+    to collect into, which the caller still holds when the cancellation propagates."""
+    if events is None:
+        events = []
     try:
         stream = source()
         try:
@@ -221,7 +226,10 @@ def ui_poller(enabled: bool = True, interval: float = 0.05) -> Iterator[Poll | N
     """A function that lets the kernel handle pending comm messages (widget clicks) while a
     cell blocks, or ``None`` outside a kernel or when ``jupyter_ui_poll`` cannot be used."""
     shell = _shell()
-    if not enabled or shell is None or getattr(shell, "kernel", None) is None:
+    kernel = getattr(shell, "kernel", None) if shell is not None else None
+    # jupyter_ui_poll drives kernel.do_one_iteration(), which ipykernel 7 no longer has (there,
+    # comm messages are only dispatched while a cell *awaits*: %%llm cells run as async cells).
+    if not enabled or kernel is None or not hasattr(kernel, "do_one_iteration"):
         yield None
         return
     try:

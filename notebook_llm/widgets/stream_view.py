@@ -253,7 +253,9 @@ class StreamView:
         )
         self.stop_button.layout.width = "auto"
         self.stop_button.on_click(lambda _button: self._stop())
-        self.footer = w.HBox([self.stop_button, self._stats])
+        self._stop_hint = w.HTML()
+        _hidden(self._stop_hint, True)
+        self.footer = w.HBox([self.stop_button, self._stop_hint, self._stats])
         # The Run / Skip question of a tool call (``--confirm``), hidden until asked.
         self._question = w.HTML()
         self.run_button = w.Button(description="Run", button_style="success", icon="play")
@@ -276,6 +278,12 @@ class StreamView:
     def text(self) -> str:
         """The answer text so far (all text blocks, across steps)."""
         return "\n\n".join(p.text for p in self._text_panels if p.text)
+
+    def stop_unavailable(self, hint: str) -> None:
+        """A blocking cell whose kernel cannot deliver clicks: replace Stop by what to do."""
+        _hidden(self.stop_button, True)
+        self._stop_hint.value = f"<span style='opacity:.7'>{hint}</span>"
+        _hidden(self._stop_hint, False)
 
     def _stop(self) -> None:
         self.stop_signal.set()
@@ -436,6 +444,7 @@ class StreamView:
         self.stats.status = status
         self.flush()
         _hidden(self.stop_button, True)
+        _hidden(self._stop_hint, True)
         if error is not None:
             self._error.value = ErrorBox(error, hint).html()
             _hidden(self._error, False)
@@ -447,6 +456,8 @@ class StreamView:
             )
             if keep != self._blocks.children:
                 self._blocks.children = keep
+                for panel in self._text_panels:  # detached: close their comms (no leak)
+                    _close_tree(panel.widget)
             self.widget.children = tuple(c for c in self.widget.children if c is not self.footer)
 
     def close(self) -> None:
