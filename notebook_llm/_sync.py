@@ -76,5 +76,12 @@ def run_sync(coro: Coroutine[Any, Any, T], *, on_interrupt: Any = None, poll: fl
                 raise
             on_interrupt()
             # The stream now ends with finish 'aborted'; wait for the coroutine to wind down so
-            # the HTTP response is closed, then hand back what it gives (or raises).
-            return future.result(timeout=5)
+            # the HTTP response is closed, then hand back what it gives (or raises). A second
+            # interrupt, or a coroutine that does not end, cancels it.
+            try:
+                return future.result(timeout=5)
+            except (KeyboardInterrupt, concurrent.futures.TimeoutError):
+                future.cancel()
+                from .errors import ErrorCode, LlmError
+
+                raise LlmError("interrupted", ErrorCode.ABORTED) from None

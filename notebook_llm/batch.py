@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from ._sync import run_sync
-from .cancel import StopSignal
+from .cancel import StopSignal, sleep_unless_stopped
 from .engine import Engine
 from .errors import ErrorCode, LlmError
 from .protocol import Message
@@ -134,7 +134,9 @@ async def _one(
             )
             attempt += 1
             log.info("batch: retrying after %s in %.2fs (attempt %d)", err.code, delay, attempt)
-            await asyncio.sleep(delay)
+            if not await sleep_unless_stopped(delay, stop):
+                reason = stop.reason if stop is not None else "stopped"
+                return LlmError(reason, ErrorCode.ABORTED, provider=provider)
         except Exception as exc:  # a bug somewhere must not lose the other prompts
             return LlmError(f"{type(exc).__name__}: {exc}", ErrorCode.UNKNOWN, provider=provider)
 

@@ -18,8 +18,8 @@ class StopSignal:
     def __init__(self) -> None:
         self._event = threading.Event()
         self._lock = threading.Lock()
-        self._task: asyncio.Task[object] | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
+        #: Tasks waiting inside the engine right now (one signal may stop several streams).
+        self._waiting: set[asyncio.Task[object]] = set()
         self.reason = "stopped by the user"
 
     def is_set(self) -> bool:
@@ -32,32 +32,54 @@ class StopSignal:
             if reason:
                 self.reason = reason
             self._event.set()
-            task, loop = self._task, self._loop
-        if task is not None and loop is not None and not task.done():
-            with contextlib.suppress(RuntimeError):  # loop closed: nothing left to stop
-                loop.call_soon_threadsafe(self._cancel_if_waiting, task)
+            waiting = list(self._waiting)
+        for task in waiting:
+            if not task.done():
+                with contextlib.suppress(RuntimeError):  # loop closed: nothing left to stop
+                    task.get_loop().call_soon_threadsafe(self._cancel_if_waiting, task)
 
     def _cancel_if_waiting(self, task: asyncio.Task[object]) -> None:
         # Runs on the stream's loop: only cancel while the task still waits inside the engine
         # (not while the consumer's own code awaits something else between two events).
-        if self._task is task and not task.done():
+        if task in self._waiting and not task.done():
             task.cancel(_STOP_MESSAGE)
 
     def _attach(self, task: asyncio.Task[object] | None) -> None:
-        with self._lock:
-            self._task = task
-            self._loop = task.get_loop() if task is not None else None
+        if task is not None:
+            with self._lock:
+                self._waiting.add(task)
 
-    def _detach(self) -> None:
-        with self._lock:
-            self._task = None
-            self._loop = None
+    def _detach(self, task: asyncio.Task[object] | None) -> None:
+        if task is not None:
+            with self._lock:
+                self._waiting.discard(task)
 
     def wait(self, timeout: float | None = None) -> bool:
         return self._event.wait(timeout)
 
 
 _STOP_MESSAGE = "notebook_llm.StopSignal"
+
+
+async def sleep_unless_stopped(delay: float, stop: StopSignal | None) -> bool:
+    """Sleep ``delay`` seconds (a retry's backoff); ``False`` at once if ``stop`` is set."""
+    if stop is None:
+        await asyncio.sleep(delay)
+        return True
+    if stop.is_set():
+        return False
+    task = asyncio.current_task()
+    stop._attach(task)
+    try:
+        await asyncio.sleep(delay)
+    except asyncio.CancelledError:
+        if stop.is_set() and task is not None:
+            task.uncancel()
+            return False
+        raise
+    finally:
+        stop._detach(task)
+    return not stop.is_set()
 
 
 def is_stop_cancellation(exc: BaseException, stop: StopSignal | None) -> bool:

@@ -18,7 +18,6 @@ which nbval skips, so a saved notebook holds the answer once)::
 from __future__ import annotations
 
 import asyncio
-
 import inspect
 import typing
 from collections.abc import AsyncIterator, Callable, Sequence

@@ -16,7 +16,7 @@ from typing import Any
 
 from ._sync import run_sync
 from .adapter import LlmAdapter
-from .cancel import StopSignal
+from .cancel import StopSignal, sleep_unless_stopped
 from .errors import ErrorCode, LlmError
 from .protocol import (
     Event,
@@ -372,7 +372,9 @@ class Engine:
         if options.reasoning_effort is None:
             return
         info = await adapter.resolve_model(options.provider, options.model)
-        efforts = info.reasoning_efforts if info is not None else None
+        if info is None:
+            return  # the adapter does not describe this model: let the provider decide
+        efforts = info.reasoning_efforts
         if not efforts or options.reasoning_effort not in efforts:
             offered = (
                 f"it offers {', '.join(efforts)}" if efforts else "it has no reasoning efforts"
@@ -453,7 +455,7 @@ class Engine:
                 self.retries,
                 delay,
             )
-            if not await _backoff(delay, stop_signal):
+            if not await sleep_unless_stopped(delay, stop_signal):
                 reason = stop_signal.reason if stop_signal is not None else "stopped"
                 yield Finish(FinishReason("aborted", LlmError(reason, ErrorCode.ABORTED)))
                 return
@@ -520,10 +522,14 @@ async def _guarded(
     the adapter stream is closed.
     """
     validator = StreamValidator()
-    agen = adapter.stream(options)
     task = asyncio.current_task()
     name = getattr(adapter, "name", type(adapter).__name__)
     failure: LlmError | None = None
+    try:
+        agen = adapter.stream(options)
+    except Exception as exc:  # a stream() that is not an async generator and raises at once
+        yield Finish.error(_adapter_failure(exc, name, options.provider))
+        return
     try:
         while True:
             if stop is not None:
@@ -553,16 +559,11 @@ async def _guarded(
                 failure = err
                 break
             except Exception as exc:  # an adapter bug must not crash the consumer
-                failure = LlmError(
-                    f"adapter {name!r} raised {type(exc).__name__}: {exc}",
-                    ErrorCode.ADAPTER_ERROR,
-                    provider=options.provider,
-                    adapter=name,
-                )
+                failure = _adapter_failure(exc, name, options.provider)
                 break
             finally:
                 if stop is not None:
-                    stop._detach()
+                    stop._detach(task)
             try:
                 validator.check(event)
             except LlmError as err:
@@ -576,29 +577,22 @@ async def _guarded(
     finally:
         aclose = getattr(agen, "aclose", None)
         if aclose is not None:
-            await aclose()
+            try:
+                await aclose()
+            except Exception as exc:  # a failing cleanup must not replace the stream's outcome
+                log.warning("adapter %r failed while closing its stream: %r", name, exc)
     yield Finish(FinishReason("aborted" if failure.code == ErrorCode.ABORTED else "error", failure))
 
 
-async def _backoff(delay: float, stop: StopSignal | None) -> bool:
-    """Sleep ``delay`` seconds before a retry; False if ``stop`` was set meanwhile."""
-    if stop is None:
-        await asyncio.sleep(delay)
-        return True
-    if stop.is_set():
-        return False
-    task = asyncio.current_task()
-    stop._attach(task)
-    try:
-        await asyncio.sleep(delay)
-    except asyncio.CancelledError:
-        if stop.is_set() and task is not None:
-            task.uncancel()
-            return False
-        raise
-    finally:
-        stop._detach()
-    return not stop.is_set()
+def _adapter_failure(exc: BaseException, name: str, provider: str) -> LlmError:
+    if isinstance(exc, LlmError):
+        return exc
+    return LlmError(
+        f"adapter {name!r} raised {type(exc).__name__}: {exc}",
+        ErrorCode.ADAPTER_ERROR,
+        provider=provider,
+        adapter=name,
+    )
 
 
 def _read_env_file(path: Path) -> dict[str, str]:

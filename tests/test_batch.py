@@ -216,3 +216,28 @@ async def test_a_batch_shares_one_connection_pool_and_closes_it() -> None:
         assert adapter._client() == (pool, False)
     assert pool.is_closed
     assert scoped_client() is None
+
+
+async def test_stop_during_a_batch_retry_wait_returns_at_once() -> None:
+    import time
+
+    from notebook_llm import LlmAdapter, StopSignal
+    from notebook_llm.batch import amap
+
+    class Limited(LlmAdapter):
+        name = "limited"
+
+        async def stream(self, options):  # type: ignore[no-untyped-def]
+            raise LlmError("slow down", "RATE_LIMIT", status=429, retry_after=20)
+            yield  # pragma: no cover
+
+    engine = Engine(config_file=False, env_file=False, retries=0)
+    engine.add_provider("lim", adapter=Limited())
+    stop = StopSignal()
+    asyncio.get_running_loop().call_later(0.3, stop.set)
+    t0 = time.monotonic()
+    results = await amap(
+        ["a", "b"], engine=engine, provider="lim", stop_signal=stop, progress=False
+    )
+    assert time.monotonic() - t0 < 2  # not the 20 s Retry-After
+    assert all(isinstance(r, LlmError) and r.code == "ABORTED" for r in results)

@@ -337,3 +337,46 @@ async def test_reasoning_effort_on_a_model_without_efforts(engine: Engine) -> No
     with pytest.raises(LlmError) as info:
         await engine.complete("mock", "echo", prompt="x", reasoning_effort="high")
     assert info.value.code == "UNSUPPORTED_REASONING_EFFORT"
+
+
+async def test_one_stop_signal_stops_every_stream_it_was_given(engine: Engine) -> None:
+    engine.register_adapter(["s1"], Slow())
+    engine.register_adapter(["s2"], Slow())
+    stop = StopSignal()
+
+    async def consume(route: str) -> Event:
+        last: Event | None = None
+        async for ev in engine.stream(route, prompt="x", stop_signal=stop):
+            last = ev
+        assert last is not None
+        return last
+
+    tasks = [asyncio.create_task(consume(r)) for r in ("s1", "s2")]
+    await asyncio.sleep(0.05)
+    stop.set()
+    finishes = await asyncio.wait_for(asyncio.gather(*tasks), 1.0)
+    assert all(isinstance(f, Finish) and f.reason.kind == "aborted" for f in finishes)
+
+
+async def test_reasoning_effort_passes_when_the_adapter_does_not_describe_the_model(
+    engine: Engine,
+) -> None:
+    adapter = ScriptedAdapter(text_stream("ok"))  # resolve_model() -> None: unknown model
+    engine.register_adapter(["plain"], adapter)
+    assert (await engine.complete("plain", prompt="x", reasoning_effort="low")).text == "ok"
+    assert adapter.calls[0].reasoning_effort == "low"
+
+
+async def test_a_failing_cleanup_does_not_replace_the_outcome(engine: Engine) -> None:
+    class BadClose(LlmAdapter):
+        name = "badclose"
+
+        async def stream(self, options: GenerateOptions) -> AsyncIterator[Event]:
+            try:
+                for ev in text_stream("fine"):
+                    yield ev
+            finally:
+                raise OSError("socket already closed")
+
+    engine.register_adapter(["bc"], BadClose())
+    assert (await engine.complete("bc", prompt="x")).text == "fine"

@@ -352,10 +352,14 @@ class LuaAdapter(LlmAdapter):
                         guard.started = guard.started or bool(events)
                         for event in events:
                             yield event
-                        if mapper.finished:
+                        pipeline.raise_pending()  # after what came before it was yielded
+                        if mapper.finished:  # [DONE] / done: don't wait for the socket to close
                             return
-                    for event in pipeline.close():
+                    events = pipeline.close()
+                    guard.started = guard.started or bool(events)
+                    for event in events:
                         yield event
+                    pipeline.raise_pending()
                     return
             if guard.tail is not None:  # a transport error after output: keep what arrived
                 for event in guard.tail:
@@ -389,6 +393,14 @@ class _Pipeline:
         self.sse = SSEDecoder() if not ndjson else None
         self.nd = NDJSONDecoder() if ndjson else None
         self.checked_format = False
+        #: An error met in the middle of a batch of payloads; raised once the events mapped
+        #: before it have been yielded, so nothing that arrived is lost.
+        self.pending: LlmError | None = None
+
+    def raise_pending(self) -> None:
+        if self.pending is not None:
+            err, self.pending = self.pending, None
+            raise err
 
     def _check_ndjson(self, first: str) -> None:
         # A proxy's HTML error page in front of Ollama must not be blamed on the adapter.
@@ -410,14 +422,22 @@ class _Pipeline:
 
     def _payloads(self, payloads: list[str]) -> list[Event]:
         out: list[Event] = []
+        try:
+            self._map(payloads, out)
+        except LlmError as err:
+            self.pending = err
+        return out
+
+    def _map(self, payloads: list[str], out: list[Event]) -> None:
         call = self.sandbox.call
         mapper = self.mapper
         for data in payloads:
             if mapper.finished:
-                break
-            if data == "[DONE]":
+                return
+            if data == "[DONE]":  # the end marker: the stream is complete now
                 mapper.mark_end()
-                continue
+                out.extend(mapper.finish())
+                return
             try:
                 result = call("transform_stream_chunk", data)
             except LlmError as err:
@@ -433,7 +453,9 @@ class _Pipeline:
                     hook="transform_stream_chunk",
                 )
             out.extend(mapper.feed(chunk))
-        return out
+            if chunk.get("done") is True:  # the script's own end marker (message_stop, done:true)
+                out.extend(mapper.finish())
+                return
 
     def close(self) -> list[Event]:
         if self.nd is not None:
@@ -446,13 +468,15 @@ class _Pipeline:
             out = self._payloads([e.data for e in self.sse.flush()])
             if not self.sse.saw_sse and not self.mapper.finished:
                 text = (self.sse.non_sse_text() or "").strip()
+                if not text:  # an empty 200: retryable, like a stream that gave nothing
+                    raise LlmError("the provider sent an empty body", ErrorCode.EMPTY_RESPONSE)
                 raise LlmError(
-                    "the response was announced as a stream but is not SSE: "
-                    + redact(text[:300] or "(empty body)"),
+                    "the response was announced as a stream but is not SSE: " + redact(text[:300]),
                     ErrorCode.MALFORMED_RESPONSE,
                 )
         if not self.mapper.finished:
-            out.extend(self.mapper.finish())
+            error, self.pending = self.pending, None
+            out.extend(self.mapper.finish(error))
         return out
 
 

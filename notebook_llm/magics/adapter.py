@@ -19,6 +19,7 @@ command that asked for them and does not pile up output. Errors show the Lua lin
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import html
 import logging
@@ -267,10 +268,8 @@ def _remove_collector(shell: Any) -> None:
         ("pre_run_cell", collector.start_cell),
         ("post_run_cell", collector.end_cell),
     ):
-        try:
+        with contextlib.suppress(ValueError):
             shell.events.unregister(event, callback)
-        except ValueError:
-            pass
 
 
 # -------------------------------------------------------------------------------- watching
