@@ -67,6 +67,7 @@ class Engine:
         self._provider_handles: dict[str, AdapterHandle] = {}
         self._session_keys: dict[str, Secret] = {}
         self._resolvers: list[AdapterResolver] = []
+        self._overridden: dict[str, tuple[str, str, Path | None]] = {}
         if config_file is False:
             self.file_config = FileConfig()
         else:
@@ -157,6 +158,9 @@ class Engine:
             except LlmError:
                 existing = None
         if isinstance(existing, LuaAdapter):
+            if key not in self._overridden and existing.origin not in ("cell", "source"):
+                # Keep what the session replaces, so unload_adapter can bring it back.
+                self._overridden[key] = (existing.source, existing.origin, existing.path)
             existing.reload(new.source)
             existing.origin, existing.path = new.origin, new.path
             return key
@@ -177,7 +181,17 @@ class Engine:
         return adapter
 
     def unload_adapter(self, name: str) -> None:
-        """Forget a session-loaded adapter and the provider routes that use it."""
+        """Forget a session-loaded adapter and the provider routes that use it; an adapter that
+        replaced a built-in (or user file, or entry point) one gives the original back."""
+        from .lua.adapter import LuaAdapter
+
+        original = self._overridden.pop(name, None)
+        replaced = self._adapters.get(name)
+        if original is not None and isinstance(replaced, LuaAdapter):
+            source, origin, path = original
+            replaced.reload(source)
+            replaced.origin, replaced.path = origin, path
+            return
         adapter = self._adapters.pop(name, None)
         if adapter is None:
             raise LlmError(f"no loaded adapter named {name!r}", ErrorCode.NO_ADAPTER)

@@ -201,6 +201,9 @@ def load_file_config(path: Path | None = None) -> FileConfig:
             f"cannot read config file {path}: {exc}", ErrorCode.INVALID_OPTIONS
         ) from None
     defaults = data.get("defaults", {})
+    for section, want in (("defaults", dict), ("prices", dict)):
+        if not isinstance(data.get(section, {}), want):
+            raise LlmError(f"{path}: [{section}] must be a table", ErrorCode.INVALID_OPTIONS)
     providers = data.get("providers", {})
     if not isinstance(providers, dict):
         raise LlmError(f"{path}: [providers] must be a table", ErrorCode.INVALID_OPTIONS)
@@ -213,6 +216,17 @@ def load_file_config(path: Path | None = None) -> FileConfig:
                 "and name it with api_key_env instead, so it never lands in a file",
                 ErrorCode.INVALID_OPTIONS,
             )
+        for key, kind in (
+            ("headers", dict),
+            ("extra_body", dict),
+            ("prices", dict),
+            ("models", list),
+        ):
+            if key in table and not isinstance(table[key], kind):
+                raise LlmError(
+                    f"{path}: [providers.{name}] {key} must be a {'table' if kind is dict else 'list'}",
+                    ErrorCode.INVALID_OPTIONS,
+                )
         unknown = set(table) - _ALLOWED_KEYS
         if unknown:
             raise LlmError(

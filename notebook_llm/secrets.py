@@ -8,8 +8,10 @@ known value, and anything that looks like an auth header or a ``key=`` query par
 
 from __future__ import annotations
 
+import logging
 import re
 import threading
+import urllib.parse
 from collections.abc import Mapping
 from typing import Any
 
@@ -28,7 +30,8 @@ _BEARER = re.compile(r"(?i)(bearer\s+)[A-Za-z0-9._~+/=-]{8,}")
 
 
 def register_secret(value: str | None) -> None:
-    """Remember a secret value so that :func:`redact` hides it. Short values are ignored."""
+    """Remember a secret value so that :func:`redact` hides it (also URL-quoted, as it appears
+    in an ``{api_key}`` endpoint). Short values are ignored."""
     global _pattern
     if not value or len(value) < 6:
         return
@@ -36,6 +39,8 @@ def register_secret(value: str | None) -> None:
         if value in _secrets:
             return
         _secrets.add(value)
+        _secrets.add(urllib.parse.quote(value, safe=""))
+        _secrets.add(urllib.parse.quote_plus(value))
         # Longest first so that a key containing another key is replaced whole.
         ordered = sorted(_secrets, key=len, reverse=True)
         _pattern = re.compile("|".join(re.escape(s) for s in ordered))
@@ -106,3 +111,27 @@ class Secret:
 
     def __hash__(self) -> int:
         return hash(self._value)
+
+
+class RedactingFilter(logging.Filter):
+    """Redacts log records of libraries that print request URLs (httpx logs every request at
+    INFO, with the URL, which holds the key for ``{api_key}`` endpoints such as Gemini's)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if _pattern is not None or "=" in str(record.msg) or record.args:
+            record.msg = redact(record.getMessage())
+            record.args = None
+        return True
+
+
+_FILTER = RedactingFilter()
+for _name in (
+    "httpx",
+    "httpcore",
+    "httpcore.http11",
+    "httpcore.http2",
+    "httpcore.connection",
+    "httpcore.proxy",
+    "notebook_llm",
+):
+    logging.getLogger(_name).addFilter(_FILTER)

@@ -196,3 +196,14 @@ def test_the_wheel_ships_the_builtin_scripts(tmp_path: Path) -> None:
     assert "notebook_llm/lua/json.lua" in names
     assert "notebook_llm/lua/sandbox.lua" in names
     assert "notebook_llm/py.typed" in names
+
+
+def test_unloading_a_session_override_brings_the_builtin_back(server: MockServer) -> None:
+    engine = Engine(config_file=False)
+    builtin = engine.adapter("openai")
+    engine.load_adapter(tagged("openai", "CUSTOM", version="custom"))
+    assert builtin.version == "custom"  # type: ignore[attr-defined]
+    engine.unload_adapter("openai")
+    assert engine.adapter("openai").origin == "built-in"  # type: ignore[attr-defined]
+    assert engine.adapter("openai").version != "custom"
+    assert answer(engine, server, "openai").startswith("hello")  # the real openai script again

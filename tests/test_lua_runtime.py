@@ -533,3 +533,30 @@ def test_json_array_and_object_still_mark_decoded_tables() -> None:
         name="mark",
     )
     assert sb.call("transform_request", "[]") == "{}"
+
+
+def test_http_calls_count_against_a_wall_clock_budget() -> None:
+    import time as _time
+
+    from notebook_llm.lua.runtime import LuaLimits
+
+    class SlowHttp:
+        def get(self, url: str) -> tuple[int, str]:
+            _time.sleep(0.3)
+            return 200, "ok"
+
+        def post(self, url: str, body: str) -> tuple[int, str]:  # pragma: no cover
+            return self.get(url)
+
+    script = """
+    return { transform_request = function(s)
+      while true do http_get("http://127.0.0.1:9/slow") end
+    end, transform_stream_chunk = function(s) return s end }
+    """
+    sb = LuaSandbox(script, name="slowhttp", http=SlowHttp(), limits=LuaLimits(wall_seconds=1.0))
+    t0 = _time.monotonic()
+    with pytest.raises(LlmError) as info:
+        sb.call("transform_request", "{}")
+    assert _time.monotonic() - t0 < 3
+    assert info.value.code == "ADAPTER_TIMEOUT"
+    assert "time budget of 1 s" in info.value.message

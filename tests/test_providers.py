@@ -149,3 +149,19 @@ def test_add_provider_duplicate_route() -> None:
     with pytest.raises(LlmError) as info:
         engine.add_provider("x", adapter="mock-direct")
     assert info.value.code == "DUPLICATE_ADAPTER"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '[providers.openai]\nheaders = "x"\n',
+        '[providers.openai]\nmodels = "gpt"\n',
+        'defaults = "openai"\n',
+        "prices = 3\n",
+    ],
+)
+def test_config_file_with_wrong_types_is_a_clear_error(text: str) -> None:
+    write_config(text)
+    with pytest.raises(LlmError) as info:
+        Engine()
+    assert info.value.code == "INVALID_OPTIONS"

@@ -283,3 +283,27 @@ def test_reprs_never_show_keys(keys: dict[str, str]) -> None:
         LlmError(f"failed with {key}", "AUTH"),
         LlmError("x", "AUTH", details={"k": 1}).to_failure(),
     )
+
+
+def test_a_key_in_an_endpoint_url_is_hidden_in_httpx_logs_and_errors(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    import logging
+    import urllib.parse
+
+    from notebook_llm.secrets import redact, register_secret
+
+    key = "sk-LEAKCHECK/with+chars=="
+    register_secret(key)
+    quoted = urllib.parse.quote(key, safe="")
+    assert quoted not in redact(f"https://x.invalid/v1/{quoted}/chat")
+    with caplog.at_level(logging.INFO, logger="httpx"):
+        logging.getLogger("httpx").info(
+            'HTTP Request: %s %s "%s"',
+            "POST",
+            f"https://x.invalid/m?key={quoted}",
+            "HTTP/1.1 200 OK",
+        )
+    assert caplog.records
+    assert quoted not in caplog.text
+    assert key not in caplog.text

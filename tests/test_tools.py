@@ -718,3 +718,33 @@ async def test_loop_options(engine: Engine) -> None:
         await run_tools(engine, "s", prompt="x", tools=[add, add])
     with pytest.raises(LlmError, match="max_steps"):
         await run_tools(engine, "s", prompt="x", tools=[add], max_steps=0)
+
+
+async def test_calls_cut_off_by_max_tokens_are_never_run() -> None:
+    from notebook_llm import Engine
+    from notebook_llm.tools import stream_tools
+
+    ran: list[str] = []
+
+    def lookup(city: str, country: str, note: str) -> str:
+        """Look something up."""
+        ran.append(city)
+        return "done"
+
+    engine = Engine(config_file=False, env_file=False)
+    events = [
+        ev
+        async for ev in stream_tools(
+            engine,
+            "mock",
+            "tools",
+            prompt="Paris in France, with a long note",
+            tools=[lookup],
+            max_tokens=6,
+        )
+    ]
+    assert ran == []
+    assert [type(e).__name__ for e in events].count("StepStart") == 1  # no second step
+    assert not [e for e in events if type(e).__name__ in ("ToolRun", "ToolResult")]
+    finish = [e for e in events if type(e).__name__ == "Finish"][-1]
+    assert finish.reason.kind == "max-tokens"

@@ -70,6 +70,9 @@ def _background_client() -> httpx.AsyncClient:
         return _client_on_loop
 
 
+_HOOKS = ("build_headers", "transform_request", "transform_response", "transform_stream_chunk")
+
+
 @dataclass
 class AdapterInfo:
     """What ``%adapter list`` shows about a Lua adapter."""
@@ -162,16 +165,7 @@ class LuaAdapter(LlmAdapter):
                 "or transform_response",
                 ErrorCode.INVALID_ADAPTER,
             )
-        meta["hooks"] = [
-            h
-            for h in (
-                "build_headers",
-                "transform_request",
-                "transform_response",
-                "transform_stream_chunk",
-            )
-            if sandbox.has_hook(h)
-        ]
+        meta["hooks"] = [h for h in _HOOKS if sandbox.has_hook(h)]
         with self._lock:
             self.source = source
             self._meta = meta
@@ -284,7 +278,10 @@ class LuaAdapter(LlmAdapter):
     def _prepare(
         self, sandbox: LuaSandbox, options: GenerateOptions
     ) -> tuple[str, dict[str, str], str, bool]:
-        meta = dict(self._meta)
+        # The metadata of this stream's own state: a reload meanwhile cannot pair the old script
+        # with the new endpoint or hooks.
+        meta = sandbox.meta()
+        meta["hooks"] = [h for h in _HOOKS if sandbox.has_hook(h)]
         streaming = "transform_stream_chunk" in meta["hooks"]
         request = build_request(options, stream=streaming)
         body = sandbox.call("transform_request", json.dumps(request, ensure_ascii=False))
@@ -345,7 +342,7 @@ class LuaAdapter(LlmAdapter):
                             yield event
                         return
                     ctype = response.headers.get("content-type", "")
-                    ndjson = self._meta.get("stream_format") == "ndjson" or "ndjson" in ctype
+                    ndjson = sandbox.meta().get("stream_format") == "ndjson" or "ndjson" in ctype
                     pipeline = _Pipeline(sandbox, mapper, ndjson, self.name)
                     async for chunk in response.aiter_bytes():  # decodes gzip/br
                         events = pipeline.feed(chunk)

@@ -108,23 +108,38 @@ class Budget:
     costs no CPU time, and the CPU time spent inside the HTTP bridge is subtracted as well.
     """
 
-    __slots__ = ("excluded", "limit", "over", "start")
+    __slots__ = ("excluded", "limit", "over", "over_wall", "start", "wall_limit", "wall_start")
 
-    def __init__(self, limit: float) -> None:
+    def __init__(self, limit: float, wall_limit: float = 30.0) -> None:
         self.limit = limit
+        #: Wall-clock seconds one call may take, HTTP calls from the script included: the CPU
+        #: budget alone would let a script that keeps calling http_get hold its stream forever.
+        self.wall_limit = wall_limit
         self.start = 0.0
+        self.wall_start = 0.0
         self.excluded = 0.0
         self.over = False
+        self.over_wall = False
 
     def begin(self) -> None:
         self.start = time.thread_time()
+        self.wall_start = time.monotonic()
         self.excluded = 0.0
         self.over = False
+        self.over_wall = False
+
+    def wall_exceeded(self) -> bool:
+        if not self.over_wall and time.monotonic() - self.wall_start > self.wall_limit:
+            self.over_wall = self.over = True
+        return self.over_wall
 
     def check(self) -> bool:
         """Called by the count hook: True once this call's budget is used up (sticky)."""
-        if not self.over and time.thread_time() - self.start - self.excluded > self.limit:
-            self.over = True
+        if not self.over:
+            if time.thread_time() - self.start - self.excluded > self.limit:
+                self.over = True
+            else:
+                self.wall_exceeded()
         return self.over
 
     def used(self) -> float:
@@ -170,6 +185,13 @@ class Host:
             self.budget.excluded += time.thread_time() - t0
 
     def _http(self, method: str, url: str, body: str | None) -> str:
+        if self.budget.wall_exceeded():
+            return json.dumps(
+                {
+                    "url": url,
+                    "error": f"the adapter call ran out of its {self.budget.wall_limit:g} s",
+                }
+            )
         t0 = time.thread_time()
         try:
             bridge = self.http if self.http is not None else default_http()

@@ -57,6 +57,8 @@ class LuaLimits:
     memory_bytes: int = 64 * 1024 * 1024
     #: VM instructions between two budget checks.
     hook_interval: int = 10_000
+    #: Wall-clock time one hook call may take, its http_get / http_post calls included.
+    wall_seconds: float = 30.0
 
 
 # ---------------------------------------------------------------------------- compilation
@@ -143,7 +145,7 @@ class LuaSandbox:
         self.limits = limits or LuaLimits()
         self._http = http
         self._log = log
-        self._budget = Budget(self.limits.cpu_seconds)
+        self._budget = Budget(self.limits.cpu_seconds, self.limits.wall_seconds)
         self._host = Host(self._name, self._budget, http, log)
         self._meta: dict[str, Any] = {}
 
@@ -303,7 +305,10 @@ class LuaSandbox:
             line = _line_of(msg, self._chunkname)
         at = f" at line {line}" if line is not None else ""
         if status == "timeout":
-            text = f"exceeded its CPU time budget of {self.limits.cpu_seconds:g} s{at}"
+            if self._budget.over_wall:
+                text = f"exceeded its time budget of {self.limits.wall_seconds:g} s{at} (HTTP calls included)"
+            else:
+                text = f"exceeded its CPU time budget of {self.limits.cpu_seconds:g} s{at}"
             return ErrorCode.ADAPTER_TIMEOUT, text, line
         if status == "memory":
             mib = self.limits.memory_bytes / (1024 * 1024)

@@ -309,6 +309,8 @@ async def _loop(
         state.steps.append(completion)
         state.final = completion.finish
         calls = completion.tool_calls
+        if completion.finish is not None and completion.finish.kind == "max-tokens":
+            calls = []  # cut off by max_tokens: never run a call whose arguments may be partial
         if completion.error is not None or not calls:
             if completion.error is None and completion.blocks:
                 # The final answer belongs to the conversation too, so it can be continued.
