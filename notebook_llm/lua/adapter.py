@@ -18,6 +18,7 @@ Extensions to the contract (documented in the README):
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import threading
@@ -344,13 +345,16 @@ class LuaAdapter(LlmAdapter):
                     ctype = response.headers.get("content-type", "")
                     ndjson = sandbox.meta().get("stream_format") == "ndjson" or "ndjson" in ctype
                     pipeline = _Pipeline(sandbox, mapper, ndjson, self.name)
-                    async for chunk in response.aiter_bytes():  # decodes gzip/br
+                    incoming = response.aiter_bytes()  # decodes gzip/br
+                    async for chunk in incoming:
                         events = pipeline.feed(chunk)
                         guard.started = guard.started or bool(events)
+                        if mapper.finished:  # [DONE] / done: the answer is complete. Read the
+                            await _drain(incoming)  # rest first: the consumer stops at finish
                         for event in events:
                             yield event
                         pipeline.raise_pending()  # after what came before it was yielded
-                        if mapper.finished:  # [DONE] / done: don't wait for the socket to close
+                        if mapper.finished:
                             return
                     events = pipeline.close()
                     guard.started = guard.started or bool(events)
@@ -514,6 +518,16 @@ def _parse_json_output(value: Any, adapter: str, hook: str) -> Any:
             adapter=adapter,
             hook=hook,
         ) from None
+
+
+async def _drain(body: AsyncIterator[bytes], grace: float = 0.5) -> None:
+    """Read what follows the end marker (normally just the end of the body), so the connection
+    can be reused and a recording is complete; a server that keeps the stream open after it
+    does not hold the caller longer than ``grace`` seconds."""
+    with contextlib.suppress(TimeoutError, httpx.HTTPError):
+        async with asyncio.timeout(grace):
+            async for _ in body:
+                pass
 
 
 async def _read_bounded(response: httpx.Response) -> bytes:
