@@ -560,3 +560,30 @@ def test_http_calls_count_against_a_wall_clock_budget() -> None:
     assert _time.monotonic() - t0 < 3
     assert info.value.code == "ADAPTER_TIMEOUT"
     assert "time budget of 1 s" in info.value.message
+
+
+def test_call_each_returns_what_succeeded_before_a_failure() -> None:
+    sb = LuaSandbox(
+        "return { transform_request = function(s) return s end,"
+        " transform_stream_chunk = function(s) if s == 'bad' then error('no') end"
+        " if s == 'skip' then return nil end return s:upper() end }",
+        name="each",
+    )
+    assert sb.call_each("transform_stream_chunk", ["a", "skip", "b"]) == (["A", "", "B"], None)
+    results, error = sb.call_each("transform_stream_chunk", ["a", "bad", "c"])
+    assert results == ["A"]
+    assert error is not None
+    assert error.code == "ADAPTER_ERROR"
+    assert error.lua_line == 1
+
+
+def test_error_messages_quoting_a_cut_character_reach_python_as_text() -> None:
+    sb = LuaSandbox(
+        "return { transform_request = function(s) return s end,"
+        " transform_stream_chunk = function(s) return json.decode(s) end }",
+        name="cut",
+    )
+    with pytest.raises(LlmError) as info:
+        sb.call("transform_stream_chunk", "\ufffd\ufffd\ufffd")
+    assert info.value.code == "ADAPTER_ERROR"
+    assert "json.decode" in info.value.message

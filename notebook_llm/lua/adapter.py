@@ -430,33 +430,44 @@ class _Pipeline:
         return out
 
     def _map(self, payloads: list[str], out: list[Event]) -> None:
-        call = self.sandbox.call
         mapper = self.mapper
-        for data in payloads:
-            if mapper.finished:
+        if mapper.finished or not payloads:
+            return
+        try:
+            end = payloads.index("[DONE]")  # the end marker: what follows it is ignored
+        except ValueError:
+            end = len(payloads)
+        items = payloads[:end]
+        results, error = self.sandbox.call_each("transform_stream_chunk", items)
+        for result in results:
+            if not self._chunk(result, out):
                 return
-            if data == "[DONE]":  # the end marker: the stream is complete now
-                mapper.mark_end()
-                out.extend(mapper.finish())
-                return
-            try:
-                result = call("transform_stream_chunk", data)
-            except LlmError as err:
-                raise _blame_provider_if_not_json(err, data) from None
-            if result == "" or result is None:
-                continue
-            chunk = _parse_json_output(result, self.name, "transform_stream_chunk")
-            if not isinstance(chunk, dict):
-                raise LlmError(
-                    f'adapter {self.name!r}: transform_stream_chunk must return a JSON object or ""',
-                    ErrorCode.ADAPTER_ERROR,
-                    adapter=self.name,
-                    hook="transform_stream_chunk",
-                )
-            out.extend(mapper.feed(chunk))
-            if chunk.get("done") is True:  # the script's own end marker (message_stop, done:true)
-                out.extend(mapper.finish())
-                return
+        if error is not None:
+            raise _blame_provider_if_not_json(error, items[len(results)])
+        if end < len(payloads) and not mapper.finished:
+            mapper.mark_end()
+            out.extend(mapper.finish())
+
+    def _chunk(self, result: Any, out: list[Event]) -> bool:
+        """Map one hook result; ``False`` once the stream has ended."""
+        mapper = self.mapper
+        if mapper.finished:
+            return False
+        if result == "" or result is None:
+            return True
+        chunk = _parse_json_output(result, self.name, "transform_stream_chunk")
+        if not isinstance(chunk, dict):
+            raise LlmError(
+                f'adapter {self.name!r}: transform_stream_chunk must return a JSON object or ""',
+                ErrorCode.ADAPTER_ERROR,
+                adapter=self.name,
+                hook="transform_stream_chunk",
+            )
+        out.extend(mapper.feed(chunk))
+        if chunk.get("done") is True:  # the script's own end marker (message_stop, done:true)
+            out.extend(mapper.finish())
+            return False
+        return True
 
     def close(self) -> list[Event]:
         if self.nd is not None:

@@ -239,7 +239,11 @@ handler = function(e)
   end
   local ok, msg = pcall(describe, e)
   if not ok then msg = "(unprintable error object)" end
-  return { [MARK] = true, kind = kind, msg = msg, line = line, tb = debug_traceback(nil, 2) }
+  -- A message may quote a payload cut in the middle of a UTF-8 character: Python needs text.
+  if not utf8_len(msg) then msg = gsub(msg, "[\128-\255]", "?") end
+  local tb = debug_traceback(nil, 2)
+  if not utf8_len(tb) then tb = gsub(tb, "[\128-\255]", "?") end
+  return { [MARK] = true, kind = kind, msg = msg, line = line, tb = tb }
 end
 
 -- Run fn(...) under the budget. Returns status, value, line, traceback where status is
@@ -259,7 +263,9 @@ run = function(fn, ...)
   local e = r[2]
   if type(e) == "table" and e[MARK] then return e.kind, e.msg, e.line, e.tb end
   if e == NOMEM then return "memory", NOMEM, nil, nil end
-  return "error", tostring(e), nil, nil -- "error in error handling", C stack overflow, ...
+  local text = tostring(e) -- "error in error handling", C stack overflow, ...
+  if not utf8_len(text) then text = gsub(text, "[\128-\255]", "?") end
+  return "error", text, nil, nil
 end
 
 local function convert(status, v, line, tb)
@@ -305,6 +311,28 @@ end
 function entry.call(name, ...)
   set_keep_order(name ~= "transform_stream_chunk")
   return convert(run(call_hook, name, ...))
+end
+
+--- Call adapter[name](item) for each item of an array under ONE budget (the stream payloads of
+--- one network read: one crossing into Lua instead of one per payload). Returns status, value,
+--- line, traceback, results, count: results[1..count] belong to the items that succeeded (a
+--- string, "" for nil), count + 1 is the item that failed when status is not "ok".
+function entry.call_each(name, items)
+  set_keep_order(name ~= "transform_stream_chunk")
+  local results, count = {}, 0
+  local function each()
+    local fn = adapter[name]
+    if type(fn) ~= "function" then error("the adapter has no function '" .. name .. "'", 0) end
+    for i = 1, #items do
+      local st, v = convert("ok", fn(items[i]))
+      if st == "error" then error(v, 0) end
+      if v == nil then v = "" end
+      results[i] = v
+      count = i
+    end
+  end
+  local status, v, line, tb = run(each)
+  return status, v, line, tb, results, count
 end
 
 local function field(name)
