@@ -227,10 +227,10 @@ def _finish(result: FixtureResult, events: list[Event], error: LlmError | None) 
 def _events_table(events: Sequence[Event]) -> str:
     rows = "".join(
         f"<tr><td>{p}</td><td>{html.escape(t)}</td><td>{html.escape(i)}</td>"
-        f"<td>{html.escape(d[:200])}</td></tr>"
+        f"<td>{html.escape(redact(d[:200]))}</td></tr>"
         for p, t, i, d in event_rows(events)
     )
     return (
         "<table><thead><tr><th>#</th><th>event</th><th>index</th><th>detail</th></tr></thead>"
-        f"<tbody>{rows}</tbody></table><div>{html.escape(summarize(assemble(events)))}</div>"
+        f"<tbody>{rows}</tbody></table><div>{html.escape(redact(summarize(assemble(events))))}</div>"
     )
