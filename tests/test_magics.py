@@ -436,3 +436,14 @@ def test_reasoning_is_kept_collapsed_in_the_saved_markdown(shell: InteractiveShe
     assert "The user wrote" in markdown
     assert markdown.rstrip().endswith("Is 17 prime?")
     assert data(cap, "text/plain")[-1] == "Is 17 prime?"  # the plain answer stays plain
+
+
+def test_a_named_chat_keeps_its_tools_for_later_turns(shell: InteractiveShell) -> None:
+    shell.user_ns["get_weather"] = get_weather
+    run(shell, "mock:tools --chat trip --new --tools get_weather", "Lisbon")
+    chat = shell.magics_manager.registry["LlmMagics"].chats["trip"]
+    assert [t.__name__ for t in chat.tools] == ["get_weather"]
+    run(shell, "mock:tools --chat trip", "and tomorrow?")
+    assert [t.__name__ for t in chat.tools] == ["get_weather"]
+    run(shell, "mock:echo", "a one-off turn")  # no --chat: nothing carried over
+    assert [t.__name__ for t in chat.tools] == ["get_weather"]

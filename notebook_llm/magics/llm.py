@@ -125,7 +125,8 @@ class LlmMagics(Magics):
         chat.provider, chat.model = provider, model
         if system is not None:
             chat.system = system
-        chat.tools = tools
+        if tools or opts.chat is None:  # a named chat keeps its tools until others are given
+            chat.tools = tools
         chat.live = {"always": True, "never": False}.get(self.widgets) if opts.stream else False
         chat.max_rate = self.max_rate
         kwargs = {
