@@ -425,6 +425,24 @@ def _whole_body(adapter: LuaAdapter, fixture: Fixture, logs: list[tuple[str, str
     return map_response(resp, provider="fixture", adapter=adapter.name)
 
 
+def settle(result: FixtureResult, events: list[Event], error: LlmError | None) -> FixtureResult:
+    """Fill ``result`` from a stream's events (an error ends it as an error finish): the
+    assembled completion and ``validate_stream``'s verdict with the rule and position."""
+    if error is not None:
+        result.error = error
+        if not events or not isinstance(events[-1], Finish):
+            events.append(Finish.error(error))
+    result.events = events
+    result.completion = assemble(events)
+    try:
+        validate_stream(events)
+    except LlmError as err:
+        result.verdict = err.message
+        result.rule = err.details.get("rule")
+        result.position = err.details.get("position")
+    return result
+
+
 def replay_fixture(
     adapter_or_path: LuaAdapter | str | Path,
     fixture: Fixture | str | Path,
@@ -459,18 +477,7 @@ def replay_fixture(
     else:
         replica = _replica(adapter, _transport(fx, chunk_size), result.logs)
         events, error = run_sync(collect_events(replica, request_cases()[0].options))
-    if error is not None:
-        result.error = error
-        if not events or not isinstance(events[-1], Finish):
-            events.append(Finish.error(error))
-    result.events = events
-    result.completion = assemble(events)
-    try:
-        validate_stream(events)
-    except LlmError as err:
-        result.verdict = err.message
-        result.rule = err.details.get("rule")
-        result.position = err.details.get("position")
+    settle(result, events, error)
     if expected is not None:
         result.diffs = diff_completion(result.completion, expected)
     return result

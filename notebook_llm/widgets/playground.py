@@ -34,6 +34,7 @@ from ..conformance import (
     find_fixtures,
     replay_fixture,
     request_cases,
+    settle,
     summarize,
 )
 from ..engine import Engine
@@ -42,7 +43,7 @@ from ..lua.adapter import LuaAdapter
 from ..magics.adapter import TEMPLATE, Rich, error_view, report_html
 from ..protocol import Event
 from ..secrets import redact
-from ..validate import assemble, validate_stream
+from ..validate import assemble
 
 __all__ = ["MOCK", "AdapterPlayground"]
 
@@ -185,7 +186,7 @@ class AdapterPlayground:
                     "a live provider call needs engine= and provider=", ErrorCode.INVALID_OPTIONS
                 )
             events, error = run_sync(self._provider_events(case.options))
-        return _finish(result, events, error)
+        return settle(result, events, error)
 
     async def _provider_events(self, options: Any) -> tuple[list[Event], LlmError | None]:
         assert self.engine is not None
@@ -204,24 +205,6 @@ class AdapterPlayground:
         from IPython.display import display
 
         display(self.widget)  # type: ignore[no-untyped-call]
-
-
-def _finish(result: FixtureResult, events: list[Event], error: LlmError | None) -> FixtureResult:
-    from ..protocol import Finish
-
-    if error is not None:
-        result.error = error
-        if not events or not isinstance(events[-1], Finish):
-            events.append(Finish.error(error))
-    result.events = events
-    result.completion = assemble(events)
-    try:
-        validate_stream(events)
-    except LlmError as err:
-        result.verdict = err.message
-        result.rule = err.details.get("rule")
-        result.position = err.details.get("position")
-    return result
 
 
 def _events_table(events: Sequence[Event]) -> str:
