@@ -372,14 +372,7 @@ class LuaAdapter(LlmAdapter):
             out = sandbox.call("transform_response", text)
         except LlmError as err:
             raise _blame_provider_if_not_json(err, text) from None
-        resp = _parse_json_output(out, self.name, "transform_response")
-        if not isinstance(resp, dict):
-            raise LlmError(
-                f"adapter {self.name!r}: transform_response must return a JSON object",
-                ErrorCode.ADAPTER_ERROR,
-                adapter=self.name,
-                hook="transform_response",
-            )
+        resp = _json_object_output(out, self.name, "transform_response")
         return map_response(resp, provider=options.provider, adapter=self.name)
 
 
@@ -455,14 +448,7 @@ class _Pipeline:
             return False
         if result == "" or result is None:
             return True
-        chunk = _parse_json_output(result, self.name, "transform_stream_chunk")
-        if not isinstance(chunk, dict):
-            raise LlmError(
-                f'adapter {self.name!r}: transform_stream_chunk must return a JSON object or ""',
-                ErrorCode.ADAPTER_ERROR,
-                adapter=self.name,
-                hook="transform_stream_chunk",
-            )
+        chunk = _json_object_output(result, self.name, "transform_stream_chunk")
         out.extend(mapper.feed(chunk))
         if chunk.get("done") is True:  # the script's own end marker (message_stop, done:true)
             out.extend(mapper.finish())
@@ -508,6 +494,20 @@ def _blame_provider_if_not_json(err: LlmError, payload: str) -> LlmError:
             lua_line=err.lua_line,
         )
     return err
+
+
+def _json_object_output(value: Any, adapter: str, hook: str) -> dict[str, Any]:
+    """A hook's result parsed as a JSON object, or ``ADAPTER_ERROR`` saying what was expected."""
+    parsed = _parse_json_output(value, adapter, hook)
+    if not isinstance(parsed, dict):
+        skip = ' or ""' if hook == "transform_stream_chunk" else ""
+        raise LlmError(
+            f"adapter {adapter!r}: {hook} must return a JSON object{skip}",
+            ErrorCode.ADAPTER_ERROR,
+            adapter=adapter,
+            hook=hook,
+        )
+    return parsed
 
 
 def _parse_json_output(value: Any, adapter: str, hook: str) -> Any:
