@@ -21,13 +21,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import json.scanner
 import threading
 import time
 import urllib.parse
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import httpx
 
@@ -423,37 +424,33 @@ class _Pipeline:
         return out
 
     def _map(self, payloads: list[str], out: list[Event]) -> None:
-        mapper = self.mapper
-        if mapper.finished or not payloads:
+        if self.mapper.finished or not payloads:
             return
+        mapper = self.mapper
         try:
             end = payloads.index("[DONE]")  # the end marker: what follows it is ignored
         except ValueError:
             end = len(payloads)
         items = payloads[:end]
         results, error = self.sandbox.call_each("transform_stream_chunk", items)
+        feed = mapper.feed
         for result in results:
-            if not self._chunk(result, out):
+            if mapper.finished:
+                return
+            if not result:  # "" (or nil): the script skipped this payload
+                continue
+            chunk = _scan_object(result)
+            if chunk is None:  # not a bare JSON object: the full parse says what is wrong
+                chunk = _json_object_output(result, self.name, "transform_stream_chunk")
+            out.extend(feed(chunk))
+            if chunk.get("done") is True:  # the script's own end marker (message_stop, ...)
+                out.extend(mapper.finish())
                 return
         if error is not None:
             raise _blame_provider_if_not_json(error, items[len(results)])
         if end < len(payloads) and not mapper.finished:
             mapper.mark_end()
             out.extend(mapper.finish())
-
-    def _chunk(self, result: Any, out: list[Event]) -> bool:
-        """Map one hook result; ``False`` once the stream has ended."""
-        mapper = self.mapper
-        if mapper.finished:
-            return False
-        if result == "" or result is None:
-            return True
-        chunk = _json_object_output(result, self.name, "transform_stream_chunk")
-        out.extend(mapper.feed(chunk))
-        if chunk.get("done") is True:  # the script's own end marker (message_stop, done:true)
-            out.extend(mapper.finish())
-            return False
-        return True
 
     def close(self) -> list[Event]:
         if self.nd is not None:
@@ -494,6 +491,25 @@ def _blame_provider_if_not_json(err: LlmError, payload: str) -> LlmError:
             lua_line=err.lua_line,
         )
     return err
+
+
+# The C scanner behind json.loads, called directly: a hook's result is almost always a bare
+# object that json.encode wrote, and skipping json.loads' wrappers (type checks, the whitespace
+# regex) saves a good part of its cost per stream chunk. Anything else returns None and takes
+# the full json.loads path, which gives the same value or the error to report.
+_scan_once = json.scanner.make_scanner(cast(Any, json.JSONDecoder()))
+
+
+def _scan_object(text: str) -> dict[str, Any] | None:
+    if not isinstance(text, str) or text[:1] != "{":
+        return None
+    try:
+        value, end = _scan_once(text, 0)
+    except (StopIteration, ValueError):
+        return None
+    if end != len(text) or not isinstance(value, dict):
+        return None
+    return value
 
 
 def _json_object_output(value: Any, adapter: str, hook: str) -> dict[str, Any]:

@@ -131,9 +131,40 @@ local function encode_table(t, buf, n, depth)
     n = n + 1; buf[n] = "]"
     return n
   end
+  if not keep_order then
+    -- Hot path (a stream chunk's result, parsed by Python): keys in table order, no key lists.
+    n = n + 1; buf[n] = "{"
+    local sep = ""
+    for k, v in next, t do
+      local kt = type(k)
+      if kt == "number" then
+        if mt ~= object_mt then
+          error("json.encode: table has a numeric key " .. tostring(k) .. " but is not an array"
+            .. " (sparse array or mixed keys); use json.object to encode numeric keys as strings", 0)
+        end
+        k = encode_number(k)
+      elseif kt ~= "string" then
+        error("json.encode: cannot use a " .. kt .. " as an object key", 0)
+      end
+      if find(k, '[%c"\\]') then k = gsub(k, '[%c"\\]', escapes) end
+      local vt = type(v)
+      if vt == "string" then -- the common leaves inline: one buffer entry each
+        if find(v, '[%c"\\]') then v = gsub(v, '[%c"\\]', escapes) end
+        n = n + 1; buf[n] = sep .. '"' .. k .. '":"' .. v .. '"'
+      elseif vt == "boolean" then
+        n = n + 1; buf[n] = sep .. '"' .. k .. (v and '":true' or '":false')
+      else
+        n = n + 1; buf[n] = sep .. '"' .. k .. '":'
+        n = encode_value(v, buf, n, depth)
+      end
+      sep = ","
+    end
+    n = n + 1; buf[n] = "}"
+    return n
+  end
   -- Keys in a stable order: first the decoded order (keys still present), then the other keys
   -- sorted, so the same table always encodes to the same text.
-  local order = keep_order and key_order[t]
+  local order = key_order[t]
   local keys, nk = {}, 0
   local seen
   if order then
@@ -325,10 +356,14 @@ local function decode_object(s, i, depth)
     if b == 34 then
       _, e, v, c = find(s, '^"([^"\\%c]*)"[ \t\r\n]*([,}])', i)
     elseif b == 45 or (b and b >= 48 and b <= 57) then
-      local num
-      _, e, num, c = find(s, "^(-?%d+%.?%d*[eE]?[-+]?%d*)[ \t\r\n]*([,}])", i)
+      -- The number, then the separator in a second match: one pattern for both would backtrack
+      -- through every split of a long digit run when no separator follows (O(n^3) inside one
+      -- C call, which the CPU hook cannot interrupt: 2,000 digits took 33 s).
+      local ne
+      _, ne = find(s, "^-?%d+%.?%d*[eE]?[-+]?%d*", i)
+      if ne then _, e, c = find(s, "^[ \t\r\n]*([,}])", ne + 1) end
       if e then
-        v = tonumber(num)
+        v = tonumber(sub(s, i, ne))
         if not v then decode_error(s, i, "invalid number") end
       end
     elseif b == 110 or b == 116 or b == 102 then
@@ -384,16 +419,238 @@ decode_value = function(s, i, depth)
   decode_error(s, i, "unexpected character")
 end
 
+-------------------------------------------------------------------------------- shapes
+-- The stream chunks of one provider come in a few shapes: the same keys, nesting, literals and
+-- spacing, only the string and number values differ. In the hot path (stream chunks, where key
+-- order is not kept) json.decode learns the shape of a text the general decoder has read: one
+-- anchored pattern whose captures are the values, and a builder, compiled from generated code,
+-- that makes the tables the general decoder would. A later text of that shape costs one
+-- string.find and a few table constructors: about 3x faster than the general decoder
+-- (bench/bench_lua_json.py). No parser does this, hence hand-written.
+--
+-- The general decoder stays the reference. A shape accepts a text only when the general decoder
+-- would read it to the same value, and anything else falls back to it:
+--   * keys and literals (true/false/null) are matched exactly; keys with escapes, duplicate keys
+--     (a table constructor's order is undefined) and deep or large texts are never learned;
+--   * a string value is captured as "([^"%c]*)": when the text holds a backslash, each capture
+--     is decoded like decode_escaped does, and one that ends in an escaped quote (an odd run of
+--     backslashes: the real string goes on) or holds an invalid escape rejects the text;
+--   * a number is captured as ([-%d][-+%d.eE]*) and kept only when the general decoder's greedy
+--     number pattern spans all of it (then tonumber gives the same integer or float);
+--   * every quantified item is followed by a character outside its class, so a match never
+--     backtracks more than linearly (the matcher runs in one C call, out of the CPU hook's reach).
+-- A stream whose texts keep missing (e.g. every chunk differs) turns shapes off for a while, so
+-- the worst case costs little more than the general decoder.
+local SHAPE_MAX_BYTES = 4096  -- larger texts are not stream chunks worth it
+local SHAPE_MAX_CAPTURES = 24 -- Lua allows 32; keeps the matcher's recursion shallow
+local SHAPE_MAX_DEPTH = 12
+local SHAPE_SLOTS = 6
+local shapes, nshapes = {}, 0 -- most recently used first
+local shape_tries, shape_misses, shape_cooldown = 0, 0, 0
+local compile = load -- captured while the real globals are still there (the sandbox strips them)
+local pcall = pcall
+
+local function shape_num(c)
+  local _, e = find(c, "^-?%d+%.?%d*[eE]?[-+]?%d*")
+  if e == #c then return tonumber(c) end
+  return nil
+end
+
+local function shape_str(c)
+  if not find(c, "\\", 1, true) then return c end
+  local ok, v, j = pcall(decode_escaped, c .. '"', 1)
+  if ok and j == #c + 2 then return v end
+  return nil
+end
+
+--- The builder of the shape of s (a text the general decoder has read), or nil.
+local function shape_learn(s)
+  local pat, np = { "^" }, 1
+  local kinds, nc = {}, 0
+  local i, depth = 1, 0
+  local function lit(x) np = np + 1; pat[np] = gsub(x, "[^%w]", "%%%0") end
+  local function ws()
+    local _, e = find(s, "^[ \t\r\n]*", i)
+    if e >= i then lit(sub(s, i, e)); i = e + 1 end
+  end
+  local function capture(kind, piece)
+    nc = nc + 1
+    kinds[nc] = kind
+    np = np + 1; pat[np] = piece
+    return nc <= SHAPE_MAX_CAPTURES and ("c" .. nc) or nil
+  end
+  local value
+  local function members(close, body)
+    -- body(): reads one member and returns its code, or nil
+    local parts, n = {}, 0
+    ws()
+    if byte(s, i) == close then
+      lit(char(close)); i = i + 1
+      return parts, 0
+    end
+    while true do
+      local code = body()
+      if not code then return nil end
+      n = n + 1; parts[n] = code
+      ws()
+      local b = byte(s, i)
+      if b == 44 then
+        lit(","); i = i + 1
+      elseif b == close then
+        lit(char(close)); i = i + 1
+        return parts, n
+      else
+        return nil
+      end
+    end
+  end
+  value = function()
+    ws()
+    local c = byte(s, i)
+    if c == 34 then
+      local _, e = find(s, '^"[^"\\%c]*"', i)
+      if not e then
+        local ok, _, j = pcall(decode_escaped, s, i + 1)
+        if not ok then return nil end
+        e = j - 1
+      end
+      i = e + 1
+      return capture("s", '"([^"%c]*)"')
+    elseif c == 45 or (c and c >= 48 and c <= 57) then
+      local _, e = find(s, "^-?%d+%.?%d*[eE]?[-+]?%d*", i)
+      if not e then return nil end
+      i = e + 1
+      return capture("n", "([-%d][-+%d.eE]*)")
+    elseif c == 123 or c == 91 then
+      depth = depth + 1
+      if depth > SHAPE_MAX_DEPTH then return nil end
+      lit(char(c)); i = i + 1
+      local parts, n
+      if c == 91 then
+        parts, n = members(93, value)
+        if not parts then return nil end
+        depth = depth - 1
+        return "M({" .. concat(parts, ",", 1, n) .. "},AM)"
+      end
+      local seen = {}
+      parts, n = members(125, function()
+        ws()
+        local _, e, k = find(s, '^"([^"\\%c]*)"', i)
+        if not e or seen[k] then return nil end
+        seen[k] = true
+        lit(sub(s, i, e)); i = e + 1
+        ws()
+        if byte(s, i) ~= 58 then return nil end
+        lit(":"); i = i + 1
+        local v = value()
+        return v and format("[%q]=%s", k, v)
+      end)
+      if not parts then return nil end
+      depth = depth - 1
+      return "M({" .. concat(parts, ",", 1, n) .. "},OM)"
+    elseif c == 116 and sub(s, i, i + 3) == "true" then
+      lit("true"); i = i + 4
+      return "true"
+    elseif c == 102 and sub(s, i, i + 4) == "false" then
+      lit("false"); i = i + 5
+      return "false"
+    elseif c == 110 and sub(s, i, i + 3) == "null" then
+      lit("null"); i = i + 4
+      return "N"
+    end
+    return nil
+  end
+
+  local expr = value()
+  if not expr then return nil end
+  local _, e = find(s, "^[ \t\r\n]*", i)
+  if e ~= #s then return nil end
+  np = np + 1; pat[np] = "[ \t\r\n]*$"
+
+  local code, nl = { "local find, num, str, M, OM, AM, N, P = ...\nreturn function(s, esc)\n" }, 1
+  local names = {}
+  for k = 1, nc do names[k] = "c" .. k end
+  nl = nl + 1
+  code[nl] = (nc > 0 and "local _, e, " .. concat(names, ", ") or "local _, e") .. " = find(s, P)\n"
+    .. "if not e then return nil end\n"
+  local strings = {}
+  for k = 1, nc do
+    if kinds[k] == "n" then
+      nl = nl + 1; code[nl] = format("c%d = num(c%d) if c%d == nil then return nil end\n", k, k, k)
+    else
+      strings[#strings + 1] = format("c%d = str(c%d) if c%d == nil then return nil end\n", k, k, k)
+    end
+  end
+  if #strings > 0 then
+    nl = nl + 1; code[nl] = "if esc then\n" .. concat(strings) .. "end\n"
+  end
+  nl = nl + 1; code[nl] = "return " .. expr .. "\nend\n"
+  local chunk = compile(concat(code, "", 1, nl), "=nbllm.json.shape", "t", {})
+  if not chunk then return nil end
+  return chunk(find, shape_num, shape_str, setmetatable, object_mt, array_mt, null, concat(pat))
+end
+
+local function shape_decode(s)
+  local esc = find(s, "\\", 1, true) ~= nil
+  for k = 1, nshapes do
+    local f = shapes[k]
+    local v = f(s, esc)
+    if v ~= nil then
+      for j = k, 2, -1 do shapes[j] = shapes[j - 1] end
+      shapes[1] = f
+      return v
+    end
+  end
+  return nil
+end
+
+local function shape_missed(s)
+  shape_misses = shape_misses + 1
+  if nshapes < SHAPE_SLOTS or shape_misses % 4 == 0 then
+    local f = shape_learn(s)
+    if f then
+      if nshapes < SHAPE_SLOTS then nshapes = nshapes + 1 end
+      for j = nshapes, 2, -1 do shapes[j] = shapes[j - 1] end
+      shapes[1] = f
+    end
+  end
+end
+
 --- Decode a JSON text. Raises an error with the byte position on invalid input.
 function json.decode(s)
   if type(s) ~= "string" then
     error("json.decode: expected a string, got " .. type(s), 0)
   end
+  local shaped = false
+  if not keep_order and #s <= SHAPE_MAX_BYTES then
+    if shape_cooldown > 0 then
+      shape_cooldown = shape_cooldown - 1
+    else
+      shaped = true
+      if nshapes > 0 then
+        local v = shape_decode(s)
+        if v ~= nil then
+          shape_tries = shape_tries + 1
+          return v
+        end
+      end
+    end
+  end
   local v, i = decode_value(s, 1, 0)
   i = find(s, "[^ \t\r\n]", i)
   if i then decode_error(s, i, "trailing data") end
+  if shaped then
+    shape_missed(s)
+    shape_tries = shape_tries + 1
+    if shape_tries >= 64 then
+      -- More misses than hits in the last 64 texts: shapes do not pay here; pause them.
+      if shape_misses * 2 > shape_tries then shape_cooldown = 1024 end
+      shape_tries, shape_misses = 0, 0
+    end
+  end
   return v
 end
+
 
 -- The second value is for the trusted sandbox setup only (never given to scripts).
 local control = {

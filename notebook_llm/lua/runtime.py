@@ -272,12 +272,15 @@ class LuaSandbox:
         them, if one failed."""
         self._budget.begin()
         try:
-            status, value, line, _tb, results, count = self._entry_call_each(
+            status, value, line, _tb, results, count, joined = self._entry_call_each(
                 hook, self._lua.table_from(items)
             )
         except Exception as exc:  # raised outside the protected call (e.g. out of memory)
             return [], self._call_error(hook, self._classify(exc), str(exc), None)
-        out = [results[i] for i in range(1, int(count) + 1)]
+        count = int(count)
+        out: list[Any] = joined.split("\0") if joined is not None and count else []
+        if len(out) != count:  # a result held a NUL byte, or was not a string
+            out = [results[i] for i in range(1, count + 1)]
         if status == "ok" and not self._budget.over:
             return out, None
         if self._budget.over:

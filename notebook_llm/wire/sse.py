@@ -211,6 +211,9 @@ class SSEDecoder:
         events: list[SSEEvent] = []
         limit = self._max_line
         for line in lines:
+            if line[:6] == b"data: " and self._saw_sse and len(line) <= limit:
+                self._data.append(line[6:])  # the common line, short-cut
+                continue
             if not line:
                 if self._data:
                     events.append(self._dispatch())
