@@ -29,7 +29,7 @@ local math_type, huge = math.type, math.huge
 local byte, char, find, format, gsub, sub = string.byte, string.char, string.find, string.format,
   string.gsub, string.sub
 local concat = table.concat
-local utf8_char = utf8.char
+local utf8_char, utf8_len = utf8.char, utf8.len
 
 local json = {}
 
@@ -259,7 +259,13 @@ local function decode_error(s, i, what)
   if i > #s then
     error(format("json.decode: %s at end of input (byte %d)", what, i), 0)
   end
-  error(format("json.decode: %s at byte %d near %q", what, i, sub(s, i, i + 10)), 0)
+  -- The snippet must stay valid UTF-8 (the message reaches Python): finish a character cut at
+  -- its end, and blank out bytes that still do not decode.
+  local j = i + 10
+  while j < i + 13 and (byte(s, j + 1) or 0) & 0xC0 == 0x80 do j = j + 1 end
+  local near = sub(s, i, j)
+  if not utf8_len(near) then near = gsub(near, "[\128-\255]", "?") end
+  error(format("json.decode: %s at byte %d near %q", what, i, near), 0)
 end
 
 local unescape = {
@@ -447,6 +453,7 @@ local SHAPE_MAX_DEPTH = 12
 local SHAPE_SLOTS = 6
 local shapes, nshapes = {}, 0 -- most recently used first
 local shape_tries, shape_misses, shape_cooldown = 0, 0, 0
+local stat_hits, stat_learned, stat_paused = 0, 0, 0 -- totals, for tests and diagnostics
 local compile = load -- captured while the real globals are still there (the sandbox strips them)
 local pcall = pcall
 
@@ -609,6 +616,7 @@ local function shape_missed(s)
   if nshapes < SHAPE_SLOTS or shape_misses % 4 == 0 then
     local f = shape_learn(s)
     if f then
+      stat_learned = stat_learned + 1
       if nshapes < SHAPE_SLOTS then nshapes = nshapes + 1 end
       for j = nshapes, 2, -1 do shapes[j] = shapes[j - 1] end
       shapes[1] = f
@@ -631,6 +639,7 @@ function json.decode(s)
         local v = shape_decode(s)
         if v ~= nil then
           shape_tries = shape_tries + 1
+          stat_hits = stat_hits + 1
           return v
         end
       end
@@ -644,7 +653,10 @@ function json.decode(s)
     shape_tries = shape_tries + 1
     if shape_tries >= 64 then
       -- More misses than hits in the last 64 texts: shapes do not pay here; pause them.
-      if shape_misses * 2 > shape_tries then shape_cooldown = 1024 end
+      if shape_misses * 2 > shape_tries then
+        shape_cooldown = 1024
+        stat_paused = stat_paused + 1
+      end
       shape_tries, shape_misses = 0, 0
     end
   end
@@ -655,5 +667,7 @@ end
 -- The second value is for the trusted sandbox setup only (never given to scripts).
 local control = {
   set_keep_order = function(on) keep_order = on end,
+  -- texts decoded by a shape, shapes learned, times shapes were paused
+  stats = function() return stat_hits, stat_learned, stat_paused end,
 }
 return json, control

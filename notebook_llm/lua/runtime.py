@@ -191,6 +191,7 @@ class LuaSandbox:
         self._entry_call_each = entry.call_each
         self._entry_has = entry.has
         self._entry_decode = entry.decode
+        self._lua_json_stats = entry.json_stats
 
         self._budget.begin()
         status, value, line, _tb = _tuple(entry.load(code, self._chunkname))
@@ -297,6 +298,12 @@ class LuaSandbox:
             http=self._http,
             log=self._log,
         )
+
+    def json_stats(self) -> dict[str, int]:
+        """Counters of the sandbox's ``json.decode`` shape cache (see ``json.lua``): texts decoded
+        by a learned shape, shapes learned, and times the cache paused itself for missing."""
+        hits, learned, paused = self._lua_json_stats()
+        return {"hits": int(hits), "learned": int(learned), "paused": int(paused)}
 
     def memory_used(self) -> int:
         """Bytes currently allocated by the Lua state."""

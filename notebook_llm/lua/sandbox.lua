@@ -377,8 +377,14 @@ function entry.has(name)
   return convert(run(function() return type(adapter[name]) == "function" end))
 end
 
+--- Counters of json.decode's shape cache (hits, learned, paused), for tests and diagnostics.
+entry.json_stats = cfg.json_control.stats
+
 --- Decode trusted JSON (call arguments built by Python) into marked tables.
-entry.decode = json.decode
+function entry.decode(s)
+  set_keep_order(true) -- arguments keep their key order (tool schemas), whatever ran before
+  return json.decode(s)
+end
 
 -- Strip the real globals: nothing below is reachable from the sandbox env anyway, but lupa's
 -- `python` table and the debug/io/os/package libraries must not survive in the state either.

@@ -1,0 +1,293 @@
+"""The shape cache of the sandbox's json.decode (stream hot path) against the general decoder.
+
+In ``transform_stream_chunk`` json.decode learns each chunk's shape and decodes later chunks of
+that shape with one pattern match (see ``notebook_llm/lua/json.lua``). The general decoder, used
+by every other hook, is the reference: for any text, valid or not, the hot path must give the
+same value (types, nulls, [] vs {}) or the same error message.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from notebook_llm.lua.runtime import LuaSandbox
+
+# probe(text) -> {"ok": [value]} or {"err": message}; the same function under two hook names:
+# transform_stream_chunk runs the hot path (shapes), general the general decoder.
+SCRIPT = """
+local M = { name = "shapes" }
+local function probe(line)
+  local ok, v = pcall(json.decode, line)
+  if not ok then return json.encode({ err = v }) end
+  local encoded, s = pcall(json.encode, json.array({ v }))
+  if not encoded then return json.encode({ encode_err = s }) end -- e.g. 1e400 is inf
+  return '{"ok":' .. s .. "}"
+end
+M.transform_stream_chunk = probe
+M.general = probe
+return M
+"""
+
+
+def canonical(out: str) -> str:
+    # sort_keys: the two paths may order keys differently; ints/floats, null, [] and {} stay
+    # distinct in the dump.
+    return json.dumps(json.loads(out), sort_keys=True)
+
+
+def hot(sb: LuaSandbox, texts: list[str]) -> list[str]:
+    results, error = sb.call_each("transform_stream_chunk", texts)
+    assert error is None
+    return [canonical(r) for r in results]
+
+
+def general(sb: LuaSandbox, texts: list[str]) -> list[str]:
+    return [canonical(sb.call("general", t)) for t in texts]
+
+
+CHUNK = (
+    '{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1732900000,"model":"m",'
+    '"choices":[{"index":0,"delta":{"content":"%s"},"logprobs":null,"finish_reason":null}]}'
+)
+
+
+def test_a_learned_shape_decodes_later_chunks() -> None:
+    sb = LuaSandbox(SCRIPT, name="shapes")
+    texts = [CHUNK.replace("%s", f"tok{i} ") for i in range(50)]
+    assert hot(sb, texts) == general(sb, texts)
+    stats = sb.json_stats()
+    assert stats["learned"] == 1
+    assert stats["hits"] == 49
+
+
+def test_values_of_another_type_fall_back_to_the_general_decoder() -> None:
+    sb = LuaSandbox(SCRIPT, name="shapes")
+    base = '{"a":"x","n":1,"f":1.5,"b":[true,null],"o":{},"e":[]}'
+    variants = [
+        '{"a":"y","n":2,"f":-0.25e-3,"b":[true,null],"o":{},"e":[]}',  # same shape
+        '{"a":1,"n":2,"f":1.5,"b":[true,null],"o":{},"e":[]}',  # number where a string was
+        '{"a":"x","n":"2","f":1.5,"b":[true,null],"o":{},"e":[]}',  # string where a number was
+        '{"a":"x","n":2,"f":1.5,"b":[true,null,1],"o":{},"e":[]}',  # longer array
+        '{"a":"x","n":2,"f":1.5,"b":[true,null],"o":{"k":1},"e":[]}',  # non-empty object
+        '{"a":"x","n":2,"f":1.5,"b":[true,null],"o":{},"e":[],"z":0}',  # extra key
+        '{"a":"x", "n":2,"f":1.5,"b":[true,null],"o":{},"e":[]}',  # other spacing
+        '{"a":"x","n":2,"f":1.5,"b":[true,null],"o":{},"e":[]}  \n',  # trailing whitespace
+    ]
+    texts = [base, *variants]
+    assert hot(sb, texts) == general(sb, texts)
+    assert sb.json_stats()["hits"] >= 2  # the same-shape variant and the trailing whitespace
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        # escapes inside a captured string value
+        r"a\nb",
+        r"q\"uote",
+        r"back\\",
+        r"back\\\\",
+        r"\u00e9\ud83d\ude00",
+        r"\ud83d",  # lone high surrogate -> U+FFFD
+        r"\udc00",  # lone low surrogate -> U+FFFD
+        r"\/",
+        # invalid: the general decoder's error must come out
+        r"bad\x",
+        r"bad\u12",
+        "raw\x01control",
+        "del\x7f",
+        "é€中😀",
+    ],
+)
+def test_string_values_match_the_general_decoder(value: str) -> None:
+    sb = LuaSandbox(SCRIPT, name="shapes")
+    texts = [CHUNK.replace("%s", "learn"), CHUNK.replace("%s", value)]
+    assert hot(sb, texts) == general(sb, texts)
+
+
+def test_an_escaped_closing_quote_is_not_taken_for_the_real_one() -> None:
+    # The shape '{"a":"(..)","b":"(..)"}' matches this text if the capture stops at the escaped
+    # quote after p\ ; the real string is  p","b":  and the text is invalid JSON.
+    sb = LuaSandbox(SCRIPT, name="shapes")
+    texts = ['{"a":"x","b":"y"}', r'{"a":"p\","b":"q"}', r'{"a":"p\\","b":"q"}']
+    out = hot(sb, texts)
+    assert out == general(sb, texts)
+    assert "err" in json.loads(out[1])
+    assert json.loads(out[2]) == {"ok": [{"a": "p\\", "b": "q"}]}
+
+
+@pytest.mark.parametrize(
+    "number",
+    [
+        "0",
+        "-0",
+        "12",
+        "-3.25e-7",
+        "1E+2",
+        "1e400",
+        "9007199254740993",
+        "-9223372036854775808",
+        "9223372036854775808",
+        "1.0",
+        # accepted or refused exactly as the general decoder does
+        "01",
+        "1.",
+        "-",
+        "1e",
+        "1.2.3",
+        "--1",
+        "1e5e5",
+        "1-2",
+    ],
+)
+def test_numbers_match_the_general_decoder(number: str) -> None:
+    sb = LuaSandbox(SCRIPT, name="shapes")
+    texts = ['{"n":7,"s":"x"}', '{"n":' + number + ',"s":"x"}', f"[{number}]", "[5]"]
+    assert hot(sb, texts) == general(sb, texts)
+
+
+def test_duplicate_keys_are_never_learned() -> None:
+    sb = LuaSandbox(SCRIPT, name="shapes")
+    texts = ['{"a":1,"a":2}', '{"a":3,"a":4}']
+    assert (
+        hot(sb, texts)
+        == general(sb, texts)
+        == [
+            canonical('{"ok":[{"a":2}]}'),
+            canonical('{"ok":[{"a":4}]}'),
+        ]
+    )
+    assert sb.json_stats()["learned"] == 0
+
+
+def test_shapes_pause_when_every_text_differs() -> None:
+    sb = LuaSandbox(SCRIPT, name="shapes")
+    texts = [f'{{"k{i}":1}}' for i in range(200)]
+    assert hot(sb, texts) == general(sb, texts)
+    stats = sb.json_stats()
+    assert stats["hits"] == 0
+    assert stats["paused"] == 1
+    assert stats["learned"] < 30  # learning stops while paused
+
+
+def test_other_hooks_use_the_general_decoder_and_keep_key_order() -> None:
+    sb = LuaSandbox(
+        SCRIPT.replace(
+            "return M", "function M.rt(s) return json.encode(json.decode(s)) end\nreturn M"
+        ),
+        name="shapes",
+    )
+    text = '{"zeta":1,"alpha":{"y":1,"b":2},"mid":[]}'
+    hot(sb, [text, text])  # learn the shape in the hot path
+    assert sb.call("rt", text) == text
+    assert sb.json_stats()["hits"] == 1  # only the hot path's second text
+
+
+def test_a_long_digit_run_before_junk_does_not_hang() -> None:
+    # The general decoder once matched number and separator with one pattern, which backtracked
+    # through every split of the digits (O(n^3) in one C call: 2,000 digits took 33 s, beyond the
+    # CPU hook's reach). 20,000 digits would take hours that way.
+    sb = LuaSandbox(SCRIPT, name="shapes")
+    text = '{"a":' + "1" * 20_000 + "x}"
+    box: list[Any] = []
+    worker = threading.Thread(target=lambda: box.append(sb.call("general", text)), daemon=True)
+    worker.start()
+    worker.join(60)
+    assert not worker.is_alive(), "json.decode hung on a long digit run"
+    assert "expected ',' or '}'" in json.loads(box[0])["err"]
+
+
+# ---------------------------------------------------------------------------- differential fuzz
+
+KEYS = st.sampled_from(["a", "b", "id", "content", "tool_calls", "x y", "é"])
+STRING_PIECES = st.sampled_from(
+    [
+        "a",
+        " ",
+        "é",
+        "😀",
+        r"\n",
+        r"\"",
+        r"\\",
+        "\\",  # a lone backslash: escapes whatever follows, possibly the closing quote
+        r"\u00e9",
+        r"\ud83d\ude00",
+        r"\ud83d",
+        r"\x",
+        "\x01",
+        "\x7f",
+        '"',  # a raw quote ends the string early
+        '","a":"',  # looks like the next member
+    ]
+)
+NUMBERS = st.sampled_from(
+    [
+        "0",
+        "-0",
+        "7",
+        "-12",
+        "1.5",
+        "1e5",
+        "1E-2",
+        "2.5e+3",
+        "9007199254740993",
+        "01",
+        "1.",
+        "-",
+        "1e",
+    ]
+)
+
+
+@st.composite
+def leaf(draw: st.DrawFn) -> str:
+    kind = draw(st.sampled_from(["s", "s", "s", "n", "n", "lit"]))
+    if kind == "s":
+        return '"' + "".join(draw(st.lists(STRING_PIECES, max_size=4))) + '"'
+    if kind == "n":
+        return draw(NUMBERS)
+    return draw(st.sampled_from(["true", "false", "null"]))
+
+
+# A shape: nested lists/dicts whose leaves are placeholders; rendering fills the leaves.
+shapes = st.recursive(
+    st.just(None),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(KEYS, inner, max_size=3),
+    max_leaves=8,
+)
+
+
+@st.composite
+def render(draw: st.DrawFn, shape: Any, sep: str) -> str:
+    if shape is None:
+        return draw(leaf())
+    if isinstance(shape, list):
+        return "[" + sep.join(draw(render(item, sep)) for item in shape) + "]"
+    members = [
+        json.dumps(k, ensure_ascii=False) + ":" + draw(render(v, sep)) for k, v in shape.items()
+    ]
+    return "{" + sep.join(members) + "}"
+
+
+@st.composite
+def text_series(draw: st.DrawFn) -> list[str]:
+    shape = draw(shapes)
+    sep = draw(st.sampled_from([",", ", "]))
+    return [draw(render(shape, sep)) for _ in range(draw(st.integers(2, 8)))]
+
+
+@settings(
+    deadline=None,
+    max_examples=300,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+@given(st.lists(text_series(), min_size=1, max_size=3))
+def test_the_hot_path_agrees_with_the_general_decoder(series: list[list[str]]) -> None:
+    sb = LuaSandbox(SCRIPT, name="shapes")
+    texts = [t for s in series for t in s]
+    assert hot(sb, texts) == general(sb, texts)
