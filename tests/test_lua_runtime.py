@@ -577,6 +577,24 @@ def test_call_each_returns_what_succeeded_before_a_failure() -> None:
     assert error.lua_line == 1
 
 
+def test_call_each_results_holding_nul_bytes_or_numbers_come_back_whole() -> None:
+    # Results cross to Python joined with NUL bytes; one that holds a NUL itself, or is not a
+    # string, must make Python read them one by one instead of splitting them wrongly.
+    sb = LuaSandbox(
+        "return { transform_request = function(s) return s end,"
+        " transform_stream_chunk = function(s) if s == 'n' then return 5 end"
+        " if s == 'z' then return 'a\\0b' end return s end }",
+        name="nul",
+    )
+    assert sb.call_each("transform_stream_chunk", ["x", "z", "", "y"]) == (
+        ["x", "a\0b", "", "y"],
+        None,
+    )
+    assert sb.call_each("transform_stream_chunk", ["x", "n", "y"]) == (["x", 5, "y"], None)
+    assert sb.call_each("transform_stream_chunk", []) == ([], None)
+    assert sb.call_each("transform_stream_chunk", [""]) == ([""], None)
+
+
 def test_error_messages_quoting_a_cut_character_reach_python_as_text() -> None:
     sb = LuaSandbox(
         "return { transform_request = function(s) return s end,"
