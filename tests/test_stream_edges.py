@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 
 import httpx
 
-from notebook_llm import Engine, LuaAdapter, assemble, validate_stream
+from notebook_llm import Completion, Engine, LuaAdapter, assemble, validate_stream
 from notebook_llm.lua.loader import builtin_adapters_dir
 
 CHUNK = 'data: {"choices":[{"index":0,"delta":{"content":"%s"},"finish_reason":%s}]}\n\n'
@@ -76,3 +76,38 @@ async def test_an_error_mid_chunk_keeps_what_was_mapped_before_it() -> None:
     assert completion.error is not None
     assert completion.error.code == "ADAPTER_ERROR"  # the script's own error, not INVARIANT
     assert completion.error.lua_line == 6
+
+
+async def test_hook_results_other_than_a_bare_object_are_parsed_in_full() -> None:
+    # The pipeline reads a result with the C JSON scanner directly; padded, non-object and
+    # invalid results must still get json.loads' answer.
+    script = """
+    local a = { name = "odd" }
+    function a.transform_request(s) return s end
+    function a.transform_stream_chunk(line)
+      local c = json.decode(line)
+      if c.pad then return '  {"content":"padded"} \\n' end
+      if c.arr then return "[1]" end
+      if c.bad then return '{"content": "x"' end
+      return json.encode({ content = c.text })
+    end
+    return a
+    """
+
+    async def run(body: bytes) -> Completion:
+        engine = engine_with(HeldOpen([body + b"data: [DONE]\n\n"]), script)
+        events = [ev async for ev in engine.stream("p", prompt="hi")]
+        validate_stream(events)
+        return assemble(events)
+
+    done = await run(b'data: {"text":"a "}\n\ndata: {"pad":true}\n\n')
+    assert done.text == "a padded"
+    for line, says in (
+        (b'{"arr":true}', "must return a JSON object"),
+        (b'{"bad":true}', "invalid JSON"),
+    ):
+        failed = await run(b'data: {"text":"kept"}\n\ndata: ' + line + b"\n\n")
+        assert failed.text == "kept"
+        assert failed.error is not None
+        assert failed.error.code == "ADAPTER_ERROR"
+        assert says in failed.error.message
