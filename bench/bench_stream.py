@@ -1,14 +1,19 @@
 """Streaming throughput: the openai Lua adapter vs plain httpx + json.loads vs the openai SDK.
 
-Run: python bench/bench_stream.py [--chunks 20000] [--repeat 3]
+Run: python bench/bench_stream.py [--chunks 20000] [--repeat 5] [--text uniform|varied|both]
 
-A loopback server streams the same body of N OpenAI-style chunks to each client in one run,
-so the machine's noise hits all of them alike; the figures that matter are the ratios:
+A loopback server streams the same body of N OpenAI-style chunks to each client. The clients
+take turns, round after round (median per client), so the machine's noise hits all of them
+alike; the figures that matter are the ratios:
 
 * baseline: ``httpx`` streaming + ``json.loads`` of every ``data:`` payload (no events);
 * notebook_llm: ``LuaAdapter`` (openai.lua) -> SSE decoder -> ``transform_stream_chunk`` in the
   sandbox -> ChunkMapper -> protocol events (the whole pipeline an engine stream uses);
 * the ``openai`` SDK (``pip install openai``; a bench-only dependency) iterating chunks.
+
+Bodies: ``uniform`` is the issue's workload (short plain tokens); ``varied`` is LLM-like text
+where a fifth of the tokens hold JSON escapes (newlines, quotes, backslashes) or non-ASCII
+characters, which the sandbox's json.decode shape cache must handle too.
 
 Also prints the time to load and to reload an adapter.
 """
@@ -18,6 +23,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import random
 import statistics
 import threading
 import time
@@ -32,10 +38,30 @@ from notebook_llm import GenerateOptions, Message, TextDelta
 from notebook_llm.lua.adapter import LuaAdapter
 from notebook_llm.lua.loader import builtin_adapters_dir
 
+VARIED = [
+    "Hello",
+    " world",
+    ",",
+    " the",
+    " model",
+    "\n\n",
+    ' "quoted"',
+    " café",
+    " 😀",
+    "```python\n",
+    "    x = 1\n",
+    " C:\\path",
+    " naïve",
+    " token",
+    ".",
+]
 
-def make_body(n: int) -> bytes:
+
+def make_body(n: int, text: str = "uniform") -> bytes:
+    rng = random.Random(0)
     parts = []
     for i in range(n):
+        token = f"tok{i} " if text == "uniform" else rng.choice(VARIED)
         chunk = {
             "id": "chatcmpl-bench",
             "object": "chat.completion.chunk",
@@ -45,13 +71,14 @@ def make_body(n: int) -> bytes:
             "choices": [
                 {
                     "index": 0,
-                    "delta": {"content": f"tok{i} "},
+                    "delta": {"content": token},
                     "logprobs": None,
                     "finish_reason": None,
                 }
             ],
         }
-        parts.append(b"data: " + json.dumps(chunk, separators=(",", ":")).encode() + b"\n\n")
+        text_ = json.dumps(chunk, separators=(",", ":"), ensure_ascii=False)
+        parts.append(b"data: " + text_.encode() + b"\n\n")
     final = {
         "id": "chatcmpl-bench",
         "object": "chat.completion.chunk",
@@ -137,46 +164,57 @@ async def run_sdk(base: str) -> int:
     return n
 
 
-def timed(make: Callable[[], Coroutine[Any, Any, int]], repeat: int) -> tuple[float, int]:
-    times, count = [], 0
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        count = asyncio.run(make())
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times), count
+def interleaved(
+    clients: list[Callable[[], Coroutine[Any, Any, int]]], repeat: int
+) -> list[tuple[float, int]]:
+    """Median time of each client, the clients taking turns in every round (after a warm-up)."""
+    times: list[list[float]] = [[] for _ in clients]
+    counts = [0] * len(clients)
+    for round_ in range(repeat + 1):
+        for i, make in enumerate(clients):
+            t0 = time.perf_counter()
+            counts[i] = asyncio.run(make())
+            if round_:  # round 0 warms up connections, caches and the allocator
+                times[i].append(time.perf_counter() - t0)
+    return [(statistics.median(t), c) for t, c in zip(times, counts, strict=True)]
+
+
+def bench_body(n: int, text: str, repeat: int, adapter: LuaAdapter) -> None:
+    body = make_body(n, text)
+    server = serve(body)
+    base = f"http://127.0.0.1:{server.server_address[1]}/v1"
+    url = base + "/chat/completions"
+    names = ["httpx + json.loads", "notebook_llm openai.lua -> events"]
+    clients = [lambda: run_baseline(url), lambda: run_adapter(adapter, base)]
+    try:
+        import openai  # noqa: F401
+
+        names.append("openai SDK")
+        clients.append(lambda: run_sdk(base))
+    except ImportError:
+        print("(openai SDK not installed: pip install openai to compare)")
+    print(f"[{text}] {n} chunks, {len(body) / 1e6:.1f} MB body, median of {repeat} rounds")
+    rows = interleaved(clients, repeat)
+    for name, (t, count) in zip(names, rows, strict=True):
+        print(f"  {name:36} {t * 1e6 / n:8.1f} µs/chunk   ({count} items)")
+    base_t, lua_t = rows[0][0], rows[1][0]
+    print(f"  notebook_llm / httpx+json.loads = {lua_t / base_t:.2f}x   (target <= 2x)")
+    if len(rows) > 2:
+        print(f"  openai SDK / notebook_llm       = {rows[2][0] / lua_t:.2f}x   (target >= 5x)")
+    print()
+    server.shutdown()
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--chunks", type=int, default=20_000)
-    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--text", choices=["uniform", "varied", "both"], default="both")
     args = ap.parse_args()
-    n = args.chunks
-    body = make_body(n)
-    server = serve(body)
-    base = f"http://127.0.0.1:{server.server_address[1]}/v1"
-    url = base + "/chat/completions"
     script = builtin_adapters_dir() / "openai.lua"
     adapter = LuaAdapter.from_file(script)
-
-    print(f"{n} chunks, {len(body) / 1e6:.1f} MB body, median of {args.repeat} runs\n")
-    base_t, base_n = timed(lambda: run_baseline(url), args.repeat)
-    lua_t, lua_n = timed(lambda: run_adapter(adapter, base), args.repeat)
-    rows = [
-        ("httpx + json.loads", base_t, base_n),
-        ("notebook_llm openai.lua -> events", lua_t, lua_n),
-    ]
-    try:
-        sdk_t, sdk_n = timed(lambda: run_sdk(base), args.repeat)
-        rows.append(("openai SDK", sdk_t, sdk_n))
-    except ImportError:
-        sdk_t = None
-        print("(openai SDK not installed: pip install openai to compare)")
-    for name, t, count in rows:
-        print(f"{name:36} {t * 1e6 / n:8.1f} µs/chunk   ({count} items)")
-    print(f"\nnotebook_llm / httpx+json.loads = {lua_t / base_t:.2f}x   (target <= 2x)")
-    if sdk_t is not None:
-        print(f"openai SDK / notebook_llm       = {sdk_t / lua_t:.2f}x   (target >= 5x)")
+    for text in ("uniform", "varied") if args.text == "both" else (args.text,):
+        bench_body(args.chunks, text, args.repeat, adapter)
 
     source = Path(script).read_text()
     t0 = time.perf_counter()
@@ -188,9 +226,8 @@ def main() -> None:
         adapter.reload(source)
     reload = (time.perf_counter() - t0) / 20
     print(
-        f"\nload adapter: {load * 1e3:.2f} ms   reload adapter: {reload * 1e3:.2f} ms  ({len(source.splitlines())} lines)"
+        f"load adapter: {load * 1e3:.2f} ms   reload adapter: {reload * 1e3:.2f} ms  ({len(source.splitlines())} lines)"
     )
-    server.shutdown()
 
 
 if __name__ == "__main__":

@@ -122,6 +122,29 @@ def test_an_escaped_closing_quote_is_not_taken_for_the_real_one() -> None:
 
 
 @pytest.mark.parametrize(
+    ("content", "ok"),
+    [
+        (r"say \"hi\"", True),
+        (r"\"\\", True),
+        (r"\\\"", True),
+        (r"\"\u0022\/", True),
+        (r"\q", False),  # invalid escape
+        (r"\"\q", False),  # \" plus a real \q: \q must not read as a quote
+        (r"\"\\q", True),  # \\ then a plain q
+        (r"\"\x", False),
+    ],
+)
+def test_escaped_quotes_in_values(content: str, ok: bool) -> None:
+    sb = LuaSandbox(SCRIPT, name="shapes")
+    texts = [CHUNK.replace("%s", "learn"), CHUNK.replace("%s", content)]
+    out = hot(sb, texts)
+    assert out == general(sb, texts)
+    assert ("ok" in json.loads(out[1])) is ok
+    if ok and "\\q" not in content:  # a text holding "\q" anywhere leaves \" to the general path
+        assert sb.json_stats()["hits"] == 1
+
+
+@pytest.mark.parametrize(
     "number",
     [
         "0",
@@ -219,6 +242,8 @@ STRING_PIECES = st.sampled_from(
         r"\ud83d\ude00",
         r"\ud83d",
         r"\x",
+        r"\q",  # invalid; also the hot path's own spelling of \" (it must not be confused)
+        r"\\q",
         "\x01",
         "\x7f",
         '"',  # a raw quote ends the string early

@@ -451,7 +451,7 @@ local SHAPE_MAX_BYTES = 4096  -- larger texts are not stream chunks worth it
 local SHAPE_MAX_CAPTURES = 24 -- Lua allows 32; keeps the matcher's recursion shallow
 local SHAPE_MAX_DEPTH = 12
 local SHAPE_SLOTS = 6
-local shapes, nshapes = {}, 0 -- most recently used first
+local shapes, shape_pats, nshapes = {}, {}, 0 -- builders and their patterns, most recent first
 local shape_tries, shape_misses, shape_cooldown = 0, 0, 0
 local stat_hits, stat_learned, stat_paused = 0, 0, 0 -- totals, for tests and diagnostics
 local compile = load -- captured while the real globals are still there (the sandbox strips them)
@@ -463,12 +463,30 @@ local function shape_num(c)
   return nil
 end
 
-local function shape_str(c)
+local simple_escapes = {
+  ['"'] = '"', ["\\"] = "\\", ["/"] = "/", b = "\b", f = "\f", n = "\n", r = "\r", t = "\t",
+}
+
+-- For texts where shape_decode spelt \" as \q (see there): \q means a quote.
+local quote_escapes = setmetatable({ q = '"' }, { __index = simple_escapes })
+
+local function unescape(c, table_, invalid)
   if not find(c, "\\", 1, true) then return c end
-  local ok, v, j = pcall(decode_escaped, c .. '"', 1)
-  if ok and j == #c + 2 then return v end
+  -- An odd run of backslashes at the end: the quote after it was escaped, the string goes on.
+  local j = #c
+  while byte(c, j) == 92 do j = j - 1 end
+  if (#c - j) % 2 == 1 then return nil end
+  -- No \u and no invalid escape (looked for at every backslash, paired or not: a false alarm
+  -- only means the slow path): one gsub, which pairs backslashes from the left like JSON does.
+  if not find(c, invalid) then return (gsub(c, "\\(.)", table_)) end
+  if table_ == quote_escapes then c = gsub(c, "\\(.)", { q = '\\"' }) end
+  local ok, v, e = pcall(decode_escaped, c .. '"', 1)
+  if ok and e == #c + 2 then return v end
   return nil
 end
+
+local function shape_str(c) return unescape(c, simple_escapes, '\\[^"\\/bfnrt]') end
+local function shape_str_q(c) return unescape(c, quote_escapes, '\\[^"\\/bfnrtq]') end
 
 --- The builder of the shape of s (a text the general decoder has read), or nil.
 local function shape_learn(s)
@@ -573,8 +591,13 @@ local function shape_learn(s)
   local _, e = find(s, "^[ \t\r\n]*", i)
   if e ~= #s then return nil end
   np = np + 1; pat[np] = "[ \t\r\n]*$"
+  local pattern = concat(pat, "", 1, np)
+  -- Already known: the text missed it for a value the shape cannot take (e.g. an escaped quote).
+  for k = 1, nshapes do
+    if shape_pats[k] == pattern then return nil end
+  end
 
-  local code, nl = { "local find, num, str, M, OM, AM, N, P = ...\nreturn function(s, esc)\n" }, 1
+  local code, nl = { "local find, num, M, OM, AM, N, P = ...\nreturn function(s, esc, str)\n" }, 1
   local names = {}
   for k = 1, nc do names[k] = "c" .. k end
   nl = nl + 1
@@ -594,17 +617,31 @@ local function shape_learn(s)
   nl = nl + 1; code[nl] = "return " .. expr .. "\nend\n"
   local chunk = compile(concat(code, "", 1, nl), "=nbllm.json.shape", "t", {})
   if not chunk then return nil end
-  return chunk(find, shape_num, shape_str, setmetatable, object_mt, array_mt, null, concat(pat))
+  return chunk(find, shape_num, setmetatable, object_mt, array_mt, null, pattern), pattern
 end
+
+-- \" inside a string cannot be captured by "([^"%c]*)", so it is spelt \q, in a text that
+-- holds no "\q" at all (else it is left alone): backslashes pair from the left (none stands
+-- outside a string in JSON, and none in a shape's literal parts), so every string keeps its
+-- bounds, and each \q in the captures is exactly a \" of the text (shape_str_q reads it back).
+local quote_as_q = { ['"'] = "\\q" }
 
 local function shape_decode(s)
   local esc = find(s, "\\", 1, true) ~= nil
+  local str = shape_str
+  if esc and find(s, '\\"', 1, true) and not find(s, "\\q", 1, true) then
+    s = gsub(s, "\\(.)", quote_as_q)
+    str = shape_str_q
+  end
   for k = 1, nshapes do
     local f = shapes[k]
-    local v = f(s, esc)
+    local v = f(s, esc, str)
     if v ~= nil then
-      for j = k, 2, -1 do shapes[j] = shapes[j - 1] end
-      shapes[1] = f
+      if k > 1 then
+        local p = shape_pats[k]
+        for j = k, 2, -1 do shapes[j] = shapes[j - 1]; shape_pats[j] = shape_pats[j - 1] end
+        shapes[1] = f; shape_pats[1] = p
+      end
       return v
     end
   end
@@ -614,12 +651,12 @@ end
 local function shape_missed(s)
   shape_misses = shape_misses + 1
   if nshapes < SHAPE_SLOTS or shape_misses % 4 == 0 then
-    local f = shape_learn(s)
+    local f, p = shape_learn(s)
     if f then
       stat_learned = stat_learned + 1
       if nshapes < SHAPE_SLOTS then nshapes = nshapes + 1 end
-      for j = nshapes, 2, -1 do shapes[j] = shapes[j - 1] end
-      shapes[1] = f
+      for j = nshapes, 2, -1 do shapes[j] = shapes[j - 1]; shape_pats[j] = shape_pats[j - 1] end
+      shapes[1] = f; shape_pats[1] = p
     end
   end
 end
