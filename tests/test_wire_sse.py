@@ -349,3 +349,44 @@ def test_random_splits_equal_one_shot(parts: list[bytes], cuts: list[int], limit
     bounds = [0, *offsets, len(body)]
     chunks = [body[a:b] for a, b in itertools.pairwise(bounds)]
     assert _outcome(chunks, limit) == _outcome([body], limit)
+
+
+def _data_outcome(chunks: list[bytes], limit: int) -> object:
+    decoder = SSEDecoder(limit)
+    out: list[str] = []
+    try:
+        for chunk in chunks:
+            out += decoder.feed_data(chunk)
+        return out + decoder.flush_data()
+    except LlmError as err:
+        return (out, "error", err.code)
+
+
+def _events_data_outcome(chunks: list[bytes], limit: int) -> object:
+    decoder = SSEDecoder(limit)
+    out: list[str] = []
+    try:
+        for chunk in chunks:
+            out += [e.data for e in decoder.feed(chunk)]
+        return out + [e.data for e in decoder.flush()]
+    except LlmError as err:
+        return (out, "error", err.code)
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    parts=st.lists(st.one_of(st.sampled_from(_FRAGMENTS), st.binary(max_size=6)), max_size=40),
+    cuts=st.lists(st.integers(min_value=0, max_value=400), max_size=8),
+    limit=st.sampled_from([4, 12, 64, 16 * 1024 * 1024]),
+)
+def test_feed_data_gives_the_data_of_feed(parts: list[bytes], cuts: list[int], limit: int) -> None:
+    # feed_data/flush_data (the stream hot path) skip the SSEEvent objects, nothing else.
+    body = b"".join(parts)
+    offsets = sorted({min(c, len(body)) for c in cuts})
+    bounds = [0, *offsets, len(body)]
+    chunks = [body[a:b] for a, b in itertools.pairwise(bounds)]
+    assert _data_outcome(chunks, limit) == _events_data_outcome(chunks, limit)
+
+
+def test_feed_data_on_recorded_bodies(sse_body: bytes) -> None:
+    assert _data_outcome([sse_body], 16 * 1024 * 1024) == [e.data for e in decode(sse_body)]

@@ -413,7 +413,7 @@ class _Pipeline:
                 self._check_ndjson(lines[0])
             return self._payloads(lines)
         assert self.sse is not None
-        return self._payloads([e.data for e in self.sse.feed(chunk)])
+        return self._payloads(self.sse.feed_data(chunk))
 
     def _payloads(self, payloads: list[str]) -> list[Event]:
         out: list[Event] = []
@@ -460,7 +460,7 @@ class _Pipeline:
             out = self._payloads(lines)
         else:
             assert self.sse is not None
-            out = self._payloads([e.data for e in self.sse.flush()])
+            out = self._payloads(self.sse.flush_data())
             if not self.sse.saw_sse and not self.mapper.finished:
                 text = (self.sse.non_sse_text() or "").strip()
                 if not text:  # an empty 200: retryable, like a stream that gave nothing

@@ -326,6 +326,11 @@ class ChunkMapper:
         """Events for one unified chunk (often one delta, sometimes none; none after finish)."""
         if self._finished:
             return []
+        if len(chunk) == 1 and self._text_index >= 0:  # the common chunk: more text
+            value = chunk.get("content")
+            if value and type(value) is str:
+                self._text_parts.append(value)
+                return [TextDelta(self._text_index, value)]
         out: list[Event] = []
         get = chunk.get
         value = get("reasoning_content")

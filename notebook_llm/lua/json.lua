@@ -544,7 +544,11 @@ local function shape_learn(s)
     elseif c == 45 or (c and c >= 48 and c <= 57) then
       local _, e = find(s, "^-?%d+%.?%d*[eE]?[-+]?%d*", i)
       if not e then return nil end
+      local _, int_end = find(s, "^-?%d+", i)
       i = e + 1
+      -- An integer is captured as one (then tonumber reads it as the general decoder does;
+      -- a fraction or exponent there fails the match); other numbers take shape_num's check.
+      if int_end == e then return capture("i", "(-?%d+)") end
       return capture("n", "([-%d][-+%d.eE]*)")
     elseif c == 123 or c == 91 then
       depth = depth + 1
@@ -597,7 +601,9 @@ local function shape_learn(s)
     if shape_pats[k] == pattern then return nil end
   end
 
-  local code, nl = { "local find, num, M, OM, AM, N, P = ...\nreturn function(s, esc, str)\n" }, 1
+  local code, nl = {
+    "local find, num, tonumber, M, OM, AM, N, P = ...\nreturn function(s, esc, str)\n",
+  }, 1
   local names = {}
   for k = 1, nc do names[k] = "c" .. k end
   nl = nl + 1
@@ -607,6 +613,8 @@ local function shape_learn(s)
   for k = 1, nc do
     if kinds[k] == "n" then
       nl = nl + 1; code[nl] = format("c%d = num(c%d) if c%d == nil then return nil end\n", k, k, k)
+    elseif kinds[k] == "i" then
+      nl = nl + 1; code[nl] = format("c%d = tonumber(c%d)\n", k, k)
     else
       strings[#strings + 1] = format("c%d = str(c%d) if c%d == nil then return nil end\n", k, k, k)
     end
@@ -617,7 +625,7 @@ local function shape_learn(s)
   nl = nl + 1; code[nl] = "return " .. expr .. "\nend\n"
   local chunk = compile(concat(code, "", 1, nl), "=nbllm.json.shape", "t", {})
   if not chunk then return nil end
-  return chunk(find, shape_num, setmetatable, object_mt, array_mt, null, pattern), pattern
+  return chunk(find, shape_num, tonumber, setmetatable, object_mt, array_mt, null, pattern), pattern
 end
 
 -- \" inside a string cannot be captured by "([^"%c]*)", so it is spelt \q, in a text that

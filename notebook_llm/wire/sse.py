@@ -36,12 +36,15 @@ returns the whole body text when no SSE line was ever seen, so the caller can pa
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
 from ..errors import ErrorCode, LlmError
 
 __all__ = ["SSEDecoder", "SSEEvent"]
 
+_T = TypeVar("_T")
 _BOM = b"\xef\xbb\xbf"
 _DEFAULT_MAX_LINE = 16 * 1024 * 1024
 _DEFAULT_MAX_NON_SSE = 1024 * 1024
@@ -141,6 +144,14 @@ class SSEDecoder:
         A line over the limit raises, but only after the events completed before it were
         returned: the error is kept and raised by the next ``feed``/``flush``.
         """
+        return self._process(self._lines(chunk), self._dispatch)
+
+    def feed_data(self, chunk: bytes) -> list[str]:
+        """Like :meth:`feed`, but return only the ``data`` of each event (the stream hot path:
+        no :class:`SSEEvent` objects are made). Don't mix with :meth:`feed` on one decoder."""
+        return self._process(self._lines(chunk), self._dispatch_data)
+
+    def _lines(self, chunk: bytes) -> list[bytes]:
         if self._pending is not None:
             raise self._pending
         if not chunk:
@@ -182,7 +193,7 @@ class SSEDecoder:
             if len(self._buf) > self._max_line:
                 self._pending = _line_too_long(len(self._buf), self._max_line)
                 self._buf.clear()
-        return self._process(lines)
+        return lines
 
     def flush(self) -> list[SSEEvent]:
         """End of body: finish an unterminated line and dispatch a pending event.
@@ -190,6 +201,13 @@ class SSEDecoder:
         Call once, after the last :meth:`feed`. A pending ``event``/``retry`` without data is
         dropped; the last event id is kept, as it would be across a reconnection.
         """
+        return self._flush(self._dispatch)
+
+    def flush_data(self) -> list[str]:
+        """:meth:`flush` for a decoder fed with :meth:`feed_data`."""
+        return self._flush(self._dispatch_data)
+
+    def _flush(self, dispatch: Callable[[], _T]) -> list[_T]:
         if self._pending is not None:
             raise self._pending
         lines: list[bytes] = []
@@ -200,15 +218,15 @@ class SSEDecoder:
             if self._at_start and not self._saw_sse:
                 self._raw += self._buf
             self._buf.clear()
-        events = self._process(lines)
+        events = self._process(lines, dispatch)
         if self._data:
-            events.append(self._dispatch())
+            events.append(dispatch())
         self._event = ""
         self._retry = None
         return events
 
-    def _process(self, lines: list[bytes]) -> list[SSEEvent]:
-        events: list[SSEEvent] = []
+    def _process(self, lines: list[bytes], dispatch: Callable[[], _T]) -> list[_T]:
+        events: list[_T] = []
         limit = self._max_line
         for line in lines:
             if line[:6] == b"data: " and self._saw_sse and len(line) <= limit:
@@ -216,7 +234,7 @@ class SSEDecoder:
                 continue
             if not line:
                 if self._data:
-                    events.append(self._dispatch())
+                    events.append(dispatch())
                 else:
                     self._event = ""
                     self._retry = None
@@ -268,3 +286,11 @@ class SSEDecoder:
         self._event = ""
         self._retry = None
         return event
+
+    def _dispatch_data(self) -> str:
+        data = self._data
+        text = _decode(data[0] if len(data) == 1 else b"\n".join(data))
+        self._data = []
+        self._event = ""
+        self._retry = None
+        return text
