@@ -66,6 +66,21 @@ def test_a_learned_shape_decodes_later_chunks() -> None:
     assert stats["hits"] == 49
 
 
+def test_padding_of_any_length_fits_the_shape() -> None:
+    # Anthropic pads its events with a run of spaces of varying length before the last brace.
+    sb = LuaSandbox(SCRIPT, name="shapes")
+    texts = [
+        '{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"t'
+        + str(i)
+        + '"}'
+        + " " * (i % 7 + 1)
+        + "}"
+        for i in range(30)
+    ]
+    assert hot(sb, texts) == general(sb, texts)
+    assert sb.json_stats() == {"hits": 29, "learned": 1, "paused": 0}
+
+
 def test_values_of_another_type_fall_back_to_the_general_decoder() -> None:
     sb = LuaSandbox(SCRIPT, name="shapes")
     base = '{"a":"x","n":1,"f":1.5,"b":[true,null],"o":{},"e":[]}'

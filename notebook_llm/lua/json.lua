@@ -436,7 +436,8 @@ end
 --
 -- The general decoder stays the reference. A shape accepts a text only when the general decoder
 -- would read it to the same value, and anything else falls back to it:
---   * keys and literals (true/false/null) are matched exactly; keys with escapes, duplicate keys
+--   * keys and literals (true/false/null) are matched exactly, whitespace where the learned text
+--     had some (any amount, as the general decoder allows); keys with escapes, duplicate keys
 --     (a table constructor's order is undefined) and deep or large texts are never learned;
 --   * a string value is captured as "([^"%c]*)": when the text holds a backslash, each capture
 --     is decoded like decode_escaped does, and one that ends in an escaped quote (an odd run of
@@ -495,8 +496,10 @@ local function shape_learn(s)
   local i, depth = 1, 0
   local function lit(x) np = np + 1; pat[np] = gsub(x, "[^%w]", "%%%0") end
   local function ws()
+    -- Whitespace where the text had some matches any amount (Anthropic pads its events with a
+    -- varying run of spaces); none where it had none.
     local _, e = find(s, "^[ \t\r\n]*", i)
-    if e >= i then lit(sub(s, i, e)); i = e + 1 end
+    if e >= i then np = np + 1; pat[np] = "[ \t\r\n]*"; i = e + 1 end
   end
   local function capture(kind, piece)
     nc = nc + 1
