@@ -331,3 +331,13 @@ def test_the_hot_path_agrees_with_the_general_decoder(series: list[list[str]]) -
     sb = LuaSandbox(SCRIPT, name="shapes")
     texts = [t for s in series for t in s]
     assert hot(sb, texts) == general(sb, texts)
+
+
+def test_invalid_texts_count_as_misses() -> None:
+    # Texts that match the shapes' patterns but are invalid JSON (a bad escape) must pause the
+    # cache like any other miss, not cost a shape attempt each forever.
+    sb = LuaSandbox(SCRIPT, name="shapes")
+    good = ['["x",1,1,1]', '["x",1.5,1,1]', '["x",1,1.5,1]']
+    bad = ['["' + "a" * 50 + r"\x" + '",1,1,1]'] * 100
+    assert hot(sb, good + bad) == general(sb, good + bad)
+    assert sb.json_stats()["paused"] == 1

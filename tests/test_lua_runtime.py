@@ -605,3 +605,74 @@ def test_error_messages_quoting_a_cut_character_reach_python_as_text() -> None:
         sb.call("transform_stream_chunk", "\ufffd\ufffd\ufffd")
     assert info.value.code == "ADAPTER_ERROR"
     assert "json.decode" in info.value.message
+
+
+# ---------------------------------------------------------------------------- trusted code vs
+# script metamethods (found in review): converting a result reads the script's tables, and a
+# table comparison can call a script's __eq.
+
+
+def test_converting_a_result_runs_under_the_budget_and_the_sandbox_stays_usable() -> None:
+    # 30^5 leaves: the conversion to JSON alone is far over 0.2 s of CPU.
+    sb = LuaSandbox(RUNNER, name="runner", limits=LuaLimits(0.2, 512 * 1024 * 1024))
+    with pytest.raises(LlmError) as info:
+        run(
+            sb,
+            "local t = {} for i = 1, 30 do t[i] = i end"
+            " for d = 1, 4 do local n = {} for i = 1, 30 do n[i] = t end t = n end return t",
+        )
+    assert info.value.code == ErrorCode.ADAPTER_TIMEOUT
+    for _ in range(3):  # the over-budget hook does not stick to later calls
+        assert sb.call("echo", "alive") == "alive"
+        assert run(sb, "return {x = json.null, y = {}}") == {"x": None, "y": {}}
+
+
+def test_a_result_too_big_to_convert_is_a_memory_error(sb: LuaSandbox) -> None:
+    raises(
+        sb,
+        "local s = string.rep('x', 4 * 1024 * 1024) local t = {} for i = 1, 20 do t[i] = s end"
+        " return t",
+        ErrorCode.ADAPTER_MEMORY,
+    )
+
+
+def test_eq_metamethods_on_a_result_are_never_called(sb: LuaSandbox) -> None:
+    # A table comparison in trusted code would call them (outside the budget, or lying about
+    # being json.null): the codec compares with rawequal.
+    out = run(
+        sb,
+        "local loop = setmetatable({}, {__eq = function() while true do end end})"
+        " local liar = setmetatable({}, {__eq = function() return true end})"
+        " return {a = liar, b = loop, c = json.array({liar})}",
+    )
+    assert out == {"a": {}, "b": {}, "c": [{}]}
+
+
+def test_json_markers_cannot_take_over_null_or_a_foreign_metatable(sb: LuaSandbox) -> None:
+    assert "cannot mark json.null" in raises(sb, "json.array(json.null)").message
+    assert "cannot mark json.null" in raises(sb, "json.object(json.null)").message
+    assert "metatable of its own" in raises(sb, "json.array(setmetatable({}, {}))").message
+    # the markers themselves can be switched, and null is still null afterwards
+    assert run(sb, "return json.encode(json.array(json.object({})))") == "[]"
+    assert (
+        run(sb, "return tostring(json.null) .. tostring(json.is_array(json.null))") == "nullfalse"
+    )
+
+
+def test_a_number_key_and_the_same_string_key_are_refused(sb: LuaSandbox) -> None:
+    err = raises(sb, 'return json.encode(json.object({[1] = "n", ["1"] = "s"}))')
+    assert "both as a number and as a string" in err.message
+
+
+def test_call_each_keeps_the_results_before_a_table_holding_invalid_utf8() -> None:
+    sb = LuaSandbox(
+        "return { transform_request = function(s) return s end,"
+        " transform_stream_chunk = function(s) if s == 'bad' then return {t = '\\255'} end"
+        " return {t = s} end }",
+        name="utf8",
+    )
+    results, error = sb.call_each("transform_stream_chunk", ["a", "b", "bad", "c"])
+    assert [json.loads(r) for r in results] == [{"t": "a"}, {"t": "b"}]
+    assert error is not None
+    assert error.code == ErrorCode.ADAPTER_ERROR
+    assert "not valid UTF-8" in error.message

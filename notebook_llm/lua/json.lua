@@ -23,8 +23,8 @@
 -- __metatable, which protects the marker metatables from scripts (a script that could reach
 -- array_mt could add a __gc finalizer, and finalizers run with the CPU-limit hook off).
 local getmetatable, raw_setmetatable = ...
-local type, next, rawlen, rawget, setmetatable, error, tostring, tonumber =
-  type, next, rawlen, rawget, setmetatable, error, tostring, tonumber
+local type, next, rawlen, rawget, setmetatable, error, tostring, tonumber, rawequal =
+  type, next, rawlen, rawget, setmetatable, error, tostring, tonumber, rawequal
 local math_type, huge = math.type, math.huge
 local byte, char, find, format, gsub, sub = string.byte, string.char, string.find, string.format,
   string.gsub, string.sub
@@ -51,24 +51,31 @@ local array_mt = { __name = "json.array", __metatable = "json.array" }
 local object_mt = { __name = "json.object", __metatable = "json.object" }
 json.null = null
 
---- Mark t (default: a new table) as a JSON array; returns t.
-function json.array(t)
-  if t ~= nil and type(t) ~= "table" then error("json.array expects a table", 2) end
-  return raw_setmetatable(t or {}, array_mt)
+-- The raw setmetatable is needed to switch a table between the two markers (they hide behind
+-- __metatable); any other metatable, and json.null's, must stay where it is.
+local function mark(t, mt, what)
+  if t == nil then return raw_setmetatable({}, mt) end
+  if type(t) ~= "table" then error(what .. " expects a table", 3) end
+  if rawequal(t, null) then error(what .. " cannot mark json.null", 3) end
+  local old = getmetatable(t)
+  if old ~= nil and not rawequal(old, array_mt) and not rawequal(old, object_mt) then
+    error(what .. ": the table already has a metatable of its own", 3)
+  end
+  return raw_setmetatable(t, mt)
 end
+
+--- Mark t (default: a new table) as a JSON array; returns t.
+function json.array(t) return mark(t, array_mt, "json.array") end
 
 --- Mark t (default: a new table) as a JSON object; returns t.
-function json.object(t)
-  if t ~= nil and type(t) ~= "table" then error("json.object expects a table", 2) end
-  return raw_setmetatable(t or {}, object_mt)
-end
+function json.object(t) return mark(t, object_mt, "json.object") end
 
 function json.is_array(t)
-  return type(t) == "table" and getmetatable(t) == array_mt
+  return type(t) == "table" and rawequal(getmetatable(t), array_mt)
 end
 
 function json.is_object(t)
-  return type(t) == "table" and getmetatable(t) == object_mt
+  return type(t) == "table" and rawequal(getmetatable(t), object_mt)
 end
 
 -------------------------------------------------------------------------------- encode
@@ -95,13 +102,17 @@ end
 
 local encode_value -- forward
 
+local function duplicate_key(k)
+  error("json.encode: object has the key " .. k .. " both as a number and as a string", 0)
+end
+
 local function encode_table(t, buf, n, depth)
   if depth > 256 then error("json.encode: nested too deeply (or a reference cycle)", 0) end
   local mt = getmetatable(t)
   local kind
-  if mt == array_mt then
+  if rawequal(mt, array_mt) then
     kind = "array"
-  elseif mt == object_mt then
+  elseif rawequal(mt, object_mt) then
     kind = "object"
   else
     local len = rawlen(t)
@@ -138,11 +149,12 @@ local function encode_table(t, buf, n, depth)
     for k, v in next, t do
       local kt = type(k)
       if kt == "number" then
-        if mt ~= object_mt then
+        if not rawequal(mt, object_mt) then
           error("json.encode: table has a numeric key " .. tostring(k) .. " but is not an array"
             .. " (sparse array or mixed keys); use json.object to encode numeric keys as strings", 0)
         end
         k = encode_number(k)
+        if rawget(t, k) ~= nil then duplicate_key(k) end
       elseif kt ~= "string" then
         error("json.encode: cannot use a " .. kt .. " as an object key", 0)
       end
@@ -179,7 +191,7 @@ local function encode_table(t, buf, n, depth)
     if not (seen and seen[k]) then
       local kt = type(k)
       if kt == "number" then
-        if mt ~= object_mt then
+        if not rawequal(mt, object_mt) then
           error("json.encode: table has a numeric key " .. tostring(k) .. " but is not an array"
             .. " (sparse array or mixed keys); use json.object to encode numeric keys as strings", 0)
         end
@@ -202,7 +214,10 @@ local function encode_table(t, buf, n, depth)
   for i = 1, nk do
     local k = keys[i]
     local v = rawget(t, k)
-    if type(k) == "number" then k = encode_number(k) end
+    if type(k) == "number" then
+      k = encode_number(k)
+      if rawget(t, k) ~= nil then duplicate_key(k) end
+    end
     if i > 1 then n = n + 1; buf[n] = "," end
     if find(k, '[%c"\\]') then k = gsub(k, '[%c"\\]', escapes) end
     n = n + 1; buf[n] = '"'
@@ -223,7 +238,7 @@ encode_value = function(v, buf, n, depth)
     n = n + 1; buf[n] = '"'
     return n
   elseif vt == "table" then
-    if v == null then
+    if rawequal(v, null) then
       n = n + 1; buf[n] = "null"
       return n
     end
@@ -471,7 +486,7 @@ local simple_escapes = {
 -- For texts where shape_decode spelt \" as \q (see there): \q means a quote.
 local quote_escapes = setmetatable({ q = '"' }, { __index = simple_escapes })
 
-local function unescape(c, table_, invalid)
+local function unescape_capture(c, table_, invalid)
   if not find(c, "\\", 1, true) then return c end
   -- An odd run of backslashes at the end: the quote after it was escaped, the string goes on.
   local j = #c
@@ -486,8 +501,8 @@ local function unescape(c, table_, invalid)
   return nil
 end
 
-local function shape_str(c) return unescape(c, simple_escapes, '\\[^"\\/bfnrt]') end
-local function shape_str_q(c) return unescape(c, quote_escapes, '\\[^"\\/bfnrtq]') end
+local function shape_str(c) return unescape_capture(c, simple_escapes, '\\[^"\\/bfnrt]') end
+local function shape_str_q(c) return unescape_capture(c, quote_escapes, '\\[^"\\/bfnrtq]') end
 
 --- The builder of the shape of s (a text the general decoder has read), or nil.
 local function shape_learn(s)
@@ -659,9 +674,10 @@ local function shape_decode(s)
   return nil
 end
 
-local function shape_missed(s)
-  shape_misses = shape_misses + 1
-  if nshapes < SHAPE_SLOTS or shape_misses % 4 == 0 then
+local learn_skips = 0
+local function shape_learn_maybe(s)
+  learn_skips = learn_skips + 1
+  if nshapes < SHAPE_SLOTS or learn_skips % 4 == 0 then
     local f, p = shape_learn(s)
     if f then
       stat_learned = stat_learned + 1
@@ -693,12 +709,9 @@ function json.decode(s)
       end
     end
   end
-  local v, i = decode_value(s, 1, 0)
-  i = find(s, "[^ \t\r\n]", i)
-  if i then decode_error(s, i, "trailing data") end
-  if shaped then
-    shape_missed(s)
+  if shaped then -- counted before the general decoder runs: invalid texts are misses too
     shape_tries = shape_tries + 1
+    shape_misses = shape_misses + 1
     if shape_tries >= 64 then
       -- More misses than hits in the last 64 texts: shapes do not pay here; pause them.
       if shape_misses * 2 > shape_tries then
@@ -708,6 +721,10 @@ function json.decode(s)
       shape_tries, shape_misses = 0, 0
     end
   end
+  local v, i = decode_value(s, 1, 0)
+  i = find(s, "[^ \t\r\n]", i)
+  if i then decode_error(s, i, "trailing data") end
+  if shaped and shape_cooldown == 0 then shape_learn_maybe(s) end
   return v
 end
 

@@ -18,6 +18,7 @@ local co_create, co_running, co_resume, co_close = coroutine.create, coroutine.r
   coroutine.resume, coroutine.close
 local xpcall, pcall, error, type, tostring, load, setmetatable, getmetatable, select, next =
   xpcall, pcall, error, type, tostring, load, setmetatable, getmetatable, select, next
+local rawequal = rawequal
 local pairs, ipairs = pairs, ipairs
 local pack, unpack, concat = table.pack, table.unpack, table.concat
 local byte, format, gsub, sub = string.byte, string.format, string.gsub, string.sub
@@ -34,11 +35,16 @@ local NOMEM = "not enough memory"
 -- script that catches the error with pcall and keeps looping still stops at its next instruction.
 -- Hooks are per coroutine in Lua 5.4, so coroutine.create/wrap below install it on each new one.
 local timed_out = false
+local running = false -- inside run(): only there may the hook fire (trusted code is never hooked)
 local hot = setmetatable({}, { __mode = "k" })
 local handler, run -- forward: exempt from the hook once over budget (they report the timeout)
 
 local hook
 hook = function()
+  if not running then -- a hook left on a thread outside run(): switch it off, never raise
+    debug_sethook()
+    return
+  end
   if timed_out or py_check() then
     timed_out = true
     local f = debug_getinfo(2, "f")
@@ -250,11 +256,13 @@ end
 -- "ok" | "timeout" | "memory" | "error" (value is the first result, or the message).
 run = function(fn, ...)
   timed_out = false
+  running = true
   debug_sethook(hook, "", interval)
   local r = pack(xpcall(fn, handler, ...))
+  running = false
+  debug_sethook() -- this thread stops checking; the next run() installs the hook again
+  hot[co_running()] = nil
   if timed_out then
-    debug_sethook() -- this thread stops checking; the next run() installs the hook again
-    hot[co_running()] = nil
     local e = r[2]
     local line = (not r[1] and type(e) == "table" and e[MARK]) and e.line or nil
     return "timeout", TIMEOUT, line, nil
@@ -275,9 +283,13 @@ local function convert(status, v, line, tb)
     if not utf8_len(v) then return "error", "returned a string that is not valid UTF-8" end
     return "ok", v
   elseif t == "table" then
-    if v == json.null then return "ok", nil end
+    if rawequal(v, json.null) then return "ok", nil end
     local ok, s = pcall(json.encode, v)
-    if ok then return "json", s end
+    if not ok and s == NOMEM then error(NOMEM, 0) end -- a limit, not a conversion problem
+    if ok then
+      if not utf8_len(s) then return "error", "returned a table holding a string that is not valid UTF-8" end
+      return "json", s
+    end
     return "error", "returned a table that cannot be converted to JSON: " .. tostring(s)
   elseif t == "number" or t == "boolean" or t == "nil" then
     return "ok", v
@@ -310,7 +322,16 @@ end
 --- Call adapter[name](...) under the budget; returns status, value, line, traceback.
 function entry.call(name, ...)
   set_keep_order(name ~= "transform_stream_chunk")
-  return convert(run(call_hook, name, ...))
+  -- The result is converted inside run(), under the budget: converting reads the script's tables.
+  local kind = "ok"
+  local status, v, line, tb = run(function(...)
+    local st, value = convert("ok", call_hook(name, ...))
+    if st == "error" then error(value, 0) end
+    kind = st
+    return value
+  end, ...)
+  if status == "ok" then return kind, v end
+  return status, v, line, tb
 end
 
 --- Call adapter[name](item) for each item of an array under ONE budget (the stream payloads of
@@ -340,7 +361,7 @@ end
 
 local function field(name)
   local v = adapter[name]
-  if v == nil or v == json.null then return nil end
+  if v == nil or rawequal(v, json.null) then return nil end
   return v
 end
 
