@@ -439,9 +439,7 @@ class _Pipeline:
                 return
             if not result:  # "" (or nil): the script skipped this payload
                 continue
-            chunk = _scan_object(result)
-            if chunk is None:  # not a bare JSON object: the full parse says what is wrong
-                chunk = _json_object_output(result, self.name, "transform_stream_chunk")
+            chunk = _json_object_output(result, self.name, "transform_stream_chunk")
             out.extend(feed(chunk))
             if chunk.get("done") is True:  # the script's own end marker (message_stop, ...)
                 out.extend(mapper.finish())
@@ -514,6 +512,9 @@ def _scan_object(text: str) -> dict[str, Any] | None:
 
 def _json_object_output(value: Any, adapter: str, hook: str) -> dict[str, Any]:
     """A hook's result parsed as a JSON object, or ``ADAPTER_ERROR`` saying what was expected."""
+    scanned = _scan_object(value)  # the common case, without json.loads' wrappers
+    if scanned is not None:
+        return scanned
     parsed = _parse_json_output(value, adapter, hook)
     if not isinstance(parsed, dict):
         skip = ' or ""' if hook == "transform_stream_chunk" else ""

@@ -102,8 +102,29 @@ end
 
 local encode_value -- forward
 
-local function duplicate_key(k)
-  error("json.encode: object has the key " .. k .. " both as a number and as a string", 0)
+-- A key JSON can hold: a string, or a number in a table marked as an object.
+local function check_key(k, mt)
+  local kt = type(k)
+  if kt == "number" then
+    if not rawequal(mt, object_mt) then
+      error("json.encode: table has a numeric key " .. tostring(k) .. " but is not an array"
+        .. " (sparse array or mixed keys); use json.object to encode numeric keys as strings", 0)
+    end
+  elseif kt ~= "string" then
+    error("json.encode: cannot use a " .. kt .. " as an object key", 0)
+  end
+end
+
+-- A checked key of t as the text between its quotes.
+local function key_text(t, k)
+  if type(k) == "number" then
+    k = encode_number(k)
+    if rawget(t, k) ~= nil then
+      error("json.encode: object has the key " .. k .. " both as a number and as a string", 0)
+    end
+  end
+  if find(k, '[%c"\\]') then k = gsub(k, '[%c"\\]', escapes) end
+  return k
 end
 
 local function encode_table(t, buf, n, depth)
@@ -147,18 +168,8 @@ local function encode_table(t, buf, n, depth)
     n = n + 1; buf[n] = "{"
     local sep = ""
     for k, v in next, t do
-      local kt = type(k)
-      if kt == "number" then
-        if not rawequal(mt, object_mt) then
-          error("json.encode: table has a numeric key " .. tostring(k) .. " but is not an array"
-            .. " (sparse array or mixed keys); use json.object to encode numeric keys as strings", 0)
-        end
-        k = encode_number(k)
-        if rawget(t, k) ~= nil then duplicate_key(k) end
-      elseif kt ~= "string" then
-        error("json.encode: cannot use a " .. kt .. " as an object key", 0)
-      end
-      if find(k, '[%c"\\]') then k = gsub(k, '[%c"\\]', escapes) end
+      check_key(k, mt)
+      k = key_text(t, k)
       local vt = type(v)
       if vt == "string" then -- the common leaves inline: one buffer entry each
         if find(v, '[%c"\\]') then v = gsub(v, '[%c"\\]', escapes) end
@@ -189,15 +200,7 @@ local function encode_table(t, buf, n, depth)
   local extra, ne = nil, 0
   for k in next, t do
     if not (seen and seen[k]) then
-      local kt = type(k)
-      if kt == "number" then
-        if not rawequal(mt, object_mt) then
-          error("json.encode: table has a numeric key " .. tostring(k) .. " but is not an array"
-            .. " (sparse array or mixed keys); use json.object to encode numeric keys as strings", 0)
-        end
-      elseif kt ~= "string" then
-        error("json.encode: cannot use a " .. kt .. " as an object key", 0)
-      end
+      check_key(k, mt)
       extra = extra or {}
       ne = ne + 1; extra[ne] = k
     end
@@ -214,14 +217,9 @@ local function encode_table(t, buf, n, depth)
   for i = 1, nk do
     local k = keys[i]
     local v = rawget(t, k)
-    if type(k) == "number" then
-      k = encode_number(k)
-      if rawget(t, k) ~= nil then duplicate_key(k) end
-    end
     if i > 1 then n = n + 1; buf[n] = "," end
-    if find(k, '[%c"\\]') then k = gsub(k, '[%c"\\]', escapes) end
     n = n + 1; buf[n] = '"'
-    n = n + 1; buf[n] = k
+    n = n + 1; buf[n] = key_text(t, k)
     n = n + 1; buf[n] = '":'
     n = encode_value(v, buf, n, depth)
   end
@@ -652,6 +650,12 @@ end
 -- bounds, and each \q in the captures is exactly a \" of the text (shape_str_q reads it back).
 local quote_as_q = { ['"'] = "\\q" }
 
+-- Put builder f and its pattern p first, moving down the entries before slot k.
+local function shape_to_front(k, f, p)
+  for j = k, 2, -1 do shapes[j] = shapes[j - 1]; shape_pats[j] = shape_pats[j - 1] end
+  shapes[1] = f; shape_pats[1] = p
+end
+
 local function shape_decode(s)
   local esc = find(s, "\\", 1, true) ~= nil
   local str = shape_str
@@ -663,11 +667,7 @@ local function shape_decode(s)
     local f = shapes[k]
     local v = f(s, esc, str)
     if v ~= nil then
-      if k > 1 then
-        local p = shape_pats[k]
-        for j = k, 2, -1 do shapes[j] = shapes[j - 1]; shape_pats[j] = shape_pats[j - 1] end
-        shapes[1] = f; shape_pats[1] = p
-      end
+      if k > 1 then shape_to_front(k, f, shape_pats[k]) end
       return v
     end
   end
@@ -682,8 +682,7 @@ local function shape_learn_maybe(s)
     if f then
       stat_learned = stat_learned + 1
       if nshapes < SHAPE_SLOTS then nshapes = nshapes + 1 end
-      for j = nshapes, 2, -1 do shapes[j] = shapes[j - 1]; shape_pats[j] = shape_pats[j - 1] end
-      shapes[1] = f; shape_pats[1] = p
+      shape_to_front(nshapes, f, p) -- full: the least recently used one drops out
     end
   end
 end

@@ -297,6 +297,14 @@ local function convert(status, v, line, tb)
   return "error", "returned a " .. t .. " value, which cannot be passed to Python"
 end
 
+-- convert() for a hook's results inside run(): a result that cannot pass to Python is an error
+-- raised there. Returns "ok" or "json" and the value.
+local function converted(...)
+  local st, v = convert("ok", ...)
+  if st == "error" then error(v, 0) end
+  return st, v
+end
+
 local entry = {}
 
 --- Load and run the adapter chunk (bytecode made by runtime.py from the script's source).
@@ -325,9 +333,8 @@ function entry.call(name, ...)
   -- The result is converted inside run(), under the budget: converting reads the script's tables.
   local kind = "ok"
   local status, v, line, tb = run(function(...)
-    local st, value = convert("ok", call_hook(name, ...))
-    if st == "error" then error(value, 0) end
-    kind = st
+    local value
+    kind, value = converted(call_hook(name, ...))
     return value
   end, ...)
   if status == "ok" then return kind, v end
@@ -348,8 +355,7 @@ function entry.call_each(name, items)
     local fn = adapter[name]
     if type(fn) ~= "function" then error("the adapter has no function '" .. name .. "'", 0) end
     for i = 1, #items do
-      local st, v = convert("ok", fn(items[i]))
-      if st == "error" then error(v, 0) end
+      local _, v = converted(fn(items[i]))
       if v == nil then v = "" elseif type(v) ~= "string" then strings = false end
       results[i] = v
       count = i

@@ -276,16 +276,8 @@ class SSEDecoder:
             self._raw = bytearray()
 
     def _dispatch(self) -> SSEEvent:
-        event = SSEEvent(
-            self._event or "message",
-            _decode(b"\n".join(self._data)),
-            self._last_id,
-            self._retry,
-        )
-        self._data = []
-        self._event = ""
-        self._retry = None
-        return event
+        event, retry = self._event or "message", self._retry
+        return SSEEvent(event, self._dispatch_data(), self._last_id, retry)
 
     def _dispatch_data(self) -> str:
         data = self._data
