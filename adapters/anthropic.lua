@@ -42,6 +42,9 @@ local M = {
 }
 
 local null = json.null
+-- JSON null decodes to nil by default; where values pass through (request bodies, tool
+-- arguments) nulls are kept as json.null, so they are sent on as null.
+local KEEP_NULLS = { null = null }
 
 local function present(v)
   return v ~= nil and v ~= null
@@ -110,7 +113,7 @@ local function assistant_blocks(m)
       local args = fn.arguments
       local input = json.object()
       if type(args) == "string" and string.find(args, "%S") then
-        input = json.decode(args)
+        input = json.decode(args, KEEP_NULLS)
       elseif type(args) == "table" then
         input = args
       end
@@ -133,7 +136,7 @@ local function tool_choice_of(tc)
 end
 
 function M.transform_request(raw)
-  local req = json.decode(raw)
+  local req = json.decode(raw, KEEP_NULLS)
   local body = { model = req.model, max_tokens = present(req.max_tokens) and req.max_tokens or 4096 }
   local system, messages = {}, json.array()
 
@@ -221,7 +224,7 @@ local function error_of(e)
 end
 
 function M.transform_response(raw)
-  local r = json.decode(raw)
+  local r = json.decode(raw, KEEP_NULLS)
   if r.type == "error" or present(r.error) then return json.encode({ error = error_of(r.error or {}) }) end
   local text, thinking, calls = {}, {}, json.array()
   for _, b in ipairs(r.content or {}) do

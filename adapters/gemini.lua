@@ -55,6 +55,9 @@ local M = {
 }
 
 local null = json.null
+-- JSON null decodes to nil by default; where values pass through (request bodies, tool
+-- arguments) nulls are kept as json.null, so they are sent on as null.
+local KEEP_NULLS = { null = null }
 
 local function present(v)
   return v ~= nil and v ~= null
@@ -106,7 +109,7 @@ local function content_parts(content)
 end
 
 local function decode_args(args)
-  if type(args) == "string" and string.find(args, "%S") then return json.decode(args) end
+  if type(args) == "string" and string.find(args, "%S") then return json.decode(args, KEEP_NULLS) end
   if type(args) == "table" and args ~= null then return args end
   return json.object()
 end
@@ -121,7 +124,7 @@ local function tool_config(tc, names)
 end
 
 function M.transform_request(raw)
-  local req = json.decode(raw)
+  local req = json.decode(raw, KEEP_NULLS)
   local system, contents, names = json.array(), json.array(), {}
 
   local function push(role, parts)
@@ -324,7 +327,7 @@ local function candidate_chunk(r)
 end
 
 function M.transform_response(raw)
-  local r = json.decode(raw)
+  local r = json.decode(raw, KEEP_NULLS)
   if present(r.error) then return json.encode({ error = error_of(r.error) }) end
   local out = candidate_chunk(r)
   return json.encode({
@@ -337,7 +340,7 @@ function M.transform_response(raw)
 end
 
 function M.transform_stream_chunk(line)
-  local r = json.decode(line)
+  local r = json.decode(line, KEEP_NULLS)
   if present(r.error) then return json.encode({ error = error_of(r.error) }) end
   local out = candidate_chunk(r)
   if next(out) == nil then return "" end

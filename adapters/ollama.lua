@@ -38,6 +38,9 @@ local M = {
 }
 
 local null = json.null
+-- JSON null decodes to nil by default; where values pass through (request bodies, tool
+-- arguments) nulls are kept as json.null, so they are sent on as null.
+local KEEP_NULLS = { null = null }
 
 local function present(v)
   return v ~= nil and v ~= null
@@ -79,7 +82,7 @@ local function flatten(m, out)
 end
 
 function M.transform_request(raw)
-  local req = json.decode(raw)
+  local req = json.decode(raw, KEEP_NULLS)
   local messages, names = json.array(), {}
   for _, m in ipairs(req.messages) do
     local out = { role = m.role }
@@ -98,7 +101,7 @@ function M.transform_request(raw)
           names[tc.id or ""] = fn.name
           local args = fn.arguments
           if type(args) == "string" and string.find(args, "%S") then
-            args = json.decode(args)
+            args = json.decode(args, KEEP_NULLS)
           elseif type(args) ~= "table" or args == null then
             args = json.object()
           end
@@ -174,7 +177,7 @@ local function chunk_of(r)
 end
 
 function M.transform_response(raw)
-  local out = chunk_of(json.decode(raw))
+  local out = chunk_of(json.decode(raw, KEEP_NULLS))
   if out.error then return json.encode({ error = out.error }) end
   return json.encode({
     content = out.content or "",
@@ -186,7 +189,7 @@ function M.transform_response(raw)
 end
 
 function M.transform_stream_chunk(line)
-  local out = chunk_of(json.decode(line))
+  local out = chunk_of(json.decode(line, KEEP_NULLS))
   if next(out) == nil then return "" end
   return json.encode(out)
 end

@@ -27,6 +27,9 @@ local M = {
 }
 
 local null = json.null
+-- JSON null decodes to nil by default; where values pass through (request bodies, tool
+-- arguments) nulls are kept as json.null, so they are sent on as null.
+local KEEP_NULLS = { null = null }
 
 local function present(v)
   return v ~= nil and v ~= null
@@ -55,7 +58,7 @@ local function error_of(e)
 end
 
 function M.transform_request(raw)
-  local req = json.decode(raw)
+  local req = json.decode(raw, KEEP_NULLS)
   for _, m in ipairs(req.messages) do
     m.reasoning_content = nil
     m.is_error = nil

@@ -46,7 +46,7 @@ local M = {name = "bench"}
 function M.transform_stream_chunk(line)
   local d = json.decode(line)
   local c = d.choices[1]
-  local out = {content = c.delta.content or "", done = c.finish_reason ~= json.null}
+  local out = {content = c.delta.content or "", done = c.finish_reason ~= nil}
   return json.encode(out)
 end
 return M

@@ -49,7 +49,7 @@ function M.transform_stream_chunk(line)
   log("debug", "chunk")
   local out = {}
   if type(ch.delta.content) == "string" then out.content = ch.delta.content end
-  if ch.finish_reason ~= json.null and ch.finish_reason ~= nil then
+  if ch.finish_reason ~= nil then
     out.finish_reason = ch.finish_reason
   end
   return json.encode(out)

@@ -12,7 +12,8 @@ from notebook_llm.lua.runtime import LuaSandbox
 
 SCRIPT = """
 local M = {name = "j"}
-function M.rt(s) return json.encode(json.decode(s)) end
+function M.rt(s) return json.encode(json.decode(s, {null = json.null})) end
+function M.rt_default(s) return json.encode(json.decode(s)) end
 function M.run(code) return assert(load(code))() end
 function M.enc_json(s) return json.encode(json.decode(s)) end
 function M.echo(x) return x end
@@ -80,10 +81,28 @@ def test_empty_containers_and_markers(sb: LuaSandbox) -> None:
     assert run(sb, "return json.is_object(json.decode('{}'))") is True
 
 
-def test_null_sentinel(sb: LuaSandbox) -> None:
-    assert run(sb, "return json.decode('null') == json.null") is True
-    assert run(sb, "return json.decode('[1,null,3]')[2] == json.null") is True
+def test_null_decodes_to_nil_by_default(sb: LuaSandbox) -> None:
+    # As in the reference kernel: a null field is absent, so `x ~= nil` and `x or ""` work.
+    assert run(sb, "return json.decode('null') == nil") is True
+    assert run(sb, "return json.decode('{\"a\":null}').a == nil") is True
+    code = "local c = json.decode('{\"f\":null,\"c\":null}') return tostring(c.f ~= nil) .. (c.c or '')"
+    assert run(sb, code) == "false"
+    assert run(sb, "return next(json.decode('{\"a\":null}')) == nil") is True
+    # an array keeps the positions of the other items; `#` counts up to the last non-null one
+    assert run(sb, "local a = json.decode('[1,null,3]') return a[3] == 3 and a[2] == nil") is True
     assert run(sb, "return #json.decode('[null,null,3]')") == 3
+    assert run(sb, "return #json.decode('[1,null,3]')") == 3
+    assert run(sb, "return #json.decode('[null]')") == 0
+    assert run(sb, "return #json.decode('[1,2,3]')") == 3
+    assert sb.call("rt_default", '{"a":null,"b":[1,null,3],"c":[]}') == '{"b":[1,null,3],"c":[]}'
+
+
+def test_null_sentinel(sb: LuaSandbox) -> None:
+    assert run(sb, "return json.decode('null', {null = json.null}) == json.null") is True
+    keep = "{null = json.null}"
+    assert run(sb, f"return json.decode('[1,null,3]', {keep})[2] == json.null") is True
+    assert run(sb, f"return #json.decode('[null,null,null]', {keep})") == 3
+    assert run(sb, f"return json.decode('{{\"a\":null}}', {keep}).a == json.null") is True
     assert run(sb, "return json.encode({a = json.null})") == '{"a":null}'
     assert run(sb, "return tostring(json.null)") == "null"
     with pytest.raises(LlmError):
@@ -204,3 +223,19 @@ def test_objects_built_by_a_script_encode_in_a_stable_sorted_order() -> None:
         name="sorted",
     )
     assert sb.call("transform_request", "{}") == '{"aa":2,"mm":{"b":2,"y":1},"zz":1}'
+
+
+@pytest.mark.parametrize(
+    ("opts", "fragment"),
+    [("5", "must be a table"), ("json.null", "must be a table"), ("{null = {}}", "json.null")],
+)
+def test_decode_options_are_checked(sb: LuaSandbox, opts: str, fragment: str) -> None:
+    with pytest.raises(LlmError) as ei:
+        run(sb, f"return json.decode('[null]', {opts})")
+    assert fragment in ei.value.message
+
+
+def test_duplicate_keys_with_null_encode_once(sb: LuaSandbox) -> None:
+    # the last value wins (as in the kernel); a key that was null first is not listed twice
+    out = run(sb, """return json.encode(json.decode('{"a":null,"a":1,"b":2,"a":null,"a":3}'))""")
+    assert out == '{"a":3,"b":2}'

@@ -3,7 +3,8 @@
 In ``transform_stream_chunk`` json.decode learns each chunk's shape and decodes later chunks of
 that shape with one pattern match (see ``notebook_llm/lua/json.lua``). The general decoder, used
 by every other hook, is the reference: for any text, valid or not, the hot path must give the
-same value (types, nulls, [] vs {}) or the same error message.
+same value (types, nulls, [] vs {}) or the same error message, with nulls decoded to nil (the
+default) and to json.null (``{null = json.null}``).
 """
 
 from __future__ import annotations
@@ -18,21 +19,28 @@ from hypothesis import strategies as st
 
 from notebook_llm.lua.runtime import LuaSandbox
 
-# probe(text) -> {"ok": [value]} or {"err": message}; the same function under two hook names:
+# probe(text) -> {"ok": [value], "kept": [value with json.null]} or {"err": message}; the same
+# function under two hook names:
 # transform_stream_chunk runs the hot path (shapes), general the general decoder.
 SCRIPT = """
 local M = { name = "shapes" }
+-- Each text is decoded twice: nulls as nil (the default) and as json.null (the option).
+local KEEP = { null = json.null }
 local function probe(line)
   local ok, v = pcall(json.decode, line)
   if not ok then return json.encode({ err = v }) end
+  local _, kept = pcall(json.decode, line, KEEP)
   local encoded, s = pcall(json.encode, json.array({ v }))
   if not encoded then return json.encode({ encode_err = s }) end -- e.g. 1e400 is inf
-  return '{"ok":' .. s .. "}"
+  local _, k = pcall(json.encode, json.array({ kept }))
+  return '{"ok":' .. s .. ',"kept":' .. k .. "}"
 end
 M.transform_stream_chunk = probe
 M.general = probe
 return M
 """
+# One decode per text (nulls as nil), for the tests that count the shape cache's hits.
+SCRIPT_ONE = SCRIPT.replace("local _, kept = pcall(json.decode, line, KEEP)", "local kept = v")
 
 
 def canonical(out: str) -> str:
@@ -58,7 +66,7 @@ CHUNK = (
 
 
 def test_a_learned_shape_decodes_later_chunks() -> None:
-    sb = LuaSandbox(SCRIPT, name="shapes")
+    sb = LuaSandbox(SCRIPT_ONE, name="shapes")
     texts = [CHUNK.replace("%s", f"tok{i} ") for i in range(50)]
     assert hot(sb, texts) == general(sb, texts)
     stats = sb.json_stats()
@@ -68,7 +76,7 @@ def test_a_learned_shape_decodes_later_chunks() -> None:
 
 def test_padding_of_any_length_fits_the_shape() -> None:
     # Anthropic pads its events with a run of spaces of varying length before the last brace.
-    sb = LuaSandbox(SCRIPT, name="shapes")
+    sb = LuaSandbox(SCRIPT_ONE, name="shapes")
     texts = [
         '{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"t'
         + str(i)
@@ -133,7 +141,7 @@ def test_an_escaped_closing_quote_is_not_taken_for_the_real_one() -> None:
     out = hot(sb, texts)
     assert out == general(sb, texts)
     assert "err" in json.loads(out[1])
-    assert json.loads(out[2]) == {"ok": [{"a": "p\\", "b": "q"}]}
+    assert json.loads(out[2])["ok"] == [{"a": "p\\", "b": "q"}]
 
 
 @pytest.mark.parametrize(
@@ -150,7 +158,7 @@ def test_an_escaped_closing_quote_is_not_taken_for_the_real_one() -> None:
     ],
 )
 def test_escaped_quotes_in_values(content: str, ok: bool) -> None:
-    sb = LuaSandbox(SCRIPT, name="shapes")
+    sb = LuaSandbox(SCRIPT_ONE, name="shapes")
     texts = [CHUNK.replace("%s", "learn"), CHUNK.replace("%s", content)]
     out = hot(sb, texts)
     assert out == general(sb, texts)
@@ -190,21 +198,21 @@ def test_numbers_match_the_general_decoder(number: str) -> None:
 
 
 def test_duplicate_keys_are_never_learned() -> None:
-    sb = LuaSandbox(SCRIPT, name="shapes")
+    sb = LuaSandbox(SCRIPT_ONE, name="shapes")
     texts = ['{"a":1,"a":2}', '{"a":3,"a":4}']
     assert (
         hot(sb, texts)
         == general(sb, texts)
         == [
-            canonical('{"ok":[{"a":2}]}'),
-            canonical('{"ok":[{"a":4}]}'),
+            canonical('{"ok":[{"a":2}],"kept":[{"a":2}]}'),
+            canonical('{"ok":[{"a":4}],"kept":[{"a":4}]}'),
         ]
     )
     assert sb.json_stats()["learned"] == 0
 
 
 def test_shapes_pause_when_every_text_differs() -> None:
-    sb = LuaSandbox(SCRIPT, name="shapes")
+    sb = LuaSandbox(SCRIPT_ONE, name="shapes")
     texts = [f'{{"k{i}":1}}' for i in range(200)]
     assert hot(sb, texts) == general(sb, texts)
     stats = sb.json_stats()
@@ -215,7 +223,7 @@ def test_shapes_pause_when_every_text_differs() -> None:
 
 def test_other_hooks_use_the_general_decoder_and_keep_key_order() -> None:
     sb = LuaSandbox(
-        SCRIPT.replace(
+        SCRIPT_ONE.replace(
             "return M", "function M.rt(s) return json.encode(json.decode(s)) end\nreturn M"
         ),
         name="shapes",
@@ -336,7 +344,7 @@ def test_the_hot_path_agrees_with_the_general_decoder(series: list[list[str]]) -
 def test_invalid_texts_count_as_misses() -> None:
     # Texts that match the shapes' patterns but are invalid JSON (a bad escape) must pause the
     # cache like any other miss, not cost a shape attempt each forever.
-    sb = LuaSandbox(SCRIPT, name="shapes")
+    sb = LuaSandbox(SCRIPT_ONE, name="shapes")
     good = ['["x",1,1,1]', '["x",1.5,1,1]', '["x",1,1.5,1]']
     bad = ['["' + "a" * 50 + r"\x" + '",1,1,1]'] * 100
     assert hot(sb, good + bad) == general(sb, good + bad)

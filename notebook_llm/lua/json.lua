@@ -3,8 +3,11 @@
 -- script that later replaces string.find & co cannot change how JSON is read or written.
 --
 -- Semantics (see the module docstring of notebook_llm/lua/runtime.py for the rationale):
---   * null decodes to the sentinel json.null and json.null encodes to null; nulls inside arrays
---     keep their positions.
+--   * null decodes to nil, like the reference kernel (a null field is simply absent, so kernel
+--     scripts' `x ~= nil` and `x or ""` work); an array with nulls has holes at their positions,
+--     and `#` counts up to its last non-null item, as in the kernel. json.decode(s, {null =
+--     json.null}) keeps nulls as the sentinel json.null instead (positions and all); json.null
+--     encodes to null either way.
 --   * decoded arrays / objects carry a marker metatable, so [] re-encodes as [] and {} as {}.
 --     json.array(t) / json.object(t) mark tables built by a script.
 --   * an UNMARKED table encodes as an array when its keys are exactly 1..n (n >= 1), as an object
@@ -28,7 +31,7 @@ local type, next, rawlen, rawget, setmetatable, error, tostring, tonumber, raweq
 local math_type, huge = math.type, math.huge
 local byte, char, find, format, gsub, sub = string.byte, string.char, string.find, string.format,
   string.gsub, string.sub
-local concat = table.concat
+local concat, pack, unpack = table.concat, table.pack, table.unpack
 local utf8_char, utf8_len = utf8.char, utf8.len
 
 local json = {}
@@ -194,7 +197,7 @@ local function encode_table(t, buf, n, depth)
     seen = {}
     for i = 1, #order do
       local k = order[i]
-      if rawget(t, k) ~= nil then nk = nk + 1; keys[nk] = k; seen[k] = true end
+      if rawget(t, k) ~= nil and not seen[k] then nk = nk + 1; keys[nk] = k; seen[k] = true end
     end
   end
   local extra, ne = nil, 0
@@ -333,18 +336,37 @@ end
 
 local decode_value -- forward
 local literals = { null = null, ["true"] = true, ["false"] = false }
+-- What JSON null decodes to in the current json.decode call: nil (the default, as in the kernel)
+-- or json.null (asked for with {null = json.null}). Set at the start of every call; decoding never
+-- calls back into a script, so no other decode can run in between.
+local null_value = nil
+
+-- An array with nulls (decoded to nil) has holes; rebuilt here as a table created with all its
+-- slots (table.pack), so that `#` gives the position of its last non-null item, as the kernel's
+-- arrays do, rather than whichever border the hash part happens to give.
+local function with_holes(t, n)
+  if n > 100000 then return t end -- beyond what unpack can pass; the positions are kept anyway
+  local u = pack(unpack(t, 1, n))
+  u.n = nil
+  return setmetatable(u, array_mt)
+end
 
 local function decode_array(s, i, depth)
   local t, n = setmetatable({}, array_mt), 0
   local _, e = find(s, "^[ \t\r\n]*%]", i)
   if e then return t, e + 1 end
+  local holes = false
   while true do
     local v, c
     v, i = decode_value(s, i, depth)
     n = n + 1; t[n] = v
+    if v == nil then holes = true end
     _, e, c = find(s, "^[ \t\r\n]*([,%]])", i)
     if not e then decode_error(s, find(s, "[^ \t\r\n]", i) or #s + 1, "expected ',' or ']'") end
-    if c == "]" then return t, e + 1 end
+    if c == "]" then
+      if holes then t = with_holes(t, n) end
+      return t, e + 1
+    end
     i = e + 1
   end
 end
@@ -391,6 +413,7 @@ local function decode_object(s, i, depth)
       if e then
         v = literals[word]
         if v == nil then decode_error(s, i, "unexpected character") end
+        if v == null then v = null_value end
       end
     end
     if not e then
@@ -398,7 +421,7 @@ local function decode_object(s, i, depth)
       _, e, c = find(s, "^[ \t\r\n]*([,}])", i)
       if not e then decode_error(s, find(s, "[^ \t\r\n]", i) or #s + 1, "expected ',' or '}'") end
     end
-    if order and t[k] == nil then no = no + 1; order[no] = k end
+    if order and v ~= nil and t[k] == nil then no = no + 1; order[no] = k end
     t[k] = v
     if c == "}" then return t, e + 1 end
     i = e + 1
@@ -431,7 +454,7 @@ decode_value = function(s, i, depth)
   elseif c == 102 then
     if sub(s, i, i + 4) == "false" then return false, i + 5 end
   elseif c == 110 then
-    if sub(s, i, i + 3) == "null" then return null, i + 4 end
+    if sub(s, i, i + 3) == "null" then return null_value, i + 4 end
   elseif not c then
     decode_error(s, #s + 1, "unexpected end of input")
   end
@@ -618,7 +641,7 @@ local function shape_learn(s)
   end
 
   local code, nl = {
-    "local find, num, tonumber, M, OM, AM, N, P = ...\nreturn function(s, esc, str)\n",
+    "local find, num, tonumber, M, OM, AM, P = ...\nreturn function(s, esc, str, N)\n",
   }, 1
   local names = {}
   for k = 1, nc do names[k] = "c" .. k end
@@ -641,7 +664,7 @@ local function shape_learn(s)
   nl = nl + 1; code[nl] = "return " .. expr .. "\nend\n"
   local chunk = compile(concat(code, "", 1, nl), "=nbllm.json.shape", "t", {})
   if not chunk then return nil end
-  return chunk(find, shape_num, tonumber, setmetatable, object_mt, array_mt, null, pattern), pattern
+  return chunk(find, shape_num, tonumber, setmetatable, object_mt, array_mt, pattern), pattern
 end
 
 -- \" inside a string cannot be captured by "([^"%c]*)", so it is spelt \q, in a text that
@@ -665,7 +688,7 @@ local function shape_decode(s)
   end
   for k = 1, nshapes do
     local f = shapes[k]
-    local v = f(s, esc, str)
+    local v = f(s, esc, str, null_value)
     if v ~= nil then
       if k > 1 then shape_to_front(k, f, shape_pats[k]) end
       return v
@@ -688,9 +711,24 @@ local function shape_learn_maybe(s)
 end
 
 --- Decode a JSON text. Raises an error with the byte position on invalid input.
-function json.decode(s)
+--- JSON null decodes to nil; with opts = {null = json.null} it decodes to json.null.
+function json.decode(s, opts)
   if type(s) ~= "string" then
     error("json.decode: expected a string, got " .. type(s), 0)
+  end
+  null_value = nil
+  if opts ~= nil then
+    if type(opts) ~= "table" or rawequal(opts, null) then
+      error("json.decode: the options must be a table such as {null = json.null}, got "
+        .. type(opts), 0)
+    end
+    local want = rawget(opts, "null")
+    if want ~= nil then
+      if not rawequal(want, null) then
+        error("json.decode: the only value the 'null' option takes is json.null", 0)
+      end
+      null_value = null
+    end
   end
   local shaped = false
   if not keep_order and #s <= SHAPE_MAX_BYTES then

@@ -407,10 +407,12 @@ end
 --- Counters of json.decode's shape cache (hits, learned, paused), for tests and diagnostics.
 entry.json_stats = cfg.json_control.stats
 
+local KEEP_NULL = { null = json.null }
+
 --- Decode trusted JSON (call arguments built by Python) into marked tables.
 function entry.decode(s)
   set_keep_order(true) -- arguments keep their key order (tool schemas), whatever ran before
-  return json.decode(s)
+  return json.decode(s, KEEP_NULL) -- Python's None stays json.null: the value passes as it is
 end
 
 -- Strip the real globals: nothing below is reachable from the sandbox env anyway, but lupa's

@@ -11,8 +11,12 @@ See the request it sends:    %adapter test {{NAME}}          (the request-side c
 
 The sandbox: the Lua 5.4 standard library minus os, io, debug, package, require and bytecode
 loading, plus these built-ins:
-  json.encode(v) / json.decode(s)   json.null is JSON null; json.array() makes a table encode as
-                                    [] even when empty; decode raises on bad input
+  json.encode(v) / json.decode(s)   JSON null decodes to nil (the field is absent), as in the
+                                    HomeAgent kernel: test fields with `~= nil` or `x or ""`.
+                                    json.decode(s, {null = json.null}) keeps nulls as json.null
+                                    (for values you pass on); json.null encodes to null;
+                                    json.array() makes a table encode as [] even when empty;
+                                    decode raises on bad input (pcall(json.decode, s) catches it)
   log(level, msg)                   "debug" | "info" | "warn" | "error"; shown under the cell that
                                     ran the call and sent to Python logging
   http_get(url) / http_post(url, body)  return a JSON string {"url","status","body"} or
@@ -35,13 +39,6 @@ local M = {
   headers = {},
 }
 
-local null = json.null
-
--- True for a value that is present and not JSON null.
-local function present(v)
-  return v ~= nil and v ~= null
-end
-
 --[[ Optional: headers computed per request (signatures, custom auth).
 meta = {url, method, body, api_key, timestamp, source = {name = <provider>}}
 function M.build_headers(meta)
@@ -58,7 +55,8 @@ end
    reasoning_effort?, disable_thinking?, ...extra body keys}
 Return the body to POST, as a JSON string. ]]
 function M.transform_request(raw)
-  local req = json.decode(raw)
+  -- Nulls kept as json.null: the body is passed on, and a tool schema's null must stay null.
+  local req = json.decode(raw, { null = json.null })
   -- Example edits: providers that reject fields they don't know.
   req.disable_thinking = nil
   for _, m in ipairs(req.messages) do
@@ -75,12 +73,12 @@ Return a JSON string:
    error? = {message, code?, status?}} ]]
 function M.transform_response(raw)
   local r = json.decode(raw)
-  if present(r.error) then
+  if r.error ~= nil then
     return json.encode({ error = { message = tostring(r.error.message or r.error) } })
   end
   local choice = r.choices[1]
   local out = { content = choice.message.content or "", finish_reason = choice.finish_reason }
-  if present(r.usage) then
+  if r.usage ~= nil then
     out.token_usage = {
       prompt = r.usage.prompt_tokens,
       completion = r.usage.completion_tokens,
@@ -97,30 +95,28 @@ line). Return "" to skip it, or a JSON string with any of:
    tool_call = {id, name, arguments},  usage = {prompt, completion, total, cache_read,
    reasoning_tokens},  error = {message, code, status}}
 Tool-call fragments with the same index (or stream_index, or id) are joined. Module-level
-variables are per stream, so you may keep state between chunks. ]]
+variables are per stream, so you may keep state between chunks. The SSE end marker "[DONE]"
+never reaches this function: the runtime ends the stream itself. ]]
 function M.transform_stream_chunk(line)
-  if line == "[DONE]" then
-    return json.encode({ done = true })
-  end
   local c = json.decode(line)
-  local choice = present(c.choices) and c.choices[1] or nil
+  local choice = c.choices and c.choices[1] or nil -- usage-only chunks have choices = []
   local out, any = {}, false
-  if choice and present(choice.delta) then
+  if choice and choice.delta ~= nil then
     local d = choice.delta
     if type(d.content) == "string" and d.content ~= "" then
       out.content = d.content
       any = true
     end
-    if present(d.tool_calls) then
+    if d.tool_calls ~= nil then
       out.tool_calls = d.tool_calls
       any = true
     end
   end
-  if choice and present(choice.finish_reason) then
+  if choice and choice.finish_reason ~= nil then -- null (absent) until the last chunk
     out.finish_reason = choice.finish_reason
     any = true
   end
-  if present(c.usage) then
+  if c.usage ~= nil then
     out.usage = { prompt = c.usage.prompt_tokens, completion = c.usage.completion_tokens }
     any = true
   end
