@@ -121,6 +121,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--fixtures", action="append", default=[], help="a file or folder of recorded bodies"
     )
     check.add_argument("--expected", default=None, help="JSON file of expected results per fixture")
+    check.add_argument(
+        "--strict",
+        action="store_true",
+        help="also fail on warnings (an early done, content mapped to nothing)",
+    )
     args = parser.parse_args(argv)
     try:
         if args.command == "ask":
@@ -130,7 +135,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "check-adapter":
             from .conformance import cli_check
 
-            return cli_check(args.path, args.fixtures, args.expected)
+            return cli_check(args.path, args.fixtures, args.expected, strict=args.strict)
         return _demo(args)
     except LlmError as err:
         print(f"error: {err}", file=sys.stderr)

@@ -15,6 +15,14 @@ assembled :class:`~notebook_llm.Completion`, the script's ``log()`` lines, and a
 expected result ``{text, reasoning, tool_calls: [{name, args}], usage, finish, error_code}``
 when one is given (each key optional; only given keys are compared).
 
+Warnings (:func:`payload_warnings`) catch a script that passes every rule yet loses the answer,
+the mistake a truthy JSON-null sentinel caused in kernel scripts (``done = (fr ~= nil)`` read
+every chunk as done): each payload of a 200 body is also run through the hook on its own, and
+the kit warns when the script reports ``done`` (or a finish) while a later payload still carries
+content, when payloads carried content and the script mapped none of it, or when output tokens
+were counted but no text, reasoning or tool call came out. A warning names the hook and the
+payload number (1-based, ``[DONE]`` not counted); ``check-adapter --strict`` fails on one.
+
 Request side: :func:`request_cases` (text, system, multi-turn, tools, tool results, images) go
 through ``transform_request`` (and ``build_headers``) and are captured as the HTTP request the
 adapter would send: URL, headers (redacted) and JSON body.
@@ -57,6 +65,8 @@ from .protocol import (
 )
 from .secrets import redact, redact_headers, redact_obj, register_secret
 from .validate import Completion, assemble, validate_stream
+from .wire.ndjson import NDJSONDecoder
+from .wire.sse import SSEDecoder
 
 __all__ = [
     "CheckReport",
@@ -75,6 +85,7 @@ __all__ = [
     "find_fixtures",
     "load_expected",
     "load_fixture",
+    "payload_warnings",
     "replay_fixture",
     "request_cases",
     "summarize",
@@ -280,6 +291,8 @@ class FixtureResult:
     expected: Mapping[str, Any] | None = None
     logs: list[tuple[str, str]] = field(default_factory=list)
     skipped: str | None = None
+    #: Suspicious results that break no rule (see :func:`payload_warnings`); not failures.
+    warnings: list[str] = field(default_factory=list)
 
     @property
     def adapter_fault(self) -> bool:
@@ -326,6 +339,11 @@ class CheckReport:
             and all(f.ok for f in self.fixtures)
             and all(r.ok for r in self.requests)
         )
+
+    @property
+    def warnings(self) -> list[str]:
+        """Every fixture's warnings, each prefixed with the fixture's name."""
+        return [f"{f.fixture}: {w}" for f in self.fixtures for w in f.warnings]
 
     def render_text(self, *, events: bool = True) -> str:
         """A plain-text report (what the CLI prints; the notebook's ``text/plain``)."""
@@ -480,7 +498,152 @@ def replay_fixture(
     settle(result, events, error)
     if expected is not None:
         result.diffs = diff_completion(result.completion, expected)
+    if fx.status < 400 and not result.adapter_fault:
+        result.warnings = payload_warnings(adapter, fx, result.completion)
     return result
+
+
+# -------------------------------------------------------------------------------- warnings
+
+#: Keys whose non-empty string value is answer content in a provider payload (text, reasoning,
+#: tool-call arguments), whatever the API: OpenAI/Mistral/Groq ``content``, ``reasoning``,
+#: ``arguments``; Anthropic ``text``, ``thinking``, ``partial_json``; Gemini ``text``; Ollama
+#: ``content``, ``thinking``, ``response``.
+_CONTENT_KEYS = frozenset(
+    {
+        "content",
+        "text",
+        "reasoning",
+        "reasoning_content",
+        "thinking",
+        "partial_json",
+        "arguments",
+        "response",
+    }
+)
+#: Keys whose non-empty object value is a tool call's arguments (Gemini ``args``, Ollama
+#: ``arguments``, Anthropic ``input``), and keys that hold a tool call (its name is content).
+_ARGS_KEYS = frozenset({"args", "arguments", "input"})
+_CALL_KEYS = frozenset({"function", "functionCall"})
+
+
+def _carries_content(value: Any, key: str = "", depth: int = 0) -> bool:
+    """Whether a decoded payload holds answer content (see ``_CONTENT_KEYS``)."""
+    if depth > 32:
+        return False
+    if isinstance(value, str):
+        return bool(value) and key in _CONTENT_KEYS
+    if isinstance(value, dict):
+        if value and key in _ARGS_KEYS:
+            return True
+        name = value.get("name")
+        named = isinstance(name, str) and bool(name)
+        if named and (key in _CALL_KEYS or value.get("type") == "tool_use"):
+            return True
+        return any(_carries_content(v, str(k), depth + 1) for k, v in value.items())
+    if isinstance(value, list):
+        return any(_carries_content(v, key, depth + 1) for v in value)
+    return False
+
+
+def _payloads(fixture: Fixture) -> list[str]:
+    """A stream body's payloads as the adapter's hook gets them, up to the ``[DONE]`` marker."""
+    try:
+        if fixture.framing == "ndjson":
+            nd = NDJSONDecoder()
+            items = nd.feed(fixture.body) + nd.flush()
+        else:
+            sse = SSEDecoder()
+            items = sse.feed_data(fixture.body) + sse.flush_data()
+    except LlmError:
+        return []
+    if "[DONE]" in items:
+        items = items[: items.index("[DONE]")]
+    return items
+
+
+def _loads(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        return None
+
+
+def _mapped_content(chunk: Any) -> bool:
+    """Whether a unified chunk the script returned holds any answer content."""
+    if not isinstance(chunk, dict):
+        return False
+    for key in ("content", "reasoning_content"):
+        if isinstance(chunk.get(key), str) and chunk[key]:
+            return True
+    return bool(chunk.get("tool_calls")) or bool(chunk.get("tool_call"))
+
+
+def _reports_done(chunk: Any) -> bool:
+    if not isinstance(chunk, dict):
+        return False
+    finish = chunk.get("finish_reason")
+    return chunk.get("done") is True or (isinstance(finish, str) and finish != "")
+
+
+def payload_warnings(
+    adapter: LuaAdapter, fixture: Fixture, completion: Completion | None = None
+) -> list[str]:
+    """Warnings for a 200 body: the script ended early, dropped everything, or counted output
+    tokens without output (see the module doc). Each payload goes through the hook on its own,
+    in one fresh Lua state (as one stream would), so payloads after an early ``done`` are seen.
+    """
+    warnings: list[str] = []
+    if fixture.framing == "json":
+        hook = "transform_response"
+        held = _carries_content(_loads(fixture.body.decode("utf-8", errors="replace")))
+        first = 1
+        mapped = completion is not None and bool(
+            completion.text or completion.reasoning or completion.tool_calls
+        )
+    else:
+        hook = "transform_stream_chunk"
+        items = _payloads(fixture)
+        sandbox = LuaSandbox(
+            adapter.source,
+            name=adapter.name,
+            chunkname=str(adapter.path) if adapter.path else adapter.name,
+            limits=adapter.limits,
+            log=lambda _level, _msg: None,
+        )
+        results, _error = sandbox.call_each(hook, items)  # an error is the replay's to report
+        content_at = [i + 1 for i, item in enumerate(items) if _carries_content(_loads(item))]
+        held = bool(content_at)
+        first = content_at[0] if content_at else 0
+        chunks = [_loads(r) if isinstance(r, str) and r else None for r in results]
+        mapped = any(_mapped_content(c) for c in chunks)
+        done_at = next((i + 1 for i, c in enumerate(chunks) if _reports_done(c)), None)
+        later = [i for i in content_at if done_at is not None and i > done_at]
+        if later:
+            warnings.append(
+                f"{hook}, payload {done_at}: the script reported done (or a finish) here, but "
+                f"payload {later[0]} still carries content ({len(later)} such payload(s) are "
+                "lost); does it read a field that arrives as null as set?"
+            )
+    if held and not mapped:
+        warnings.append(
+            f"{hook}, payload {first}: the body carries content from here on, but the script "
+            "mapped none of it to text, reasoning or tool calls; does it read a field this API "
+            "does not send?"
+        )
+    usage = completion.usage if completion is not None else None
+    if (
+        completion is not None
+        and usage is not None
+        and (usage.output_tokens or 0) > (usage.reasoning_tokens or 0)
+        and not (completion.text or completion.reasoning or completion.tool_calls)
+        and not (held and not mapped)  # already said
+    ):
+        warnings.append(
+            f"{hook}: {usage.output_tokens} output tokens were counted but no text, reasoning "
+            "or tool call came out"
+        )
+    return warnings
 
 
 # -------------------------------------------------------------------------------- diff
@@ -622,8 +785,10 @@ def cli_check(
     expected: str | None,
     *,
     out: Callable[[str], object] | None = None,
+    strict: bool = False,
 ) -> int:
-    """``python -m notebook_llm check-adapter``: print the report; 0 if it conforms, else 1."""
+    """``python -m notebook_llm check-adapter``: print the report; 0 if it conforms, else 1.
+    With ``strict``, a warning (see :func:`payload_warnings`) fails it too."""
     write = out or (lambda s: sys.stdout.write(s + "\n"))
     try:
         report = check_adapter(Path(path), fixtures, expected)
@@ -631,6 +796,9 @@ def cli_check(
         write(redact(f"error: {err}"))
         return 1
     write(report.render_text(events=False))
+    if strict and report.ok and report.warnings:
+        write(f"FAIL under --strict: {len(report.warnings)} warning(s)")
+        return 1
     return 0 if report.ok else 1
 
 
@@ -843,14 +1011,18 @@ def _render_text(report: CheckReport, *, events: bool) -> str:
     verdict = "PASS" if report.ok else "FAIL"
     fx_ok = sum(f.ok for f in report.fixtures)
     rq_ok = sum(r.ok for r in report.requests)
+    n_warn = len(report.warnings)
     lines.append(
         f"adapter {report.adapter} {report.version} ({report.origin or '?'}): {verdict} - "
         f"{fx_ok}/{len(report.fixtures)} fixtures, {rq_ok}/{len(report.requests)} requests"
+        + (f", {n_warn} warning{'s' if n_warn != 1 else ''}" if n_warn else "")
     )
     if report.load_error is not None:
         lines.append(f"  load error: {report.load_error}")
     for f in report.fixtures:
         state = "skipped" if f.skipped else ("ok" if f.ok else "FAIL")
+        if f.ok and f.warnings:
+            state = "warning"
         lines.append(f"\n[{state}] {f.fixture} ({f.framing}, HTTP {f.status})")
         if f.skipped:
             lines.append(f"  {f.skipped}")
@@ -862,6 +1034,7 @@ def _render_text(report: CheckReport, *, events: bool) -> str:
             else f"  validate_stream: rule {f.rule} broken at event #{f.position}: {f.verdict}"
         )
         lines.extend(f"  problem: {p}" for p in f.problems if p != f.verdict)
+        lines.extend(f"  warning: {w}" for w in f.warnings)
         lines.extend(f"  log {level}: {msg}" for level, msg in f.logs)
         if events:
             lines.extend(

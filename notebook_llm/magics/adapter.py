@@ -151,22 +151,27 @@ def report_html(report: Any) -> str:
     from ..conformance import event_rows, summarize
 
     color = "#070" if report.ok else "#c00"
+    n_warn = len(report.warnings)
+    warned = f", {n_warn} warning{'s' if n_warn != 1 else ''}" if n_warn else ""
     parts = [
         f"<h4 style='color:{color}'>adapter {html.escape(report.adapter)} "
-        f"{html.escape(report.version)}: {'PASS' if report.ok else 'FAIL'}</h4>"
+        f"{html.escape(report.version)}: {'PASS' if report.ok else 'FAIL'}{warned}</h4>"
     ]
     if report.load_error is not None:
         parts.append(f"<pre>{html.escape(str(report.load_error))}</pre>")
     for f in report.fixtures:
         state = "skipped" if f.skipped else ("ok" if f.ok else "FAIL")
+        if f.ok and f.warnings:
+            state = "warning"
         parts.append(
-            f"<details {'open' if not f.ok else ''}><summary><b>[{state}]</b> "
+            f"<details {'open' if not f.ok or f.warnings else ''}><summary><b>[{state}]</b> "
             f"{html.escape(f.fixture)} ({f.framing}, HTTP {f.status}) - "
             f"{html.escape(summarize(f.completion))}</summary>"
         )
         verdict = "passes" if f.verdict is None else f"rule {f.rule} at event #{f.position}"
         parts.append(f"<div>validate_stream: {html.escape(verdict)}</div>")
         parts.extend(f"<div style='color:#c00'>{html.escape(p)}</div>" for p in f.problems)
+        parts.extend(f"<div style='color:#a60'>warning: {html.escape(w)}</div>" for w in f.warnings)
         parts.extend(f"<div>log {html.escape(lv)}: {html.escape(m)}</div>" for lv, m in f.logs)
         rows = [[str(p), t, i, d] for p, t, i, d in event_rows(f.events)]
         parts.append(_table(["#", "event", "index", "detail"], rows) + "</details>")
