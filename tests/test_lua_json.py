@@ -239,3 +239,20 @@ def test_duplicate_keys_with_null_encode_once(sb: LuaSandbox) -> None:
     # the last value wins (as in the kernel); a key that was null first is not listed twice
     out = run(sb, """return json.encode(json.decode('{"a":null,"a":1,"b":2,"a":null,"a":3}'))""")
     assert out == '{"a":3,"b":2}'
+
+
+def test_kernel_faithful_edges(sb: LuaSandbox) -> None:
+    # a number is read as its text, as the kernel's string check does
+    assert run(sb, "return json.decode(42)") == 42
+    # an unmarked empty table encodes as {} (as in the kernel); a decoded [] stays []
+    assert run(sb, "return json.encode({})") == "{}"
+    assert run(sb, "return json.encode(json.decode('{\"a\":[]}'))") == '{"a":[]}'
+    # kernel scripts' guard: invalid input makes pcall return false, so `if not ok` skips it
+    code = (
+        "local ok, chunk = pcall(json.decode, '[DONE]') "
+        "if not ok or chunk == nil then return 'skipped' end return 'used'"
+    )
+    assert run(sb, code) == "skipped"
+    # integers print and compare as the kernel's numbers do
+    assert run(sb, "local n = json.decode('{\"n\":3}').n return tostring(n) .. ' ' .. n") == "3 3"
+    assert run(sb, "return json.decode('3') == 3.0 and json.decode('2.5') * 2 == 5") is True

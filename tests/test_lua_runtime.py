@@ -138,7 +138,7 @@ def test_errors_from_builtins_are_strings(sb: LuaSandbox) -> None:
     local kinds = {}
     for _, f in ipairs({function() return http_get({}) end, function() return tohex(nil) end,
                         function() return hmac_sha256_hex(1, {}) end,
-                        function() return json.decode(5) end,
+                        function() return json.decode({}) end,
                         function() return sha256_hex('\\255') end}) do
       local ok, e = pcall(f)
       kinds[#kinds + 1] = type(e)

@@ -713,8 +713,11 @@ end
 --- Decode a JSON text. Raises an error with the byte position on invalid input.
 --- JSON null decodes to nil; with opts = {null = json.null} it decodes to json.null.
 function json.decode(s, opts)
-  if type(s) ~= "string" then
-    error("json.decode: expected a string, got " .. type(s), 0)
+  local st = type(s)
+  if st == "number" then
+    s = tostring(s) -- as the kernel (its string check converts numbers)
+  elseif st ~= "string" then
+    error("json.decode: expected a string, got " .. st, 0)
   end
   null_value = nil
   if opts ~= nil then
