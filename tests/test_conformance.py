@@ -352,3 +352,32 @@ def test_a_recording_of_a_mock_session_is_a_set_of_fixtures(tmp_path: Path) -> N
     assert report.ok, report.render_text()
     assert [r.completion.text for r in report.fixtures] == ["recorded for the kit", "think first"]
     assert report.fixtures[1].completion.reasoning  # the reasoning model's thinking came through
+
+
+def test_cli_strict_fails_on_warnings_only(tmp_path: Path) -> None:
+    # An adapter whose done flag is set on every chunk: first token kept, the rest lost.
+    early = tmp_path / "early.lua"
+    early.write_text(
+        "local M = { name = 'early' }\n"
+        "function M.transform_request(raw) return raw end\n"
+        "function M.transform_stream_chunk(line)\n"
+        "  local ok, c = pcall(json.decode, line)\n"
+        "  if not ok or c == nil or c.choices == nil or #c.choices == 0 then return '' end\n"
+        "  return json.encode({ content = c.choices[1].delta.content or '', done = true })\n"
+        "end\n"
+        "return M\n"
+    )
+    body = tmp_path / "two_tokens.sse"
+    body.write_text(
+        'data: {"choices":[{"index":0,"delta":{"content":"Hi"},"finish_reason":null}]}\n\n'
+        'data: {"choices":[{"index":0,"delta":{"content":" there"},"finish_reason":null}]}\n\n'
+        "data: [DONE]\n\n"
+    )
+    lenient = _cli(str(early), "--fixtures", str(body))
+    assert lenient.returncode == 0, lenient.stdout + lenient.stderr
+    assert "warning: transform_stream_chunk, payload 1" in lenient.stdout
+    strict = _cli(str(early), "--fixtures", str(body), "--strict")
+    assert strict.returncode == 1
+    assert "FAIL under --strict: 1 warning(s)" in strict.stdout
+    clean = _cli(str(ADAPTERS / "openai.lua"), "--fixtures", str(WIRE / "openai"), "--strict")
+    assert clean.returncode == 0, clean.stdout
