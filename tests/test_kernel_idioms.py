@@ -225,3 +225,41 @@ def test_builtin_adapters_raise_no_warning() -> None:
         )
         assert report.ok, provider
         assert report.warnings == [], (provider, report.warnings)
+
+
+# ---------------------------------------------------------------------------- built-ins and nulls
+
+NULL_SCHEMA_REQUEST = {
+    "model": "m",
+    "stream": True,
+    "messages": [{"role": "user", "content": "hi"}],
+    "tools": [
+        {
+            "type": "function",
+            "function": {
+                "name": "f",
+                "description": "d",
+                "parameters": {
+                    "type": "object",
+                    "properties": {"x": {"type": ["string", "null"], "default": None}},
+                },
+            },
+        }
+    ],
+}
+
+
+@pytest.mark.parametrize(
+    "provider",
+    ["openai", "deepseek", "github", "groq", "mistral", "anthropic", "gemini", "ollama"],
+)
+def test_builtin_adapters_send_a_tool_schemas_null_on(provider: str) -> None:
+    # The request side decodes with {null = json.null}: a null in a tool schema stays null
+    # (with the default decoding it would vanish, changing the schema the model sees).
+    from notebook_llm.lua.runtime import LuaSandbox
+
+    source = (ADAPTERS / f"{provider}.lua").read_text("utf-8")
+    out = LuaSandbox(source, name=provider).call(
+        "transform_request", json.dumps(NULL_SCHEMA_REQUEST)
+    )
+    assert '"default":null' in out.replace(" ", "")
