@@ -278,8 +278,17 @@ def test_an_empty_answer_is_finish_stop_with_empty_text_and_is_not_retried(
     assert len(server.posts) == 1
 
 
-def test_a_body_without_any_chunk_is_still_empty_response(server: Loopback) -> None:
-    server.replies = [sse_reply(b"data: [DONE]\r\n\r\n")]
+@pytest.mark.parametrize(
+    "body",
+    [
+        b"data: [DONE]\r\n\r\n",
+        # llama.cpp's stream cut short by a newer request: a role chunk, then [DONE].
+        (LLAMACPP / "stream_interrupted.sse").read_bytes(),
+    ],
+    ids=["done-only", "llamacpp-interrupted"],
+)
+def test_a_body_without_any_chunk_is_still_empty_response(server: Loopback, body: bytes) -> None:
+    server.replies = [sse_reply(body)]
     with pytest.raises(LlmError) as info:
         local(server).complete_sync("local", prompt="hi")
     assert info.value.code == ErrorCode.EMPTY_RESPONSE
