@@ -7,8 +7,10 @@ it. Auth: none set here, so the runtime adds "Authorization: Bearer <api_key>".
 Request (kernel JSON -> OpenAI):
   * reasoning_content is stripped from messages (OpenAI rejects it), as is our tool-message
     extension "is_error" (OpenAI has no such field; the tool's text says what went wrong);
-  * max_tokens is sent as max_completion_tokens (max_tokens is deprecated and refused by the
-    o-series and gpt-5 models; every current chat model accepts max_completion_tokens);
+  * max_tokens is sent as max_tokens, which every OpenAI-compatible server reads (llama.cpp,
+    vLLM, Ollama, LM Studio); OpenAI's own API wants max_completion_tokens for its reasoning
+    models, so the `openai` provider preset sets max_tokens_field = "max_completion_tokens"
+    and notebook_llm renames the field after this hook (a provider setting, not the script's);
   * disable_thinking is dropped; reasoning_effort "off" is sent as OpenAI's "none";
   * streaming asks for stream_options.include_usage so the last chunk carries usage.
 
@@ -62,10 +64,6 @@ function M.transform_request(raw)
   for _, m in ipairs(req.messages) do
     m.reasoning_content = nil
     m.is_error = nil
-  end
-  if req.max_tokens ~= nil then
-    req.max_completion_tokens = req.max_tokens
-    req.max_tokens = nil
   end
   req.disable_thinking = nil
   if req.reasoning_effort == "off" then req.reasoning_effort = "none" end

@@ -224,8 +224,13 @@ class Engine:
         needs_key: bool | None = None,
         models: Sequence[str] | None = None,
         prices: dict[str, tuple[float, float]] | None = None,
+        max_tokens_field: str | None = None,
     ) -> AdapterHandle:
-        """Register route ``name`` served by ``adapter`` with these connection settings."""
+        """Register route ``name`` served by ``adapter`` with these connection settings.
+
+        ``max_tokens_field`` names the body field that carries ``max_tokens`` (``"max_tokens"``
+        for OpenAI-compatible servers, ``"max_completion_tokens"`` for OpenAI's own API);
+        ``None`` keeps the adapter's choice."""
         instance = adapter if isinstance(adapter, LlmAdapter) else self.adapter(adapter)
         adapter_name = adapter if isinstance(adapter, str) else instance.name
         config = ProviderConfig(
@@ -242,6 +247,7 @@ class Engine:
             else needs_key,
             models=list(models or []),
             prices=dict(prices or {}),
+            max_tokens_field=max_tokens_field,
         )
         return self._bind_provider(config, instance)
 
@@ -375,6 +381,7 @@ class Engine:
             max_tokens=max_tokens,
             stop=list(stop) if stop else None,
             reasoning_effort=reasoning_effort,
+            max_tokens_field=config.max_tokens_field,
             extra_body={**config.extra_body, **(extra_body or {})},
             base_url=config.base_url,
             headers=dict(config.headers),
@@ -518,11 +525,35 @@ class Engine:
         return await run_tools(self, provider, model, **kwargs)
 
     async def list_models(self, provider: str) -> list[ModelInfo]:
+        """The models of ``provider``: the adapter's list; for an OpenAI-compatible server (a
+        provider on the ``openai`` adapter other than the OpenAI preset) the server's own
+        ``GET {base_url}/models``; else the configured ``models``."""
         adapter = self._ensure_route(provider)
         models = await adapter.list_models(provider)
         if models:
             return models
-        return [ModelInfo(m) for m in self.provider(provider).models]
+        config = self.provider(provider)
+        if (
+            config.adapter == "openai"
+            and config.base_url
+            and not config.source.startswith("preset")
+        ):
+            from .wire.models import fetch_openai_models
+
+            try:
+                served = await fetch_openai_models(
+                    config.base_url,
+                    provider=provider,
+                    api_key=self._key_for(config),
+                    headers=config.headers,
+                )
+            except LlmError:
+                if not config.models:
+                    raise
+                served = []
+            if served:
+                return served
+        return [ModelInfo(m) for m in config.models]
 
 
 async def _guarded(

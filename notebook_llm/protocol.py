@@ -426,6 +426,9 @@ class GenerateOptions:
     max_tokens: int | None = None
     stop: list[str] | None = None
     reasoning_effort: str | None = None
+    #: The body field that carries ``max_tokens`` for this provider (``max_tokens`` or
+    #: ``max_completion_tokens``); ``None`` keeps the adapter's choice.
+    max_tokens_field: str | None = None
     # Extra top-level body keys the provider understands (``extra_body`` in provider config).
     extra_body: dict[str, Any] = field(default_factory=dict)
     # Set by the engine: connection settings of the provider route, for HTTP adapters.

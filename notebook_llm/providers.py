@@ -20,6 +20,11 @@ Example ``config.toml``::
     base_url = "http://127.0.0.1:8000/v1"
     model = "qwen2.5-7b"
     api_key_env = "VLLM_KEY"        # optional
+    max_tokens_field = "max_tokens" # optional: the body field for max_tokens
+
+The ``openai`` adapter sends ``max_tokens``, which OpenAI-compatible servers (llama.cpp, vLLM,
+Ollama, LM Studio) read; the ``openai`` preset sets ``max_tokens_field = "max_completion_tokens"``
+because OpenAI's own API refuses ``max_tokens`` for its reasoning models.
 """
 
 from __future__ import annotations
@@ -56,6 +61,9 @@ class ProviderConfig:
     prices: dict[str, tuple[float, float]] = field(default_factory=dict)
     #: Where this configuration came from: preset, config file, code.
     source: str = "code"
+    #: The body field that carries max_tokens (``max_tokens`` / ``max_completion_tokens``);
+    #: ``None`` keeps the adapter's choice.
+    max_tokens_field: str | None = None
 
 
 PRESETS: dict[str, ProviderConfig] = {
@@ -76,6 +84,7 @@ PRESETS: dict[str, ProviderConfig] = {
                 "o4-mini": (1.10, 4.40),
             },
             source="preset",
+            max_tokens_field="max_completion_tokens",
         ),
         ProviderConfig(
             "deepseek",
@@ -186,6 +195,7 @@ _ALLOWED_KEYS = {
     "models",
     "needs_key",
     "prices",
+    "max_tokens_field",
 }
 
 
@@ -227,6 +237,12 @@ def load_file_config(path: Path | None = None) -> FileConfig:
                     f"{path}: [providers.{name}] {key} must be a {'table' if kind is dict else 'list'}",
                     ErrorCode.INVALID_OPTIONS,
                 )
+        field_name = table.get("max_tokens_field")
+        if field_name is not None and (not isinstance(field_name, str) or not field_name):
+            raise LlmError(
+                f'{path}: [providers.{name}] max_tokens_field must be a field name, e.g. "max_tokens"',
+                ErrorCode.INVALID_OPTIONS,
+            )
         unknown = set(table) - _ALLOWED_KEYS
         if unknown:
             raise LlmError(
@@ -282,6 +298,7 @@ def resolve_provider_config(
                 **{k: (float(v[0]), float(v[1])) for k, v in table.get("prices", {}).items()},
             },
             source="config file" if base.source != "preset" else "preset + config file",
+            max_tokens_field=table.get("max_tokens_field", cfg.max_tokens_field),
         )
     env_name = name.upper().replace("-", "_")
     if url := os.environ.get(f"NOTEBOOK_LLM_{env_name}_BASE_URL"):

@@ -138,6 +138,8 @@ class Completion:
     """The result of a generation, folded from its events."""
 
     blocks: list[Block] = field(default_factory=list)
+    #: Token counts as the provider reported them; ``None`` when it reported none (some
+    #: OpenAI-compatible servers send no usage in streams): never zeros standing in for unknown.
     usage: TokenUsage | None = None
     finish: FinishReason | None = None
     events: list[Event] = field(default_factory=list, repr=False)
@@ -192,9 +194,10 @@ class Completion:
         from .secrets import redact
 
         finish = self.finish.kind if self.finish else None
+        usage = self.usage if self.usage is not None else "<usage not reported>"
         return redact(
             f"Completion(text={self.text[:200]!r}{'...' if len(self.text) > 200 else ''}, "
-            f"tool_calls={[t.name for t in self.tool_calls]}, usage={self.usage}, finish={finish!r}, "
+            f"tool_calls={[t.name for t in self.tool_calls]}, usage={usage}, finish={finish!r}, "
             f"provider={self.provider!r}, model={self.model!r})"
         )
 

@@ -601,7 +601,9 @@ async def test_request_openai_compatible(provider: str) -> None:
     assert ("reasoning_content" in msgs[2]) is kept_reasoning
     if kept_reasoning:
         assert msgs[2]["reasoning_content"] == "I should check."
-    tokens_key = "max_completion_tokens" if provider in ("openai", "groq") else "max_tokens"
+    # The openai adapter sends max_tokens (what OpenAI-compatible servers read); the openai
+    # provider preset switches the field (see test_max_tokens_field_*).
+    tokens_key = "max_completion_tokens" if provider == "groq" else "max_tokens"
     assert body[tokens_key] == 256
     assert {"max_tokens", "max_completion_tokens"} - {tokens_key} <= {
         "max_tokens",
@@ -612,6 +614,31 @@ async def test_request_openai_compatible(provider: str) -> None:
     else:
         assert "stream_options" not in body
     assert "disable_thinking" not in body
+
+
+@pytest.mark.parametrize(
+    ("provider", "field"),
+    [
+        ("openai", "max_completion_tokens"),  # OpenAI's own API (the openai preset)
+        ("openai", "max_tokens"),
+        ("groq", "max_tokens"),  # the setting wins over the script's own choice
+        ("groq", "max_completion_tokens"),
+    ],
+)
+async def test_max_tokens_field_puts_the_limit_under_the_configured_name(
+    provider: str, field: str
+) -> None:
+    _, body = await sent(provider, max_tokens_field=field)
+    other = "max_tokens" if field == "max_completion_tokens" else "max_completion_tokens"
+    assert body[field] == 256
+    assert other not in body
+    assert body["messages"][0]["content"] == "Be brief."  # the rest of the body is kept
+
+
+async def test_max_tokens_field_leaves_other_body_shapes_alone() -> None:
+    _, body = await sent("gemini", max_tokens_field="max_completion_tokens")
+    assert body["generationConfig"]["maxOutputTokens"] == 256
+    assert "max_completion_tokens" not in body
 
 
 async def test_request_github_sends_api_version_header() -> None:

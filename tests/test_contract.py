@@ -459,13 +459,23 @@ def test_missing_end_marker_is_stream_closed_and_keeps_partial_blocks() -> None:
     assert (c.reasoning, c.text, c.tool_calls[0].arguments) == ("hmm", "partial ans", '{"a')
 
 
-def test_no_blocks_is_empty_response() -> None:
+def test_finish_stop_without_text_is_an_empty_answer_not_an_error() -> None:
+    # llama.cpp's empty answer: a role chunk (skipped by the adapter), then finish_reason stop.
     c = run({"usage": {"prompt": 3, "completion": 0}}, {"finish_reason": "stop"})
+    assert c.finish is not None
+    assert c.finish.kind == "stop"
+    assert c.finish.failure is None
+    assert (c.text, c.blocks) == ("", [])
+    assert c.usage is not None
+    assert c.usage.input_tokens == 3
+
+
+def test_no_content_and_no_finish_reason_is_empty_response() -> None:
+    c = run({"usage": {"prompt": 3, "completion": 0}})
     assert c.finish is not None
     assert c.finish.failure is not None
     assert c.finish.failure.code == ErrorCode.EMPTY_RESPONSE
-    assert c.usage is not None
-    assert c.usage.input_tokens == 3
+    assert c.finish.failure.retryable
 
 
 @pytest.mark.parametrize(

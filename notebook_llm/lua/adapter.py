@@ -294,6 +294,7 @@ class LuaAdapter(LlmAdapter):
                 adapter=self.name,
                 hook="transform_request",
             )
+        body = _apply_max_tokens_field(body, options)
         url = self._url(options, meta, streaming)
         headers = self._headers(sandbox, options, meta, url, body, streaming)
         return url, headers, body, streaming
@@ -329,15 +330,23 @@ class LuaAdapter(LlmAdapter):
         async with contextlib.AsyncExitStack() as stack:
             if owned:
                 await stack.enter_async_context(client)
-            with _TransportGuard(options.provider, mapper) as guard:
+            with _TransportGuard(options.provider, mapper, len(body)) as guard:
                 async with client.stream(
                     "POST", url, content=body.encode("utf-8"), headers=headers, timeout=self.timeout
                 ) as response:
                     if response.status_code >= 400:
                         raw = await _read_bounded(response)
-                        raise error_from_http(
-                            response.status_code, response.headers, raw, provider=options.provider
+                        raise _with_max_tokens_hint(
+                            error_from_http(
+                                response.status_code,
+                                response.headers,
+                                raw,
+                                provider=options.provider,
+                            ),
+                            raw,
+                            options,
                         )
+                    guard.accepted = True
                     if not streaming:
                         raw = await response.aread()
                         for event in self._map_whole(sandbox, raw, options):
@@ -345,7 +354,7 @@ class LuaAdapter(LlmAdapter):
                         return
                     ctype = response.headers.get("content-type", "")
                     ndjson = sandbox.meta().get("stream_format") == "ndjson" or "ndjson" in ctype
-                    pipeline = _Pipeline(sandbox, mapper, ndjson, self.name)
+                    pipeline = _Pipeline(sandbox, mapper, ndjson, self.name, len(body))
                     incoming = response.aiter_bytes()  # decodes gzip/br
                     async for chunk in incoming:
                         events = pipeline.feed(chunk)
@@ -380,8 +389,16 @@ class LuaAdapter(LlmAdapter):
 class _Pipeline:
     """Framing -> ``transform_stream_chunk`` -> ChunkMapper, for one response body."""
 
-    def __init__(self, sandbox: LuaSandbox, mapper: ChunkMapper, ndjson: bool, name: str) -> None:
+    def __init__(
+        self,
+        sandbox: LuaSandbox,
+        mapper: ChunkMapper,
+        ndjson: bool,
+        name: str,
+        request_chars: int = 0,
+    ) -> None:
         self.sandbox = sandbox
+        self.request_chars = request_chars
         self.mapper = mapper
         self.name = name
         self.ndjson = ndjson
@@ -462,7 +479,10 @@ class _Pipeline:
             if not self.sse.saw_sse and not self.mapper.finished:
                 text = (self.sse.non_sse_text() or "").strip()
                 if not text:  # an empty 200: retryable, like a stream that gave nothing
-                    raise LlmError("the provider sent an empty body", ErrorCode.EMPTY_RESPONSE)
+                    raise LlmError(
+                        after_headers("sent an empty body", self.request_chars),
+                        ErrorCode.EMPTY_RESPONSE,
+                    )
                 raise LlmError(
                     "the response was announced as a stream but is not SSE: " + redact(text[:300]),
                     ErrorCode.MALFORMED_RESPONSE,
@@ -471,6 +491,78 @@ class _Pipeline:
             error, self.pending = self.pending, None
             out.extend(self.mapper.finish(error))
         return out
+
+
+#: The two names OpenAI-style APIs use for the output token limit.
+_MAX_TOKENS_FIELDS = ("max_tokens", "max_completion_tokens")
+
+
+def _apply_max_tokens_field(body: str, options: GenerateOptions) -> str:
+    """Put the token limit under the provider's ``max_tokens_field``.
+
+    A provider setting, not a script's: the same ``openai`` adapter talks to OpenAI (which wants
+    ``max_completion_tokens``) and to llama.cpp or vLLM (which read only ``max_tokens``). Only a
+    body that carries one of the two OpenAI names at the top level is touched, so adapters with
+    their own shapes (Gemini's ``generationConfig``, Ollama's ``options``) are left alone.
+    """
+    field = options.max_tokens_field
+    if not field or options.max_tokens is None:
+        return body
+    try:
+        doc = json.loads(body)
+    except ValueError:
+        return body
+    if not isinstance(doc, dict):
+        return body
+    found = [name for name in _MAX_TOKENS_FIELDS if name in doc]
+    if not found or found == [field]:
+        return body
+    value = doc[found[0]]
+    for name in found:
+        del doc[name]
+    doc[field] = value
+    return json.dumps(doc, ensure_ascii=False)
+
+
+def _with_max_tokens_hint(err: LlmError, raw: bytes, options: GenerateOptions) -> LlmError:
+    """Add what to change to an error that refuses the token-limit field (OpenAI's
+    ``unsupported_parameter`` with ``param: "max_tokens"``, or the other name)."""
+    if err.status != 400:
+        return err
+    try:
+        error = json.loads(raw).get("error")
+    except (ValueError, AttributeError):
+        return err
+    param = error.get("param") if isinstance(error, dict) else None
+    if param not in _MAX_TOKENS_FIELDS:
+        return err
+    other = _MAX_TOKENS_FIELDS[1 - _MAX_TOKENS_FIELDS.index(param)]
+    err.message = (
+        f'{err.message} (set max_tokens_field = "{other}" for provider '
+        f'{options.provider!r} in config.toml, or add_provider(..., max_tokens_field="{other}"))'
+    )
+    err.args = (err.message,)
+    return err
+
+
+#: A request body above this many characters (about 1,000 tokens) may not fit the context
+#: window of a small local model (llama-cpp-python's server defaults to n_ctx 2048 tokens).
+LARGE_REQUEST_CHARS = 4000
+
+
+def after_headers(what: str, request_chars: int) -> str:
+    """The message for a server that accepted a request (HTTP 200) and then failed: it says so
+    plainly, and for a large request names the likely cause, the model's context window."""
+    message = (
+        f"the server accepted the request (HTTP 200) but then {what}; it failed while answering"
+    )
+    if request_chars >= LARGE_REQUEST_CHARS:
+        message += (
+            f". The request was large (about {request_chars // 4:,} tokens): it may not fit the "
+            "model's context window. Start a new conversation or send less, or give the server "
+            "a larger context (llama.cpp: --n_ctx)"
+        )
+    return message
 
 
 def _blame_provider_if_not_json(err: LlmError, payload: str) -> LlmError:
@@ -575,9 +667,12 @@ class _TransportGuard:
     are kept.
     """
 
-    def __init__(self, provider: str, mapper: ChunkMapper) -> None:
+    def __init__(self, provider: str, mapper: ChunkMapper, request_chars: int = 0) -> None:
         self.provider = provider
         self.mapper = mapper
+        self.request_chars = request_chars
+        #: Whether the server answered with a success status (its headers arrived).
+        self.accepted = False
         self.started = False
         self.tail: list[Event] | None = None
 
@@ -593,6 +688,15 @@ class _TransportGuard:
             err = LlmError(
                 f"timed out talking to {self.provider}: {type(exc).__name__}",
                 ErrorCode.TIMEOUT,
+                provider=self.provider,
+            )
+        elif isinstance(exc, httpx.HTTPError) and self.accepted:
+            # The body was cut: llama.cpp's server does this when generation fails after it
+            # has sent its 200 (a prompt over the context window, for one).
+            what = "closed the connection before the answer was complete"
+            err = LlmError(
+                f"{after_headers(what, self.request_chars)} ({type(exc).__name__})",
+                ErrorCode.TRANSPORT,
                 provider=self.provider,
             )
         elif isinstance(exc, httpx.HTTPError):

@@ -37,6 +37,9 @@ Decisions (the contract is silent or the reference kernel is wrong):
 * Usage frames merge field by field. ``prompt`` is the total input (cache reads included, OpenAI
   semantics); when ``completion`` is missing it is ``total - prompt``. ``cache_miss`` is
   accepted and ignored (it is part of ``prompt``).
+* A finish reason without any content (llama.cpp's empty answer: a role chunk, then
+  ``finish_reason: "stop"``) is an empty answer: ``finish`` stop with no blocks. Only a stream
+  with neither content nor a finish reason is ``EMPTY_RESPONSE`` (retryable).
 * The ``error`` field ends the stream with ``finish{kind:'error'}``. Its code: ``status`` maps
   like an HTTP status; a provider code/type maps to ours where one fits (``overloaded_error`` ->
   ``SERVER``, ``rate_limit_error`` -> ``RATE_LIMIT``, ...), else is upper-cased; with neither
@@ -550,7 +553,10 @@ class ChunkMapper:
                 return FinishReason(
                     "error", self._fail(f"the model stopped with finish reason {raw!r}", code)
                 )
-        if not any_block:
+        if not any_block and kind is None:
+            # Nothing at all: no content and no finish reason. A model that says "stop" without
+            # text has answered nothing, which is an answer (finish stop, empty text), not a
+            # failure to retry.
             return FinishReason(
                 "error", self._fail("the model returned no content", ErrorCode.EMPTY_RESPONSE)
             )

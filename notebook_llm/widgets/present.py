@@ -12,7 +12,14 @@ from ..errors import ErrorCode, LlmError
 from ..loop_events import LoopEvent
 from ..secrets import redact
 from ..validate import Completion
-from .render import ErrorBox, JsonResult, Result, parse_json_answer, strip_fences
+from .render import (
+    EMPTY_ANSWER,
+    ErrorBox,
+    JsonResult,
+    Result,
+    parse_json_answer,
+    strip_fences,
+)
 from .runner import Source, completion_from, run_async, run_blocking, ui_poller
 from .stream_view import StreamView
 
@@ -212,6 +219,8 @@ class Presenter:
             )
             if fmt == "code" and text and not stopped:
                 _offer_cell(strip_fences(text))
+        elif error is None and not any(c.tool_calls for c in (completion.steps or [completion])):
+            show_output(Result(EMPTY_ANSWER, fmt="text"))  # a model may answer nothing
         if error is not None and not stopped:
             hint = None
             if error.code == ErrorCode.MISSING_CREDENTIAL and error.provider:

@@ -16,6 +16,10 @@ from ..errors import ErrorCode, LlmError
 from ..secrets import redact
 
 STOPPED_MARK = "[stopped]"
+#: Shown instead of an answer when the model answered nothing (finish stop, no text).
+EMPTY_ANSWER = "(empty answer)"
+#: Shown in the footer of a finished stream whose provider sent no token counts.
+USAGE_NOT_REPORTED = "usage not reported"
 
 
 @dataclass
@@ -32,18 +36,23 @@ class ViewStats:
     status: str = "streaming"
 
     def line(self) -> str:
-        """One-line text summary, e.g. ``12 in · 40 out (8 reasoning) · first token 0.31 s``."""
-        parts = [
-            f"{self.input_tokens} in" if not self.estimated else "",
-            f"{'~' if self.estimated else ''}{self.output_tokens} out",
-        ]
+        """One-line text summary, e.g. ``12 in · 40 out (8 reasoning) · first token 0.31 s``.
+
+        A finished stream without a usage report says so (no zeros, no estimate, no cost)."""
+        if self.estimated and self.status != "streaming":
+            parts = [USAGE_NOT_REPORTED]
+        else:
+            parts = [
+                f"{self.input_tokens} in" if not self.estimated else "",
+                f"{'~' if self.estimated else ''}{self.output_tokens} out",
+            ]
         if self.reasoning_tokens:
             parts[-1] += f" ({self.reasoning_tokens} reasoning)"
         if self.latency is not None:
             parts.append(f"first token {self.latency:.2f} s")
         if self.tokens_per_s is not None:
             parts.append(f"{self.tokens_per_s:.0f} tok/s")
-        if self.cost is not None:
+        if self.cost is not None and not self.estimated:
             parts.append(f"${self.cost:.4f}" if self.cost < 1 else f"${self.cost:.2f}")
         return " · ".join(p for p in parts if p)
 

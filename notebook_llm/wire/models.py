@@ -1,0 +1,82 @@
+"""Asking an OpenAI-compatible server which models it serves: ``GET {base_url}/models``.
+
+llama.cpp, vLLM, LM Studio and Ollama's OpenAI endpoint all answer it with OpenAI's list shape,
+``{"object": "list", "data": [{"id": ..., "object": "model", ...}]}``, so a provider configured
+with nothing but a ``base_url`` can still show its models. One short request through the same
+transport as the adapters (so record/replay and tests can stand in for the network); failures
+become the same ``LlmError`` codes as a failed generation request.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+
+from ..errors import ErrorCode, LlmError
+from ..protocol import ModelInfo
+from ..secrets import redact
+from .http_errors import error_from_http
+from .transport import current_transport, shared_ssl_context
+
+__all__ = ["fetch_openai_models", "parse_model_list"]
+
+#: A model list is small and a local server answers at once; do not hold a cell for long.
+LIST_TIMEOUT = httpx.Timeout(10.0)
+
+
+def parse_model_list(doc: Any) -> list[ModelInfo]:
+    """The models of an OpenAI-style list body (entries without a string ``id`` are skipped)."""
+    data = doc.get("data") if isinstance(doc, dict) else None
+    if not isinstance(data, list):
+        return []
+    out: list[ModelInfo] = []
+    for entry in data:
+        if isinstance(entry, dict) and isinstance(entry.get("id"), str) and entry["id"]:
+            owner = entry.get("owned_by")
+            out.append(ModelInfo(entry["id"], description=f"owned by {owner}" if owner else None))
+    return out
+
+
+async def fetch_openai_models(
+    base_url: str,
+    *,
+    provider: str,
+    api_key: str | None = None,
+    headers: dict[str, str] | None = None,
+) -> list[ModelInfo]:
+    """``GET {base_url}/models`` and the models it lists; ``LlmError`` when the server fails."""
+    url = base_url.rstrip("/") + "/models"
+    sent = {"accept": "application/json", **(headers or {})}
+    if api_key and not {k.lower() for k in sent} & {"authorization", "x-api-key"}:
+        sent["authorization"] = f"Bearer {api_key}"
+    transport = current_transport() or httpx.AsyncHTTPTransport(verify=shared_ssl_context())
+    try:
+        async with httpx.AsyncClient(transport=transport, timeout=LIST_TIMEOUT) as client:
+            response = await client.get(url, headers=sent)
+            raw = await response.aread()
+    except httpx.TimeoutException as exc:
+        raise LlmError(
+            f"timed out asking {provider} for its models: {type(exc).__name__}",
+            ErrorCode.TIMEOUT,
+            provider=provider,
+        ) from None
+    except httpx.HTTPError as exc:
+        raise LlmError(
+            f"cannot ask {provider} for its models ({url}): {type(exc).__name__}: "
+            f"{redact(str(exc))}",
+            ErrorCode.TRANSPORT,
+            provider=provider,
+        ) from None
+    if response.status_code >= 400:
+        raise error_from_http(response.status_code, response.headers, raw, provider=provider)
+    try:
+        doc = response.json()
+    except ValueError:
+        raise LlmError(
+            f"{provider} answered GET /models with something that is not JSON: "
+            f"{redact(raw[:200].decode('utf-8', 'replace'))!r}",
+            ErrorCode.MALFORMED_RESPONSE,
+            provider=provider,
+        ) from None
+    return parse_model_list(doc)

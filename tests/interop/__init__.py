@@ -1,0 +1,1 @@
+"""The interop tier: tests against real servers (see conftest.py)."""
