@@ -1,0 +1,95 @@
+"""Issue 13: what a newcomer ran into. Each test reproduces one item of the issue first.
+
+User code (tools, adapters, config files, recordings) must never end or hang the kernel, state
+must stay right, and every mistake gets one line that says what to fix.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from typing import Any
+
+import pytest
+
+from notebook_llm import Chat, Engine, ToolResultBlock
+from notebook_llm.tools import run_tools
+from notebook_llm.tools.core import Tool
+
+
+@pytest.fixture
+def engine() -> Engine:
+    return Engine(config_file=False, env_file=False, retries=0)
+
+
+# ------------------------------------------------------------------ 1. sys.exit in a tool
+
+
+def bye(a: int, b: int) -> int:
+    """Leaves."""
+    sys.exit(1)
+
+
+async def abye(a: int, b: int) -> int:
+    """Leaves, asynchronously."""
+    raise SystemExit("async bye")
+
+
+def cli_tool(a: int, b: int) -> int:
+    """An argparse tool given bad arguments."""
+    parser = argparse.ArgumentParser(prog="cli_tool", add_help=False)
+    parser.add_argument("--n", type=int, required=True)
+    parser.parse_args(["--n", "not-a-number"])
+    return 0
+
+
+def interrupts(a: int, b: int) -> int:
+    """Raises KeyboardInterrupt itself."""
+    raise KeyboardInterrupt
+
+
+@pytest.mark.parametrize("fn", [bye, abye, cli_tool, interrupts])
+async def test_tool_exit_becomes_the_tools_result(engine: Engine, fn: Any) -> None:
+    completion = await asyncio.wait_for(
+        run_tools(engine, "mock", "tools", prompt="1 2", tools=[fn]), 60
+    )
+    block = completion.transcript[1].content[0]
+    assert isinstance(block, ToolResultBlock)
+    assert block.is_error
+    assert block.text.startswith(("SystemExit", "KeyboardInterrupt"))
+
+
+@pytest.mark.parametrize("fn", [bye, abye])
+async def test_tool_invoke_exit_is_an_error_text(fn: Any) -> None:
+    text, is_error = await Tool(fn).invoke('{"a": 1, "b": 2}')
+    assert is_error
+    assert text.startswith("SystemExit")
+
+
+def test_chat_send_with_exiting_tool_returns(engine: Engine) -> None:
+    chat = Chat(provider="mock", model="tools", engine=engine, tools=[bye], live=False)
+    completion = chat.send("1 2", display=False)
+    assert completion.error is None
+    assert any(
+        isinstance(b, ToolResultBlock) and b.is_error and "SystemExit" in b.text
+        for m in chat.messages
+        for b in m.content
+    )
+
+
+async def test_confirm_function_that_exits_is_the_tools_error(engine: Engine) -> None:
+    def add(a: int, b: int) -> int:
+        """Adds."""
+        return a + b
+
+    def leave(call: Any) -> bool:
+        sys.exit(3)
+
+    completion = await asyncio.wait_for(
+        run_tools(engine, "mock", "tools", prompt="1 2", tools=[add], confirm=leave), 60
+    )
+    block = completion.transcript[1].content[0]
+    assert isinstance(block, ToolResultBlock)
+    assert block.is_error
+    assert "SystemExit: 3" in block.text
