@@ -35,6 +35,10 @@ from .wire.http_errors import backoff_delay
 
 log = logging.getLogger("notebook_llm.engine")
 
+#: Where catalog adapters come from (lua/loader.py); a session load over one of these is an
+#: override that unload_adapter undoes. A reload of a session-loaded file is not.
+_CATALOG_ORIGINS = frozenset({"built-in", "entry point", "user file"})
+
 #: Resolves an adapter name the engine does not hold yet (built-in Lua, user file, entry point).
 AdapterResolver = Callable[[str], LlmAdapter | None]
 
@@ -158,7 +162,7 @@ class Engine:
             except LlmError:
                 existing = None
         if isinstance(existing, LuaAdapter):
-            if key not in self._overridden and existing.origin not in ("cell", "source"):
+            if key not in self._overridden and existing.origin in _CATALOG_ORIGINS:
                 # Keep what the session replaces, so unload_adapter can bring it back.
                 self._overridden[key] = (existing.source, existing.origin, existing.path)
             existing.reload(new.source)

@@ -9,11 +9,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from notebook_llm import Chat, Engine, ToolResultBlock
+from notebook_llm import Chat, Engine, ErrorCode, LlmError, ToolResultBlock
 from notebook_llm.tools import run_tools
 from notebook_llm.tools.core import Tool
 
@@ -93,3 +94,38 @@ async def test_confirm_function_that_exits_is_the_tools_error(engine: Engine) ->
     assert isinstance(block, ToolResultBlock)
     assert block.is_error
     assert "SystemExit: 3" in block.text
+
+
+# ------------------------------------------------------------------ 2. unload after reload
+
+LIVE = """
+local a = {{ name = "live", version = "{version}", endpoint = "/chat/completions" }}
+function a.transform_request(raw) return raw end
+function a.transform_stream_chunk(line) return json.encode({{ done = true }}) end
+return a
+"""
+
+
+def test_unload_after_reloading_a_file_adapter_removes_it(tmp_path: Path) -> None:
+    engine = Engine(config_file=False, env_file=False)
+    path = tmp_path / "live.lua"
+    path.write_text(LIVE.format(version="0.1"), "utf-8")
+    assert engine.load_adapter(path) == "live"
+    path.write_text(LIVE.format(version="0.2"), "utf-8")
+    engine.load_adapter(path)
+    assert engine.adapter("live").version == "0.2"
+    engine.unload_adapter("live")
+    with pytest.raises(LlmError) as info:
+        engine.adapter("live")
+    assert info.value.code == ErrorCode.NO_ADAPTER
+
+
+def test_unload_after_reload_of_an_override_still_brings_the_builtin_back(tmp_path: Path) -> None:
+    engine = Engine(config_file=False, env_file=False)
+    original = engine.adapter("openai").version
+    path = tmp_path / "openai.lua"
+    for version in ("custom-1", "custom-2"):
+        path.write_text(LIVE.replace('"live"', '"openai"').format(version=version), "utf-8")
+        engine.load_adapter(path)
+    engine.unload_adapter("openai")
+    assert engine.adapter("openai").version == original
