@@ -19,6 +19,7 @@ from .protocol import (
     ToolSchema,
     Usage,
 )
+from .session import default_engine
 
 WEATHER = ToolSchema(
     "get_weather",
@@ -59,7 +60,7 @@ async def _print_stream(
 
 
 def _demo(args: argparse.Namespace) -> int:
-    engine = Engine()
+    engine = default_engine()
     print("notebook_llm demo: the offline `mock` provider through the openai Lua adapter and a")
     print("loopback server (no key, no network). In Jupyter: %load_ext notebook_llm, then %%llm.\n")
     runs: list[tuple[str, str, dict[str, object]]] = [
@@ -76,7 +77,7 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def _ask(args: argparse.Namespace) -> int:
-    engine = Engine()
+    engine = default_engine()
     prompt = " ".join(args.prompt) or sys.stdin.read()
     asyncio.run(
         _print_stream(
@@ -92,7 +93,7 @@ def _ask(args: argparse.Namespace) -> int:
 
 
 def _providers(args: argparse.Namespace) -> int:
-    engine = Engine()
+    engine = default_engine()
     for name in engine.provider_names():
         cfg = engine.provider(name)
         key = (

@@ -30,23 +30,8 @@ from .errors import ErrorCode, LlmError
 from .loop_events import LoopEvent
 from .pricing import price_for
 from .protocol import Message, ToolSchema
+from .session import default_engine, set_default_engine
 from .validate import Completion
-
-_engine: Engine | None = None
-
-
-def default_engine() -> Engine:
-    """The engine shared by the magics and by ``Chat`` objects created without one."""
-    global _engine
-    if _engine is None:
-        _engine = Engine()
-    return _engine
-
-
-def set_default_engine(engine: Engine | None) -> None:
-    """Replace the shared engine (tests; ``None`` makes a fresh one on next use)."""
-    global _engine
-    _engine = engine
 
 
 @dataclass

@@ -419,6 +419,7 @@ class Engine:
         reasoning_effort: str | None = None,
         extra_body: dict[str, Any] | None = None,
         stop_signal: StopSignal | None = None,
+        retries: int | None = None,
     ) -> AsyncIterator[Event]:
         """Stream the events of one generation.
 
@@ -426,7 +427,9 @@ class Engine:
         ``MISSING_CREDENTIAL``, ``UNSUPPORTED_REASONING_EFFORT``, ``INVALID_OPTIONS``). Everything
         that goes wrong afterwards ends the stream with ``finish`` of kind ``error`` (or
         ``aborted`` after ``stop_signal.set()`` / a cancelled consumer), never a bare exception.
-        Retryable errors that happen before the first event are retried with backoff.
+        Retryable errors that happen before the first event are retried with backoff, by the
+        engine's one retry policy (``Engine(retries=, retry_base=, retry_cap=)``); ``retries``
+        overrides the count for this call only.
         """
         adapter, options = self._options(
             provider,
@@ -442,20 +445,48 @@ class Engine:
             extra_body,
         )
         await self._check_reasoning(adapter, options)
+        async with aclosing(self._attempts(adapter, options, stop_signal, retries, False)) as evs:
+            async for event in evs:
+                yield event
+
+    async def _attempts(
+        self,
+        adapter: LlmAdapter,
+        options: GenerateOptions,
+        stop_signal: StopSignal | None,
+        retries: int | None,
+        whole: bool,
+    ) -> AsyncGenerator[Event, None]:
+        """THE retry loop (the only one in the package): at most ``1 + retries`` requests.
+
+        ``whole=False`` (streaming) retries only before the first event reached the consumer;
+        ``whole=True`` (``complete``) holds each attempt's events back, so a retryable error
+        after some output is retried too: nothing had been shown."""
+        limit = self.retries if retries is None else max(0, retries)
         attempt = 0
         while True:
             pending_error: LlmError | None = None
+            held: list[Event] = []
             emitted = False
             async with aclosing(_guarded(adapter, options, stop_signal)) as events:
                 async for event in events:
-                    if isinstance(event, Finish) and event.reason.kind == "error" and not emitted:
+                    if (
+                        isinstance(event, Finish)
+                        and event.reason.kind == "error"
+                        and (whole or not emitted)
+                    ):
                         err = event.reason.failure
-                        if err is not None and err.retryable and attempt < self.retries:
+                        if err is not None and err.retryable and attempt < limit:
                             pending_error = err
                             break
+                    if whole:
+                        held.append(event)
+                        continue
                     emitted = True
                     yield event
             if pending_error is None:
+                for event in held:
+                    yield event
                 return
             delay = backoff_delay(
                 attempt,
@@ -467,10 +498,10 @@ class Engine:
             attempt += 1
             log.info(
                 "retrying %s after %s (attempt %d of %d, waiting %.2fs)",
-                provider,
+                options.provider,
                 pending_error.code,
                 attempt,
-                self.retries,
+                limit,
                 delay,
             )
             if not await sleep_unless_stopped(delay, stop_signal):
@@ -482,9 +513,19 @@ class Engine:
         """Run one generation to the end and return the :class:`Completion`.
 
         Raises the stream's ``LlmError`` when it ends with an error or is aborted; the partial
-        completion is attached to the error as ``err.details['completion']``.
+        completion is attached to the error as ``err.details['completion']``. Takes the options
+        of :meth:`stream`; a retryable error is retried even after some output (none was shown),
+        within the same ``1 + retries`` requests.
         """
-        events = [ev async for ev in self.stream(provider, model, **kwargs)]
+        retries = kwargs.pop("retries", None)
+        stop_signal = kwargs.pop("stop_signal", None)
+        opts = {k: kwargs.pop(k, None) for k in _OPTION_NAMES}
+        if kwargs:
+            raise TypeError(f"complete() got unexpected keyword arguments: {', '.join(kwargs)}")
+        adapter, options = self._options(provider, model, **opts)
+        await self._check_reasoning(adapter, options)
+        async with aclosing(self._attempts(adapter, options, stop_signal, retries, True)) as evs:
+            events = [ev async for ev in evs]
         completion = assemble(events)
         completion.provider = provider
         completion.model = model or self.provider(provider).model
@@ -600,6 +641,20 @@ async def _guarded(
             except Exception as exc:  # a failing cleanup must not replace the stream's outcome
                 log.warning("adapter %r failed while closing its stream: %r", name, exc)
     yield Finish(FinishReason("aborted" if failure.code == ErrorCode.ABORTED else "error", failure))
+
+
+#: The request options of :meth:`Engine.stream` (what ``_options`` takes after the route).
+_OPTION_NAMES = (
+    "prompt",
+    "messages",
+    "system",
+    "tools",
+    "temperature",
+    "max_tokens",
+    "stop",
+    "reasoning_effort",
+    "extra_body",
+)
 
 
 def _adapter_failure(exc: BaseException, name: str, provider: str) -> LlmError:

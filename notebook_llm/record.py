@@ -511,7 +511,7 @@ def _key_variables(engine: Engine | None = None) -> set[str]:
     names = {p.api_key_env for p in PRESETS.values() if p.needs_key and p.api_key_env}
     engines: list[Engine] = [engine] if engine is not None else []
     with contextlib.suppress(Exception):
-        from .chat import default_engine
+        from .session import default_engine
 
         engines.append(default_engine())
     for eng in engines:

@@ -9,12 +9,29 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from notebook_llm import Chat, Engine, ErrorCode, LlmError, ToolResultBlock
+from notebook_llm import (
+    BlockEnd,
+    BlockStart,
+    Chat,
+    Completion,
+    Engine,
+    ErrorCode,
+    Event,
+    Finish,
+    FinishReason,
+    GenerateOptions,
+    LlmAdapter,
+    LlmError,
+    TextBlock,
+    TextDelta,
+    ToolResultBlock,
+)
 from notebook_llm.tools import run_tools
 from notebook_llm.tools.core import Tool
 
@@ -129,3 +146,79 @@ def test_unload_after_reload_of_an_override_still_brings_the_builtin_back(tmp_pa
         engine.load_adapter(path)
     engine.unload_adapter("openai")
     assert engine.adapter("openai").version == original
+
+
+# ------------------------------------------------------------------ 3. one session engine
+
+
+@pytest.fixture
+def session_engine() -> Iterator[Engine]:
+    from notebook_llm.session import set_default_engine
+
+    eng = Engine(config_file=False, env_file=False, retries=0)
+    set_default_engine(eng)
+    yield eng
+    set_default_engine(None)
+
+
+class KeyedAdapter(LlmAdapter):
+    """Answers with whether it was given a key (never the key)."""
+
+    name = "keyed"
+
+    async def stream(self, options: GenerateOptions) -> AsyncIterator[Event]:
+        yield BlockStart(0, "text")
+        yield TextDelta(0, "with key" if options.api_key else "no key")
+        yield BlockEnd(0, TextBlock("with key" if options.api_key else "no key"))
+        yield Finish(FinishReason("stop"))
+
+
+def test_map_uses_the_key_set_with_the_magic(
+    session_engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import getpass
+
+    from IPython.testing.globalipapp import get_ipython
+
+    import notebook_llm
+
+    session_engine.add_provider("p", adapter=KeyedAdapter(), needs_key=True)
+    monkeypatch.setattr(getpass, "getpass", lambda prompt="": "sk-test-0123456789")
+    ip = get_ipython()
+    ip.run_line_magic("load_ext", "notebook_llm")
+    ip.run_line_magic("llm", "key p")
+    [result] = notebook_llm.map(["hi"], provider="p", progress=False)
+    assert isinstance(result, Completion), result
+    assert result.text == "with key"
+    assert Chat(provider="p", live=False).engine is session_engine
+
+
+def test_cli_uses_the_session_engine(
+    session_engine: Engine, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from notebook_llm.__main__ import main
+
+    session_engine.add_provider("p", adapter=KeyedAdapter(), needs_key=True)
+    session_engine.set_key("p", "sk-test-0123456789")
+    assert main(["ask", "-p", "p", "hi"]) == 0
+    assert "with key" in capsys.readouterr().out
+
+
+# ------------------------------------------------------------------ 4. one retry policy
+
+
+@pytest.mark.parametrize(("engine_retries", "map_retries", "sent"), [(2, None, 3), (2, 1, 2)])
+async def test_map_sends_a_failing_prompt_at_most_one_plus_retries_times(
+    engine_retries: int, map_retries: int | None, sent: int
+) -> None:
+    from notebook_llm import amap
+    from notebook_llm.mock import MockServer
+
+    with MockServer() as srv:
+        eng = Engine(config_file=False, env_file=False, retries=engine_retries, retry_base=0.001)
+        eng.add_provider("m", adapter="openai", base_url=srv.url + "/v1", model="echo")
+        srv.inject("server_error", count=100, status=500)
+        [result] = await amap(["x"], engine=eng, provider="m", retries=map_retries, progress=False)
+        assert isinstance(result, LlmError)
+        assert result.code == ErrorCode.SERVER
+        assert len(srv.requests) == sent

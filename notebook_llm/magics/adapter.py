@@ -63,7 +63,7 @@ def _show(obj: Any, **kwargs: Any) -> Any:
 
 def default_engine() -> Engine:
     """The session engine shared with ``%%llm`` and ``Chat`` (``notebook_llm.chat``)."""
-    from ..chat import default_engine as shared
+    from ..session import default_engine as shared
 
     return shared()
 

@@ -17,10 +17,11 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class, no_var_expand
 from traitlets import Bool, CaselessStrEnum, Float, Unicode
 
-from ..chat import Chat, default_engine
+from ..chat import Chat
 from ..engine import Engine
 from ..errors import LlmError
 from ..secrets import redact
+from ..session import default_engine
 from ..validate import Completion
 from ..widgets.present import show_output
 from ..widgets.render import ErrorBox
