@@ -222,3 +222,36 @@ async def test_map_sends_a_failing_prompt_at_most_one_plus_retries_times(
         assert isinstance(result, LlmError)
         assert result.code == ErrorCode.SERVER
         assert len(srv.requests) == sent
+
+
+# ------------------------------------------------------------------ 5. the key is sent once
+
+SIGNED = """
+local a = {{ name = "signed", version = "1", endpoint = "/chat/completions" }}
+function a.build_headers(meta) return {{ ["{header}"] = meta.api_key }} end
+function a.transform_request(raw) return raw end
+function a.transform_stream_chunk(line)
+  if line == "[DONE]" then return json.encode({{ done = true }}) end
+  local c = json.decode(line)
+  local ch = c.choices and c.choices[1]
+  if not ch then return "" end
+  return json.encode({{ content = ch.delta.content or "", finish_reason = ch.finish_reason }})
+end
+return a
+"""
+
+
+@pytest.mark.parametrize("header", ["X-Api-Key", "api-key", "X-Custom-Auth"])
+async def test_build_headers_alone_carries_the_key(header: str) -> None:
+    from notebook_llm.mock import MockServer
+
+    with MockServer() as srv:
+        eng = Engine(config_file=False, env_file=False, retries=0)
+        eng.load_adapter(SIGNED.format(header=header))
+        eng.add_provider(
+            "s", adapter="signed", base_url=srv.url + "/v1", model="echo", api_key="sk-x-123456"
+        )
+        await eng.complete("s", prompt="hi")
+        [request] = [r for r in srv.requests if r.method == "POST"]
+        assert request.headers[header.lower()] == "sk-x-123456"
+        assert "authorization" not in request.headers

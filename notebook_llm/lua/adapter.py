@@ -12,8 +12,10 @@ Extensions to the contract (documented in the README):
 * ``stream_endpoint`` is used instead of ``endpoint`` when streaming (Gemini's two URLs);
 * ``stream_format = "ndjson"`` selects NDJSON framing (also chosen for an
   ``application/x-ndjson`` response);
-* the default ``Authorization: Bearer <key>`` is not added when the script sets
-  ``Authorization``, ``x-api-key`` or ``x-goog-api-key`` itself, or puts ``{api_key}`` in the URL.
+* the default ``Authorization: Bearer <key>`` is not added when the script has a
+  ``build_headers`` hook (its headers are the only ones that carry the key), sets
+  ``Authorization``, ``x-api-key`` or ``x-goog-api-key`` in ``headers``, or puts ``{api_key}`` in
+  the URL.
 """
 
 from __future__ import annotations
@@ -272,6 +274,7 @@ class LuaAdapter(LlmAdapter):
         if (
             options.api_key
             and not key_in_url
+            and "build_headers" not in meta["hooks"]  # the adapter's own headers carry the key
             and not lower & {"authorization", "x-api-key", "x-goog-api-key"}
         ):
             headers["authorization"] = f"Bearer {options.api_key}"
