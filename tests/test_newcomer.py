@@ -255,3 +255,59 @@ async def test_build_headers_alone_carries_the_key(header: str) -> None:
         [request] = [r for r in srv.requests if r.method == "POST"]
         assert request.headers[header.lower()] == "sk-x-123456"
         assert "authorization" not in request.headers
+
+
+# ------------------------------------------------------------------ 7. Chat errors in a script
+
+
+def test_chat_error_in_a_plain_script_prints_readable_text(tmp_path: Path) -> None:
+    script = tmp_path / "chat_err.py"
+    script.write_text(
+        "from notebook_llm import Chat, Engine\n"
+        "eng = Engine(config_file=False, env_file=False, retries=0)\n"
+        "Chat(provider='openai', engine=eng).send('hi')\n",
+        "utf-8",
+    )
+    out = _run_python(script)
+    assert "object at 0x" not in out
+    assert "LLM error MISSING_CREDENTIAL (openai): no API key" in out
+
+
+def _run_python(*args: Any) -> str:
+    import os
+    import subprocess
+
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
+    done = subprocess.run(
+        [sys.executable, *map(str, args)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
+    return done.stdout + done.stderr
+
+
+# ------------------------------------------------------------------ 8. ask exits non-zero
+
+
+class BrokenAdapter(LlmAdapter):
+    name = "broken"
+
+    async def stream(self, options: GenerateOptions) -> AsyncIterator[Event]:
+        yield BlockStart(0, "text")
+        raise RuntimeError("the wire broke")
+
+
+def test_cli_ask_exits_non_zero_with_one_line_on_stderr(
+    session_engine: Engine, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from notebook_llm.__main__ import main
+
+    session_engine.add_provider("b", adapter=BrokenAdapter())
+    assert main(["ask", "-p", "b", "hi"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1
+    assert err[0].startswith("error: ")
+    assert "the wire broke" in err[0]
