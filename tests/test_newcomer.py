@@ -311,3 +311,49 @@ def test_cli_ask_exits_non_zero_with_one_line_on_stderr(
     assert len(err) == 1
     assert err[0].startswith("error: ")
     assert "the wire broke" in err[0]
+
+
+# ------------------------------------------------------------------ one line: non-UTF-8 adapter
+
+
+@pytest.fixture
+def adapter_shell() -> Iterator[tuple[Any, Any, Engine]]:
+    from IPython.core.interactiveshell import InteractiveShell
+
+    from notebook_llm.magics.adapter import AdapterMagics
+
+    sh = InteractiveShell.instance()
+    eng = Engine(config_file=False, env_file=False)
+    magics = AdapterMagics(sh, engine=eng)
+    sh.register_magics(magics)
+    yield sh, magics, eng
+    magics.close()
+
+
+def _latin1_adapter(tmp_path: Path) -> Path:
+    path = tmp_path / "latin.lua"
+    path.write_bytes(b'local a = { name = "latin", version = "1" }\n-- caf\xe9\nreturn a\n')
+    return path
+
+
+@pytest.mark.parametrize("command", ["load", "watch"])
+def test_non_utf8_adapter_file_is_one_line(
+    adapter_shell: Any, tmp_path: Path, command: str
+) -> None:
+    from IPython.core.error import UsageError
+
+    sh, _, _ = adapter_shell
+    path = _latin1_adapter(tmp_path)
+    with pytest.raises(UsageError) as info:
+        sh.run_line_magic("adapter", f"{command} {path}")
+    message = str(info.value)
+    assert "\n" not in message
+    assert f"adapter file {path}" in message
+    assert "is not UTF-8 text (byte 0xe9 on line 2): save it as UTF-8" in message
+
+
+def test_check_adapter_names_the_non_utf8_file(tmp_path: Path) -> None:
+    path = _latin1_adapter(tmp_path)
+    out = _run_python("-m", "notebook_llm", "check-adapter", path)
+    assert f"adapter file {path} is not UTF-8 text" in out
+    assert "Traceback" not in out

@@ -123,12 +123,7 @@ class LuaAdapter(LlmAdapter):
     def from_file(cls, path: str | Path, **kwargs: Any) -> LuaAdapter:
         """Load ``path``; the adapter's name is the script's ``name`` or the file's base name."""
         p = Path(path).expanduser()
-        try:
-            source = p.read_text(encoding="utf-8")
-        except OSError as exc:
-            raise LlmError(
-                f"cannot read adapter file {p}: {exc.strerror}", ErrorCode.INVALID_ADAPTER
-            ) from None
+        source = read_adapter_file(p)
         kwargs.setdefault("name", p.stem)
         kwargs.setdefault("origin", "file")
         return cls(source, path=p, **kwargs)
@@ -183,12 +178,7 @@ class LuaAdapter(LlmAdapter):
                 raise LlmError(
                     f"adapter {self.name!r} was not loaded from a file", ErrorCode.INVALID_ADAPTER
                 )
-            try:
-                source = self.path.read_text(encoding="utf-8")
-            except OSError as exc:
-                raise LlmError(
-                    f"cannot read {self.path}: {exc.strerror}", ErrorCode.INVALID_ADAPTER
-                ) from None
+            source = read_adapter_file(self.path)
         self._load(source)
 
     @property
@@ -616,3 +606,23 @@ class _TransportGuard:
         if err is exc:
             return False
         raise err from None
+
+
+def read_adapter_file(path: Path) -> str:
+    """The text of an adapter script; a file that cannot be read or is not UTF-8 is one
+    ``LlmError(INVALID_ADAPTER)`` line naming the file (and the line of the bad byte)."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise LlmError(
+            f"cannot read adapter file {path}: {exc.strerror}", ErrorCode.INVALID_ADAPTER
+        ) from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise LlmError(
+            f"adapter file {path} is not UTF-8 text (byte 0x{data[exc.start]:02x} on line "
+            f"{line}): save it as UTF-8",
+            ErrorCode.INVALID_ADAPTER,
+        ) from None

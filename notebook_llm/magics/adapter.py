@@ -38,7 +38,7 @@ from IPython.utils.process import arg_split  # type: ignore[attr-defined]
 
 from ..engine import Engine
 from ..errors import LlmError
-from ..lua.adapter import LuaAdapter
+from ..lua.adapter import LuaAdapter, read_adapter_file
 from ..lua.loader import builtin_adapters_dir
 from ..secrets import redact
 
@@ -496,9 +496,9 @@ class AdapterMagics(Magics):
     def _cmd_load(self, args: Any) -> None:
         path = Path(args.path).expanduser()
         try:
-            source = path.read_text("utf-8")
-        except OSError as exc:
-            raise UsageError(f"cannot read {path}: {exc.strerror}") from None
+            source = read_adapter_file(path)
+        except LlmError as err:
+            raise UsageError(err.message) from None
         _show(self._load(path, args.name, "file", source))
 
     def _cmd_show(self, args: Any) -> None:
@@ -514,7 +514,10 @@ class AdapterMagics(Magics):
             raise UsageError(
                 f"adapter {adapter.name!r} came from a {adapter.origin}: re-run that cell"
             )
-        source = adapter.path.read_text("utf-8") if adapter.path.exists() else None
+        try:
+            source: str | None = read_adapter_file(adapter.path)
+        except LlmError:
+            source = None  # adapter.reload() below reports the same problem as its error
         try:
             adapter.reload()
         except LlmError as err:
@@ -566,15 +569,19 @@ class AdapterMagics(Magics):
             raise UsageError(f"no such file: {path}")
         if path in self.watchers:
             self.watchers.pop(path).stop()
-        first = self._load(path, None, "file", path.read_text("utf-8"))
+        try:
+            first_source = read_adapter_file(path)
+        except LlmError as err:
+            raise UsageError(err.message) from None
+        first = self._load(path, None, "file", first_source)
         handle = _show(first, display_id=True)
         name = self.loaded
 
         def reload() -> Rich:
             try:
-                source = path.read_text("utf-8")
-            except OSError as exc:
-                return Rich(f"cannot read {path}: {exc.strerror}")
+                source = read_adapter_file(path)
+            except LlmError as err:  # unreadable or not UTF-8 (mid-save): keep the old one
+                return Rich(f"{err.message}; kept the previous version")
             view = self._load(path, name, "file", source)
             return Rich(f"[{time.strftime('%H:%M:%S')}] {view.plain}", view.html)
 
