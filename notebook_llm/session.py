@@ -17,6 +17,8 @@ from __future__ import annotations
 import threading
 
 from .engine import Engine
+from .errors import LlmError
+from .providers import notice
 
 __all__ = ["default_engine", "set_default_engine"]
 
@@ -29,7 +31,13 @@ def default_engine() -> Engine:
     global _engine
     with _lock:
         if _engine is None:
-            _engine = Engine()
+            try:
+                _engine = Engine()
+            except LlmError as err:
+                # A broken config.toml must not break every cell (mock ones too): one line
+                # that says what to fix, then the session runs on the built-in presets.
+                notice(f"{err.message}; the config file is ignored until you fix it and restart")
+                _engine = Engine(config_file=False)
         return _engine
 
 

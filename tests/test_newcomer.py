@@ -357,3 +357,76 @@ def test_check_adapter_names_the_non_utf8_file(tmp_path: Path) -> None:
     out = _run_python("-m", "notebook_llm", "check-adapter", path)
     assert f"adapter file {path} is not UTF-8 text" in out
     assert "Traceback" not in out
+
+
+# ------------------------------------------------------------------ one line: config.toml
+
+
+@pytest.fixture
+def fresh_session() -> Iterator[None]:
+    from notebook_llm import providers
+    from notebook_llm.session import set_default_engine
+
+    set_default_engine(None)
+    providers._noticed.clear()
+    yield
+    set_default_engine(None)
+
+
+def _write_config(data: bytes) -> Path:
+    import os
+
+    path = Path(os.environ["NOTEBOOK_LLM_CONFIG"])
+    path.write_bytes(data)
+    return path
+
+
+@pytest.mark.parametrize(
+    ("data", "line"),
+    [
+        (
+            b'[providers.openai]\nmodel = "caf\xe9"\n',
+            "is not UTF-8 text (byte 0xe9 on line 2): save it as UTF-8",
+        ),
+        (
+            b"[providers.openai]\nmodel = 5\n",
+            "[providers.openai] model must be a string (in quotes), not an integer (5)",
+        ),
+        (
+            b'[providers.x]\nadapter = "openai"\nheaders = { X-Team = 7 }\n',
+            "[providers.x] headers must be a table of strings, not a table",
+        ),
+        (b"[defaults]\nprovider = true\n", "[defaults] provider must be a string"),
+    ],
+)
+def test_bad_config_is_one_line_and_mock_cells_still_run(
+    fresh_session: None, capsys: pytest.CaptureFixture[str], data: bytes, line: str
+) -> None:
+    from IPython.testing.globalipapp import get_ipython
+
+    path = _write_config(data)
+    with pytest.raises(LlmError) as info:
+        Engine()
+    assert str(path) in info.value.message
+    assert line in info.value.message
+    ip = get_ipython()
+    ip.run_line_magic("load_ext", "notebook_llm")
+    ip.run_line_magic("llm", "providers")
+    result = ip.run_cell_magic("llm", "mock:echo -o answer", "still works")
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1, err
+    assert line in err[0]
+    assert "ignored until you fix it" in err[0]
+    assert result is None
+    assert ip.user_ns["answer"].text == "still works"
+
+
+def test_config_variable_naming_a_missing_file_is_warned_of(
+    fresh_session: None, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("NOTEBOOK_LLM_CONFIG", "/nonexistent/notebook_llm.toml")
+    Engine()
+    assert capsys.readouterr().err.strip() == (
+        "notebook_llm: NOTEBOOK_LLM_CONFIG names /nonexistent/notebook_llm.toml, which is not a "
+        "file: no config file is used"
+    )
