@@ -430,3 +430,38 @@ def test_config_variable_naming_a_missing_file_is_warned_of(
         "notebook_llm: NOTEBOOK_LLM_CONFIG names /nonexistent/notebook_llm.toml, which is not a "
         "file: no config file is used"
     )
+
+
+# ------------------------------------------------------------------ one line: %llm key, no stdin
+
+
+def test_llm_key_without_stdin_says_how_to_set_the_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    import getpass
+
+    from IPython.core.error import StdinNotImplementedError
+    from IPython.testing.globalipapp import get_ipython
+
+    def no_stdin(prompt: str = "") -> str:
+        raise StdinNotImplementedError("getpass was called, but this frontend does not support")
+
+    monkeypatch.setattr(getpass, "getpass", no_stdin)
+    ip = get_ipython()
+    ip.run_line_magic("load_ext", "notebook_llm")
+    assert _llm_error_line(ip, "key openai") == (
+        "UsageError: %llm key cannot ask for a key here (this front end has no input box): set the "
+        "environment variable OPENAI_API_KEY before starting Jupyter, or put OPENAI_API_KEY=... "
+        "in a .env file in the notebook's folder"
+    )
+
+
+def _llm_error_line(ip: Any, line: str, cell: str | None = None) -> str:
+    """The first stderr line of ``%llm line`` (``%%llm`` with a cell), with no traceback."""
+    from IPython.utils.capture import capture_output
+
+    with capture_output() as cap:
+        if cell is None:
+            ip.run_line_magic("llm", line)
+        else:
+            ip.run_cell_magic("llm", line, cell)
+    assert "Traceback" not in cap.stdout + cap.stderr
+    return cap.stderr.splitlines()[0] if cap.stderr else ""

@@ -13,7 +13,7 @@ import getpass
 import sys
 from typing import Any
 
-from IPython.core.error import UsageError
+from IPython.core.error import StdinNotImplementedError, UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class, no_var_expand
 from traitlets import Bool, CaselessStrEnum, Float, Unicode
 
@@ -236,7 +236,16 @@ class LlmMagics(Magics):
 
     def _key(self, provider: str) -> None:
         config = self.engine.provider(provider)
-        key = getpass.getpass(f"API key for {provider} (kept in memory for this session): ")
+        try:
+            key = getpass.getpass(f"API key for {provider} (kept in memory for this session): ")
+        except (StdinNotImplementedError, EOFError):
+            # nbconvert/nbclient/papermill: the front end cannot ask for input.
+            var = config.api_key_env or f"{provider.upper()}_API_KEY"
+            raise UsageError(
+                f"%llm key cannot ask for a key here (this front end has no input box): set the "
+                f"environment variable {var} before starting Jupyter, or put {var}=... in a .env "
+                "file in the notebook's folder"
+            ) from None
         if not key.strip():
             print("no key entered; nothing changed")
             return
