@@ -353,6 +353,7 @@ class Engine:
             msgs.append(Message.user(prompt))
         if not msgs:
             raise LlmError("nothing to send: give prompt= or messages=", ErrorCode.INVALID_OPTIONS)
+        _check_unicode(system, msgs)
         if max_tokens is not None and max_tokens <= 0:
             raise LlmError(
                 f"max_tokens must be positive, not {max_tokens}", ErrorCode.INVALID_OPTIONS
@@ -641,6 +642,27 @@ async def _guarded(
             except Exception as exc:  # a failing cleanup must not replace the stream's outcome
                 log.warning("adapter %r failed while closing its stream: %r", name, exc)
     yield Finish(FinishReason("aborted" if failure.code == ErrorCode.ABORTED else "error", failure))
+
+
+def _check_unicode(system: str | None, messages: Sequence[Message]) -> None:
+    """Text that cannot be sent as UTF-8 (a lone surrogate) is the caller's input, not the
+    adapter's fault: say where it is before any adapter sees it."""
+    texts = [("the system prompt", system or "")]
+    for n, message in enumerate(messages, 1):
+        for block in message.content:
+            text = getattr(block, "text", None)
+            if isinstance(text, str):
+                texts.append((f"message {n} ({message.role})", text))
+    for where, text in texts:
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise LlmError(
+                f"{where} holds text that is not valid Unicode (a lone surrogate "
+                f"{text[exc.start]!r} at position {exc.start}): clean it first, e.g. with "
+                ".encode('utf-8', 'replace').decode()",
+                ErrorCode.INVALID_OPTIONS,
+            ) from None
 
 
 #: The request options of :meth:`Engine.stream` (what ``_options`` takes after the route).

@@ -465,3 +465,32 @@ def _llm_error_line(ip: Any, line: str, cell: str | None = None) -> str:
             ip.run_cell_magic("llm", line, cell)
     assert "Traceback" not in cap.stdout + cap.stderr
     return cap.stderr.splitlines()[0] if cap.stderr else ""
+
+
+# ------------------------------------------------------------------ one line: lone surrogates
+
+
+def test_interpolated_lone_surrogate_names_the_variable() -> None:
+    from IPython.testing.globalipapp import get_ipython
+
+    ip = get_ipython()
+    ip.run_line_magic("load_ext", "notebook_llm")
+    ip.user_ns["title"] = b"caf\xe9".decode("utf-8", "surrogateescape")
+    from IPython.utils.capture import capture_output
+
+    with capture_output() as cap:
+        ip.run_cell_magic("llm", "mock:echo", "Summarize {title}")
+    text = cap.stdout + cap.stderr + " ".join(str(o.data) for o in cap.outputs)
+    assert "the variable {title} holds text that is not valid Unicode" in text
+    assert "ADAPTER_ERROR" not in text
+    assert "transform_request" not in text
+
+
+async def test_lone_surrogate_in_a_prompt_is_the_callers_error(engine: Engine) -> None:
+    with pytest.raises(LlmError) as info:
+        await engine.complete("mock", "echo", prompt="bad \udce9 text")
+    assert info.value.code == ErrorCode.INVALID_OPTIONS
+    assert info.value.message.startswith(
+        "message 1 (user) holds text that is not valid Unicode (a lone surrogate '\\udce9' at "
+        "position 4)"
+    )
