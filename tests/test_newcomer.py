@@ -494,3 +494,29 @@ async def test_lone_surrogate_in_a_prompt_is_the_callers_error(engine: Engine) -
         "message 1 (user) holds text that is not valid Unicode (a lone surrogate '\\udce9' at "
         "position 4)"
     )
+
+
+# ------------------------------------------------------------------ one line: invalid request JSON
+
+BAD_BODY = """
+local a = { name = "badbody", version = "1", endpoint = "/chat/completions" }
+function a.transform_request(raw) return raw:sub(1, -2) .. ",}" end
+function a.transform_stream_chunk(line) return json.encode({ done = true }) end
+return a
+"""
+
+
+async def test_transform_request_returning_invalid_json_is_the_adapters_error() -> None:
+    from notebook_llm.mock import MockServer
+
+    with MockServer() as srv:
+        eng = Engine(config_file=False, env_file=False, retries=0)
+        eng.load_adapter(BAD_BODY)
+        eng.add_provider("b", adapter="badbody", base_url=srv.url + "/v1", model="echo")
+        with pytest.raises(LlmError) as info:
+            await eng.complete("b", prompt="hi")
+        assert not [r for r in srv.requests if r.method == "POST"]  # nothing was sent
+    err = info.value
+    assert err.code == ErrorCode.ADAPTER_ERROR
+    assert err.hook == "transform_request"
+    assert err.message.startswith("adapter 'badbody': transform_request returned invalid JSON")

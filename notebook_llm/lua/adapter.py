@@ -287,6 +287,16 @@ class LuaAdapter(LlmAdapter):
                 adapter=self.name,
                 hook="transform_request",
             )
+        try:  # a bad body is the script's mistake: say so here, not with the server's HTTP 400
+            json.loads(body)
+        except ValueError as exc:
+            raise LlmError(
+                f"adapter {self.name!r}: transform_request returned invalid JSON ({exc}); "
+                f"it must return json.encode(...) of the request, got {body[:60]!r}",
+                ErrorCode.ADAPTER_ERROR,
+                adapter=self.name,
+                hook="transform_request",
+            ) from None
         url = self._url(options, meta, streaming)
         headers = self._headers(sandbox, options, meta, url, body, streaming)
         return url, headers, body, streaming
