@@ -283,6 +283,15 @@ class Engine:
         if adapter is not None:
             return adapter
         config = resolve_provider_config(name, self.file_config)
+        if config is None and name in self.adapter_names():
+            raise LlmError(
+                f"{name!r} is an adapter, not a provider: bind it to a server first with "
+                f'default_engine().add_provider("{name}", adapter="{name}", base_url="https://...", '
+                f'api_key_env="..."), from notebook_llm.session, or a [providers.{name}] table '
+                f'with adapter = "{name}" and base_url in config.toml',
+                ErrorCode.NO_ADAPTER,
+                provider=name,
+            )
         if config is None:
             raise LlmError(
                 f"no provider or adapter route named {name!r}; known providers: "

@@ -520,3 +520,35 @@ async def test_transform_request_returning_invalid_json_is_the_adapters_error() 
     assert err.code == ErrorCode.ADAPTER_ERROR
     assert err.hook == "transform_request"
     assert err.message.startswith("adapter 'badbody': transform_request returned invalid JSON")
+
+
+# ------------------------------------------------------------------ papercuts: adapter names
+
+
+def test_errors_use_the_file_name_or_the_declared_name(tmp_path: Path) -> None:
+    engine = Engine(config_file=False, env_file=False)
+    syntax = tmp_path / "syntax.lua"
+    syntax.write_text('local a = { name = "syn"\nfunction x(\nreturn a\n', "utf-8")
+    notable = tmp_path / "notable.lua"
+    notable.write_text("return 5\n", "utf-8")
+    messages = []
+    for what in (syntax, notable, 'local a = { name = "decl" }\nreturn 5\n'):
+        with pytest.raises(LlmError) as info:
+            engine.load_adapter(what)
+        messages.append(info.value.message)
+    assert messages[0].startswith("adapter 'syntax' does not compile: ")
+    assert messages[1] == (
+        "adapter 'notable': the script must return a table (the adapter), it returned a number"
+    )
+    assert messages[2].startswith("adapter 'decl': the script must return a table")
+
+
+def test_a_loaded_adapter_used_as_a_provider_says_how_to_bind_it() -> None:
+    engine = Engine(config_file=False, env_file=False)
+    engine.load_adapter(LIVE.format(version="1"))
+    with pytest.raises(LlmError) as info:
+        engine.complete_sync("live", prompt="hi")
+    assert info.value.message.startswith(
+        "'live' is an adapter, not a provider: bind it to a server first with "
+        'default_engine().add_provider("live", adapter="live", base_url='
+    )

@@ -24,6 +24,7 @@ import asyncio
 import contextlib
 import json
 import json.scanner
+import re
 import threading
 import time
 import urllib.parse
@@ -124,7 +125,8 @@ class LuaAdapter(LlmAdapter):
         """Load ``path``; the adapter's name is the script's ``name`` or the file's base name."""
         p = Path(path).expanduser()
         source = read_adapter_file(p)
-        kwargs.setdefault("name", p.stem)
+        if kwargs.get("name") is None:  # name=None (the magics) means: the script's or the file's
+            kwargs["name"] = p.stem
         kwargs.setdefault("origin", "file")
         return cls(source, path=p, **kwargs)
 
@@ -134,10 +136,14 @@ class LuaAdapter(LlmAdapter):
         return cls(source, name=name, **kwargs)
 
     def _sandbox(self, source: str | None = None) -> LuaSandbox:
+        text = self.source if source is None else source
+        # Errors name the adapter as the user knows it, even when the script does not compile:
+        # the given name, else the declared one, else the file's base name.
+        label = self._given_name or declared_name(text) or (self.path.stem if self.path else None)
         return LuaSandbox(
-            self.source if source is None else source,
-            name=self._given_name,
-            chunkname=f"@{self.path}" if self.path else f"={self._given_name or 'adapter'}",
+            text,
+            name=label,
+            chunkname=f"@{self.path}" if self.path else f"={label or 'adapter'}",
             limits=self.limits,
             log=self._on_log,
         )
@@ -636,3 +642,9 @@ def read_adapter_file(path: Path) -> str:
             f"{line}): save it as UTF-8",
             ErrorCode.INVALID_ADAPTER,
         ) from None
+
+
+def declared_name(source: str) -> str | None:
+    """The ``name = "..."`` a script declares, read without running it (for messages)."""
+    m = re.search(r'\bname\s*=\s*"([^"]+)"', source)
+    return m.group(1) if m else None

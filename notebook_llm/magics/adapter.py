@@ -38,7 +38,7 @@ from IPython.utils.process import arg_split  # type: ignore[attr-defined]
 
 from ..engine import Engine
 from ..errors import LlmError
-from ..lua.adapter import LuaAdapter, read_adapter_file
+from ..lua.adapter import LuaAdapter, declared_name, read_adapter_file
 from ..lua.loader import builtin_adapters_dir
 from ..secrets import redact
 
@@ -419,7 +419,7 @@ class AdapterMagics(Magics):
 
         ``self.loaded`` is the adapter's name after a success, ``None`` after a failure."""
         self.loaded = None
-        guess = name or _declared_name(source)
+        guess = name or declared_name(source)
         previous = self._peek(guess) if guess else None
         try:
             key = self.engine.load_adapter(what, name=name, origin=origin)
@@ -613,8 +613,3 @@ class AdapterMagics(Magics):
         if self.shell is not None:
             _remove_collector(self.shell)
         self.watchers.clear()
-
-
-def _declared_name(source: str) -> str | None:
-    m = re.search(r'\bname\s*=\s*"([^"]+)"', source)
-    return m.group(1) if m else None
