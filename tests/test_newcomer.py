@@ -552,3 +552,39 @@ def test_a_loaded_adapter_used_as_a_provider_says_how_to_bind_it() -> None:
         "'live' is an adapter, not a provider: bind it to a server first with "
         'default_engine().add_provider("live", adapter="live", base_url='
     )
+
+
+# ------------------------------------------------------------------ papercuts: silent settings
+
+
+@pytest.mark.parametrize(
+    ("line", "cell", "expected"),
+    [
+        ("use mock:nosuchmodel", None, "UsageError: mock has no model 'nosuchmodel'; it has: echo"),
+        ("mock -o for", "hi", "UsageError: --out needs a variable name, not the Python keyword"),
+        ("mock --new", "hi", "UsageError: --new starts a conversation over: use it with --chat"),
+        ("reset nosuch", None, "UsageError: no conversation named 'nosuch' (conversations: "),
+    ],
+)
+def test_settings_are_not_accepted_silently(line: str, cell: str | None, expected: str) -> None:
+    from IPython.testing.globalipapp import get_ipython
+
+    ip = get_ipython()
+    ip.run_line_magic("load_ext", "notebook_llm")
+    assert _llm_error_line(ip, line, cell).startswith(expected)
+
+
+def test_use_with_an_unlisted_model_says_it_was_not_checked() -> None:
+    from IPython.testing.globalipapp import get_ipython
+    from IPython.utils.capture import capture_output
+
+    ip = get_ipython()
+    ip.run_line_magic("load_ext", "notebook_llm")
+    with capture_output() as cap:
+        ip.run_line_magic("llm", "use openai:gpt-9-imaginary")
+        ip.run_line_magic("llm", "use mock:echo")
+    assert cap.stdout.splitlines() == [
+        "%%llm now uses openai:gpt-9-imaginary (not checked: 'gpt-9-imaginary' is not among the "
+        "models listed for openai)",
+        "%%llm now uses mock:echo",
+    ]

@@ -189,8 +189,11 @@ class LlmMagics(Magics):
             if provider is None:
                 raise UsageError(margs.LINE_COMMANDS["use"])
             self.engine.provider(provider)  # raises NO_ADAPTER for an unknown name
+            note = self._check_model(provider, model) if model else ""
             self.default_provider, self.default_model = provider, model
-            print(f"%%llm now uses {provider}:{model or self.engine.provider(provider).model}")
+            print(
+                f"%%llm now uses {provider}:{model or self.engine.provider(provider).model}{note}"
+            )
         elif command == "providers":
             self._show(_ProviderTable(self.engine))
         elif command == "models":
@@ -201,7 +204,12 @@ class LlmMagics(Magics):
             name = rest[0] if rest else margs.DEFAULT_CHAT
             if name in self.chats:
                 self.chats[name].reset()
-            print(f"conversation {name!r} reset")
+                print(f"conversation {name!r} reset")
+            elif rest:
+                known = ", ".join(sorted(self.chats)) or "none yet"
+                raise UsageError(f"no conversation named {name!r} (conversations: {known})")
+            else:
+                print(f"conversation {name!r} reset")
         elif command == "key":
             self._key(rest[0])
         elif command in ("record", "replay"):
@@ -215,6 +223,27 @@ class LlmMagics(Magics):
                 raise UsageError(
                     f"cannot use {rest[0] if rest else 'that file'}: {exc.strerror}"
                 ) from None
+
+    def _check_model(self, provider: str, model: str) -> str:
+        """Refuse a model the provider's adapter says it does not have; otherwise a note on
+        how far the name was checked (a preset's short list is not the provider's word)."""
+        from .._sync import run_sync
+
+        try:
+            listed = run_sync(self.engine._ensure_route(provider).list_models(provider))
+        except Exception:  # no key, no network: the choice stands, unchecked
+            listed = []
+        ids = [m.id for m in listed]
+        if ids and model not in ids:
+            raise UsageError(f"{provider} has no model {model!r}; it has: {', '.join(ids)}")
+        if ids:
+            return ""
+        suggested = self.engine.provider(provider).models
+        if model in suggested:
+            return ""
+        if suggested:
+            return f" (not checked: {model!r} is not among the models listed for {provider})"
+        return f" (not checked: {provider} cannot list its models)"
 
     def _models(self, provider: str) -> None:
         from .._sync import run_sync
