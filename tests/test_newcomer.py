@@ -588,3 +588,59 @@ def test_use_with_an_unlisted_model_says_it_was_not_checked() -> None:
         "models listed for openai)",
         "%%llm now uses mock:echo",
     ]
+
+
+# ------------------------------------------------------------------ papercuts: record and replay
+
+
+def test_record_and_replay_say_when_they_end_a_session(tmp_path: Path) -> None:
+    from notebook_llm import record as rec
+
+    try:
+        first = rec.magic_command(["record", str(tmp_path / "a.jsonl")])
+        assert first.startswith("recording provider exchanges to ")
+        switched = rec.magic_command(["record", str(tmp_path / "b.jsonl")])
+        assert switched.startswith(
+            f"switched recording: recorded 0 exchanges to {tmp_path / 'a.jsonl'}; now recording "
+            f"provider exchanges to {tmp_path / 'b.jsonl'}"
+        )
+        replaying = rec.magic_command(["replay", str(tmp_path / "b.jsonl")])
+        assert replaying.splitlines()[0].startswith(
+            f"ended the recording (recorded 0 exchanges to {tmp_path / 'b.jsonl'}); replaying 0 "
+        )
+        assert replaying.splitlines()[1:] == [
+            f"warning: {tmp_path / 'b.jsonl'} holds no exchanges: every request will be a "
+            "REPLAY_MISS"
+        ]
+    finally:
+        rec.stop()
+
+
+def test_replay_file_errors_are_distinct_and_name_the_line(tmp_path: Path) -> None:
+    from notebook_llm import record as rec
+
+    with pytest.raises(LlmError) as info:
+        rec.start_replay(tmp_path / "missing.jsonl")
+    assert info.value.code == ErrorCode.REPLAY_FILE
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"notebook_llm_recording": 1}\n{"method": "POST",\n', "utf-8")
+    with pytest.raises(LlmError) as info:
+        rec.start_replay(bad)
+    assert info.value.code == ErrorCode.REPLAY_FILE
+    assert info.value.message.startswith(f"recording {bad}, line 2: not a JSON object (")
+    assert rec.active() is None
+
+
+def test_replay_of_a_file_with_no_header_warns(tmp_path: Path) -> None:
+    from notebook_llm import record as rec
+
+    path = tmp_path / "plain.jsonl"
+    path.write_text('{"hello": 1}\n', "utf-8")
+    try:
+        lines = rec.magic_command(["replay", str(path)]).splitlines()
+    finally:
+        rec.stop()
+    assert lines[1:] == [
+        f"warning: {path} has no notebook_llm_recording header: is it a recording?",
+        f"warning: {path} holds no exchanges: every request will be a REPLAY_MISS",
+    ]
