@@ -262,7 +262,7 @@ def _read_recording(p: Path) -> tuple[list[Exchange], list[str]]:
                 continue
             try:
                 items.append(json.loads(line))
-            except ValueError as exc:
+            except json.JSONDecodeError as exc:
                 raise LlmError(
                     f"recording {p}, line {number}: not a JSON object ({exc.msg})",
                     ErrorCode.REPLAY_FILE,
