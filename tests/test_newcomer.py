@@ -644,3 +644,31 @@ def test_replay_of_a_file_with_no_header_warns(tmp_path: Path) -> None:
         f"warning: {path} has no notebook_llm_recording header: is it a recording?",
         f"warning: {path} holds no exchanges: every request will be a REPLAY_MISS",
     ]
+
+
+# ------------------------------------------------------------------ papercuts: history
+
+
+def test_history_shows_tool_calls_and_results() -> None:
+    from IPython.testing.globalipapp import get_ipython
+    from IPython.utils.capture import capture_output
+
+    ip = get_ipython()
+    ip.run_line_magic("load_ext", "notebook_llm")
+
+    def add(a: int, b: int) -> int:
+        """Adds."""
+        return a + b
+
+    ip.user_ns["add"] = add
+    with capture_output():
+        ip.run_cell_magic("llm", "mock:tools --tools add --chat hist --new", "add 2 and 40")
+    with capture_output() as cap:
+        ip.run_line_magic("llm", "history hist")
+    lines = cap.stdout.splitlines()
+    assert lines[0] == "user: add 2 and 40"
+    call = next(line for line in lines if "tool call" in line)
+    assert call.startswith("assistant: tool call add({")
+    assert '"a": 2' in call or '"b": 2' in call
+    assert "tool result add: 42" in lines
+    assert lines[-1].startswith("assistant: ")

@@ -20,6 +20,7 @@ from traitlets import Bool, CaselessStrEnum, Float, Unicode
 from ..chat import Chat
 from ..engine import Engine
 from ..errors import LlmError
+from ..protocol import Message, ToolCallBlock, ToolResultBlock
 from ..secrets import redact
 from ..session import default_engine
 from ..validate import Completion
@@ -259,9 +260,10 @@ class LlmMagics(Magics):
         if chat is None or not chat.messages:
             print(f"conversation {name!r} is empty")
             return
+        names: dict[str, str] = {}
         for message in chat.messages:
-            text = message.text or ", ".join(b.type for b in message.content)
-            print(redact(f"{message.role}: {text}"))
+            for line in _history_lines(message, names):
+                print(redact(line))
 
     def _key(self, provider: str) -> None:
         config = self.engine.provider(provider)
@@ -280,6 +282,29 @@ class LlmMagics(Magics):
             return
         self.engine.set_key(config.name, key.strip())
         print(f"key for {provider} set for this session")
+
+
+def _history_lines(message: Message, names: dict[str, str]) -> list[str]:
+    """``%llm history`` lines of one message: its text, then each tool call (name and
+    arguments) and tool result (which call, and what it returned); ``names`` maps call ids to
+    tool names across messages."""
+    lines = [f"{message.role}: {message.text}"] if message.text else []
+    for block in message.content:
+        if isinstance(block, ToolCallBlock):
+            names[block.id] = block.name
+            lines.append(f"{message.role}: tool call {block.name}({block.arguments or '{}'})")
+        elif isinstance(block, ToolResultBlock):
+            name = names.get(block.tool_call_id, block.tool_call_id)
+            status = "error" if block.is_error else "result"
+            lines.append(f"tool {status} {name}: {_short(block.text)}")
+    if not lines:
+        lines.append(f"{message.role}: {', '.join(b.type for b in message.content)}")
+    return lines
+
+
+def _short(text: str, limit: int = 300) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 class _ProviderTable:
