@@ -46,7 +46,7 @@ class Turn:
     temperature: float | None = None
     max_tokens: int | None = None
     reasoning_effort: str | None = None
-    confirm: bool = False
+    confirm: bool | Callable[..., Any] = False
     max_steps: int = 8
 
     @property
@@ -132,7 +132,12 @@ def make_source(
                 turn.model,
                 tools=turn.tools,
                 max_steps=turn.max_steps,
-                confirm=confirm if turn.confirm else None,
+                # turn.confirm: False, True (ask through ``confirm``) or a function of its own
+                confirm=turn.confirm
+                if callable(turn.confirm)
+                else confirm
+                if turn.confirm
+                else None,
                 **common,
             )
 

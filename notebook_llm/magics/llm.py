@@ -137,8 +137,25 @@ class LlmMagics(Magics):
             "max_tokens": opts.max_tokens,
             "reasoning_effort": opts.reasoning,
             "max_steps": opts.max_steps,
+            "confirm": self._confirm_for(opts.confirm),
         }
         return chat, prompt, opts, kwargs
+
+    def _confirm_for(self, wanted: bool) -> Any:
+        """``--confirm``: ``True`` (ask with the Run/Skip buttons, or input()), or, where no one
+        can answer (a headless run: nbclient, nbconvert, papermill), a function that skips
+        every call, said once in one line, instead of waiting forever."""
+        if not wanted:
+            return None
+        kernel = getattr(self.shell, "kernel", None)
+        if kernel is None or getattr(kernel, "_allow_stdin", True):
+            return True
+        print(
+            "--confirm: this run has no front end to answer (a headless run), so each tool call "
+            "is skipped; run the cell in Jupyter to approve calls",
+            file=sys.stderr,
+        )
+        return _skip_call
 
     def _store(self, opts: Any, completion: Completion) -> None:
         ns = self.shell.user_ns if self.shell is not None else {}
@@ -148,7 +165,7 @@ class LlmMagics(Magics):
 
     def _cell(self, line: str, cell: str) -> None:
         chat, prompt, opts, kwargs = self._prepare(line, cell)
-        completion = chat.send(prompt, confirm=opts.confirm or None, **kwargs)
+        completion = chat.send(prompt, **kwargs)
         self._store(opts, completion)
 
     async def llm_cell_async(self, line: str, cell: str) -> None:
@@ -160,9 +177,7 @@ class LlmMagics(Magics):
         """
         try:
             chat, prompt, opts, kwargs = self._prepare(line, cell)
-            completion = await chat.asend(
-                prompt, interruptible=True, confirm=opts.confirm or None, **kwargs
-            )
+            completion = await chat.asend(prompt, interruptible=True, **kwargs)
             self._store(opts, completion)
         except UsageError as exc:
             print(f"UsageError: {redact(str(exc))}\n{margs.usage()}", file=sys.stderr)
@@ -282,6 +297,11 @@ class LlmMagics(Magics):
             return
         self.engine.set_key(config.name, key.strip())
         print(f"key for {provider} set for this session")
+
+
+def _skip_call(call: Any) -> bool:
+    """The ``--confirm`` answer of a headless run: skip (the model is told it was declined)."""
+    return False
 
 
 def _history_lines(message: Message, names: dict[str, str]) -> list[str]:
