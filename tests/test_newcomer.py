@@ -41,6 +41,30 @@ def engine() -> Engine:
     return Engine(config_file=False, env_file=False, retries=0)
 
 
+@pytest.fixture(autouse=True)
+def _fresh_session_engine() -> Iterator[None]:
+    """No test leaves its session engine to the next."""
+    from notebook_llm.session import set_default_engine
+
+    yield
+    set_default_engine(None)
+
+
+@pytest.fixture
+def ip() -> Iterator[Any]:
+    """The in-process shell with the extension loaded and default settings (as test_magics)."""
+    from IPython.core.interactiveshell import InteractiveShell
+
+    shell = InteractiveShell.instance()
+    shell.run_line_magic("load_ext", "notebook_llm")
+    magics = shell.magics_manager.registry["LlmMagics"]
+    magics.default_provider = None
+    magics.default_model = None
+    magics.chats.clear()
+    yield shell
+    shell.run_line_magic("unload_ext", "notebook_llm")
+
+
 # ------------------------------------------------------------------ 1. sys.exit in a tool
 
 
@@ -174,18 +198,16 @@ class KeyedAdapter(LlmAdapter):
 
 
 def test_map_uses_the_key_set_with_the_magic(
-    session_engine: Engine, monkeypatch: pytest.MonkeyPatch
+    session_engine: Engine,
+    monkeypatch: pytest.MonkeyPatch,
+    ip: Any,
 ) -> None:
     import getpass
-
-    from IPython.testing.globalipapp import get_ipython
 
     import notebook_llm
 
     session_engine.add_provider("p", adapter=KeyedAdapter(), needs_key=True)
     monkeypatch.setattr(getpass, "getpass", lambda prompt="": "sk-test-0123456789")
-    ip = get_ipython()
-    ip.run_line_magic("load_ext", "notebook_llm")
     ip.run_line_magic("llm", "key p")
     [result] = notebook_llm.map(["hi"], provider="p", progress=False)
     assert isinstance(result, Completion), result
@@ -400,17 +422,17 @@ def _write_config(data: bytes) -> Path:
     ],
 )
 def test_bad_config_is_one_line_and_mock_cells_still_run(
-    fresh_session: None, capsys: pytest.CaptureFixture[str], data: bytes, line: str
+    fresh_session: None,
+    capsys: pytest.CaptureFixture[str],
+    data: bytes,
+    line: str,
+    ip: Any,
 ) -> None:
-    from IPython.testing.globalipapp import get_ipython
-
     path = _write_config(data)
     with pytest.raises(LlmError) as info:
         Engine()
     assert str(path) in info.value.message
     assert line in info.value.message
-    ip = get_ipython()
-    ip.run_line_magic("load_ext", "notebook_llm")
     ip.run_line_magic("llm", "providers")
     result = ip.run_cell_magic("llm", "mock:echo -o answer", "still works")
     err = capsys.readouterr().err.strip().splitlines()
@@ -435,18 +457,17 @@ def test_config_variable_naming_a_missing_file_is_warned_of(
 # ------------------------------------------------------------------ one line: %llm key, no stdin
 
 
-def test_llm_key_without_stdin_says_how_to_set_the_key(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_llm_key_without_stdin_says_how_to_set_the_key(
+    monkeypatch: pytest.MonkeyPatch, ip: Any
+) -> None:
     import getpass
 
     from IPython.core.error import StdinNotImplementedError
-    from IPython.testing.globalipapp import get_ipython
 
     def no_stdin(prompt: str = "") -> str:
         raise StdinNotImplementedError("getpass was called, but this frontend does not support")
 
     monkeypatch.setattr(getpass, "getpass", no_stdin)
-    ip = get_ipython()
-    ip.run_line_magic("load_ext", "notebook_llm")
     assert _llm_error_line(ip, "key openai") == (
         "UsageError: %llm key cannot ask for a key here (this front end has no input box): set the "
         "environment variable OPENAI_API_KEY before starting Jupyter, or put OPENAI_API_KEY=... "
@@ -470,11 +491,7 @@ def _llm_error_line(ip: Any, line: str, cell: str | None = None) -> str:
 # ------------------------------------------------------------------ one line: lone surrogates
 
 
-def test_interpolated_lone_surrogate_names_the_variable() -> None:
-    from IPython.testing.globalipapp import get_ipython
-
-    ip = get_ipython()
-    ip.run_line_magic("load_ext", "notebook_llm")
+def test_interpolated_lone_surrogate_names_the_variable(ip: Any) -> None:
     ip.user_ns["title"] = b"caf\xe9".decode("utf-8", "surrogateescape")
     from IPython.utils.capture import capture_output
 
@@ -566,20 +583,15 @@ def test_a_loaded_adapter_used_as_a_provider_says_how_to_bind_it() -> None:
         ("reset nosuch", None, "UsageError: no conversation named 'nosuch' (conversations: "),
     ],
 )
-def test_settings_are_not_accepted_silently(line: str, cell: str | None, expected: str) -> None:
-    from IPython.testing.globalipapp import get_ipython
-
-    ip = get_ipython()
-    ip.run_line_magic("load_ext", "notebook_llm")
+def test_settings_are_not_accepted_silently(
+    line: str, cell: str | None, expected: str, ip: Any
+) -> None:
     assert _llm_error_line(ip, line, cell).startswith(expected)
 
 
-def test_use_with_an_unlisted_model_says_it_was_not_checked() -> None:
-    from IPython.testing.globalipapp import get_ipython
+def test_use_with_an_unlisted_model_says_it_was_not_checked(ip: Any) -> None:
     from IPython.utils.capture import capture_output
 
-    ip = get_ipython()
-    ip.run_line_magic("load_ext", "notebook_llm")
     with capture_output() as cap:
         ip.run_line_magic("llm", "use openai:gpt-9-imaginary")
         ip.run_line_magic("llm", "use mock:echo")
@@ -649,12 +661,8 @@ def test_replay_of_a_file_with_no_header_warns(tmp_path: Path) -> None:
 # ------------------------------------------------------------------ papercuts: history
 
 
-def test_history_shows_tool_calls_and_results() -> None:
-    from IPython.testing.globalipapp import get_ipython
+def test_history_shows_tool_calls_and_results(ip: Any) -> None:
     from IPython.utils.capture import capture_output
-
-    ip = get_ipython()
-    ip.run_line_magic("load_ext", "notebook_llm")
 
     def add(a: int, b: int) -> int:
         """Adds."""
