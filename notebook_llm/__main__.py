@@ -19,6 +19,7 @@ from .protocol import (
     ToolSchema,
     Usage,
 )
+from .session import default_engine
 
 WEATHER = ToolSchema(
     "get_weather",
@@ -29,9 +30,11 @@ WEATHER = ToolSchema(
 
 async def _print_stream(
     engine: Engine, provider: str, model: str | None, prompt: str, **kw: object
-) -> None:
+) -> LlmError | None:
+    """Print the stream; the error it ended with (failed or aborted), else ``None``."""
     out = sys.stdout
     thinking = False
+    failure: LlmError | None = None
     async for ev in engine.stream(provider, model, prompt=prompt, **kw):  # type: ignore[arg-type]
         if isinstance(ev, BlockStart) and ev.block_type == "reasoning":
             out.write("\033[2m[thinking] ")
@@ -53,13 +56,15 @@ async def _print_stream(
             out.write(f"\033[0m\n  · {u.input_tokens} in / {u.output_tokens} out tokens")
         elif isinstance(ev, Finish):
             reason = ev.reason
-            extra = f" [{reason.failure.code}] {reason.failure.message}" if reason.failure else ""
+            failure = reason.failure
+            extra = f" [{failure.code}] {failure.message}" if failure else ""
             out.write(f"  · finish: {reason.kind}{extra}\n")
         out.flush()
+    return failure
 
 
 def _demo(args: argparse.Namespace) -> int:
-    engine = Engine()
+    engine = default_engine()
     print("notebook_llm demo: the offline `mock` provider through the openai Lua adapter and a")
     print("loopback server (no key, no network). In Jupyter: %load_ext notebook_llm, then %%llm.\n")
     runs: list[tuple[str, str, dict[str, object]]] = [
@@ -76,9 +81,9 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def _ask(args: argparse.Namespace) -> int:
-    engine = Engine()
+    engine = default_engine()
     prompt = " ".join(args.prompt) or sys.stdin.read()
-    asyncio.run(
+    failure = asyncio.run(
         _print_stream(
             engine,
             args.provider,
@@ -88,11 +93,14 @@ def _ask(args: argparse.Namespace) -> int:
             max_tokens=args.max_tokens,
         )
     )
+    if failure is not None:  # the answer ended in an error: say so on stderr, exit non-zero
+        print(f"error: {failure}", file=sys.stderr)
+        return 130 if failure.code == "ABORTED" else 1
     return 0
 
 
 def _providers(args: argparse.Namespace) -> int:
-    engine = Engine()
+    engine = default_engine()
     for name in engine.provider_names():
         cfg = engine.provider(name)
         key = (

@@ -7,11 +7,12 @@
 Results come back in input order; a prompt that fails for good holds its ``LlmError`` in its
 slot instead of a ``Completion``, so one failure never loses the others.
 
-Retries: the engine already retries retryable errors that happen before the first event
-(``Engine(retries=...)``); on top of that, each prompt whose ``complete`` still fails with a
-retryable code (RATE_LIMIT, SERVER, TIMEOUT, TRANSPORT, EMPTY_RESPONSE) is tried again up to
-``retries`` times, waiting ``backoff_delay`` (exponential with full jitter, never shorter than
-the provider's ``Retry-After``).
+Retries: one policy, the engine's (``Engine(retries=, retry_base=, retry_cap=)``; the shared
+session engine's by default). A prompt that fails with a retryable code (RATE_LIMIT, SERVER,
+TIMEOUT, TRANSPORT, EMPTY_RESPONSE) is sent at most ``1 + retries`` times in all, waiting
+``backoff_delay`` between tries (exponential with full jitter, never shorter than the provider's
+``Retry-After``). ``map(..., retries=N)`` sets that count for this batch instead of the
+engine's; it does not add a second loop on top.
 
 Nothing here imports notebook code; the progress bar helper imports ipywidgets lazily and only
 when running inside a Jupyter kernel.
@@ -22,18 +23,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import random
 import sys
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from ._sync import run_sync
-from .cancel import StopSignal, sleep_unless_stopped
+from .cancel import StopSignal
 from .engine import Engine
 from .errors import ErrorCode, LlmError
 from .protocol import Message
 from .validate import Completion
-from .wire.http_errors import backoff_delay
 from .wire.transport import connection_pool
 
 __all__ = ["BatchResult", "ProgressFn", "amap", "map_prompts", "notebook_progress"]
@@ -48,16 +47,13 @@ BatchResult = Completion | LlmError
 Prompt = str | Message | Sequence[Message]
 
 _STOP_POLL = 0.05
-_default_engine: Engine | None = None
 
 
 def _engine(engine: Engine | None) -> Engine:
-    global _default_engine
-    if engine is not None:
-        return engine
-    if _default_engine is None:
-        _default_engine = Engine()
-    return _default_engine
+    """``engine``, else the session's (the one the magics and ``Chat`` use, with their keys)."""
+    from .session import default_engine
+
+    return engine if engine is not None else default_engine()
 
 
 def _request(prompt: Any) -> dict[str, Any]:
@@ -109,36 +105,21 @@ async def _one(
     provider: str,
     model: str | None,
     prompt: Any,
-    retries: int,
-    rng: random.Random,
+    retries: int | None,
     stop: StopSignal | None,
     kw: dict[str, Any],
 ) -> BatchResult:
-    attempt = 0
-    while True:
-        if stop is not None and stop.is_set():
-            return LlmError(stop.reason, ErrorCode.ABORTED, provider=provider)
-        try:
-            return await engine.complete(
-                provider, model, stop_signal=stop, **_request(prompt), **kw
-            )
-        except LlmError as err:
-            if not err.retryable or attempt >= retries:
-                return err
-            delay = backoff_delay(
-                attempt,
-                retry_after=err.retry_after,
-                base=engine.retry_base,
-                cap=engine.retry_cap,
-                rng=rng,
-            )
-            attempt += 1
-            log.info("batch: retrying after %s in %.2fs (attempt %d)", err.code, delay, attempt)
-            if not await sleep_unless_stopped(delay, stop):
-                reason = stop.reason if stop is not None else "stopped"
-                return LlmError(reason, ErrorCode.ABORTED, provider=provider)
-        except Exception as exc:  # a bug somewhere must not lose the other prompts
-            return LlmError(f"{type(exc).__name__}: {exc}", ErrorCode.UNKNOWN, provider=provider)
+    if stop is not None and stop.is_set():
+        return LlmError(stop.reason, ErrorCode.ABORTED, provider=provider)
+    try:
+        # The engine's retry loop is the only one: no second loop here to multiply it.
+        return await engine.complete(
+            provider, model, stop_signal=stop, retries=retries, **_request(prompt), **kw
+        )
+    except LlmError as err:
+        return err
+    except Exception as exc:  # a bug somewhere must not lose the other prompts
+        return LlmError(f"{type(exc).__name__}: {exc}", ErrorCode.UNKNOWN, provider=provider)
 
 
 async def amap(
@@ -148,7 +129,7 @@ async def amap(
     provider: str = "mock",
     model: str | None = None,
     concurrency: int = 8,
-    retries: int = 3,
+    retries: int | None = None,
     progress: ProgressFn | bool | None = None,
     stop_signal: StopSignal | None = None,
     **kw: Any,
@@ -177,7 +158,6 @@ async def amap(
     results: list[BatchResult | None] = [None] * total
     report = _progress_fn(progress, total)
     done = 0
-    rng = random.Random()
     children: set[StopSignal] = set()
 
     def tick() -> None:
@@ -206,7 +186,7 @@ async def amap(
             if child is not None:
                 children.add(child)
             try:
-                results[i] = await _one(eng, provider, model, items[i], retries, rng, child, kw)
+                results[i] = await _one(eng, provider, model, items[i], retries, child, kw)
             finally:
                 if child is not None:
                     children.discard(child)
@@ -241,7 +221,7 @@ def map_prompts(
     provider: str = "mock",
     model: str | None = None,
     concurrency: int = 8,
-    retries: int = 3,
+    retries: int | None = None,
     progress: ProgressFn | bool | None = None,
     **kw: Any,
 ) -> list[BatchResult]:

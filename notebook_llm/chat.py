@@ -30,23 +30,8 @@ from .errors import ErrorCode, LlmError
 from .loop_events import LoopEvent
 from .pricing import price_for
 from .protocol import Message, ToolSchema
+from .session import default_engine, set_default_engine
 from .validate import Completion
-
-_engine: Engine | None = None
-
-
-def default_engine() -> Engine:
-    """The engine shared by the magics and by ``Chat`` objects created without one."""
-    global _engine
-    if _engine is None:
-        _engine = Engine()
-    return _engine
-
-
-def set_default_engine(engine: Engine | None) -> None:
-    """Replace the shared engine (tests; ``None`` makes a fresh one on next use)."""
-    global _engine
-    _engine = engine
 
 
 @dataclass
@@ -61,7 +46,7 @@ class Turn:
     temperature: float | None = None
     max_tokens: int | None = None
     reasoning_effort: str | None = None
-    confirm: bool = False
+    confirm: bool | Callable[..., Any] = False
     max_steps: int = 8
 
     @property
@@ -147,7 +132,12 @@ def make_source(
                 turn.model,
                 tools=turn.tools,
                 max_steps=turn.max_steps,
-                confirm=confirm if turn.confirm else None,
+                # turn.confirm: False, True (ask through ``confirm``) or a function of its own
+                confirm=turn.confirm
+                if callable(turn.confirm)
+                else confirm
+                if turn.confirm
+                else None,
                 **common,
             )
 

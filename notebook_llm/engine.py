@@ -35,6 +35,10 @@ from .wire.http_errors import backoff_delay
 
 log = logging.getLogger("notebook_llm.engine")
 
+#: Where catalog adapters come from (lua/loader.py); a session load over one of these is an
+#: override that unload_adapter undoes. A reload of a session-loaded file is not.
+_CATALOG_ORIGINS = frozenset({"built-in", "entry point", "user file"})
+
 #: Resolves an adapter name the engine does not hold yet (built-in Lua, user file, entry point).
 AdapterResolver = Callable[[str], LlmAdapter | None]
 
@@ -158,7 +162,7 @@ class Engine:
             except LlmError:
                 existing = None
         if isinstance(existing, LuaAdapter):
-            if key not in self._overridden and existing.origin not in ("cell", "source"):
+            if key not in self._overridden and existing.origin in _CATALOG_ORIGINS:
                 # Keep what the session replaces, so unload_adapter can bring it back.
                 self._overridden[key] = (existing.source, existing.origin, existing.path)
             existing.reload(new.source)
@@ -285,6 +289,15 @@ class Engine:
         if adapter is not None:
             return adapter
         config = resolve_provider_config(name, self.file_config)
+        if config is None and name in self.adapter_names():
+            raise LlmError(
+                f"{name!r} is an adapter, not a provider: bind it to a server first with "
+                f'default_engine().add_provider("{name}", adapter="{name}", base_url="https://...", '
+                f'api_key_env="..."), from notebook_llm.session, or a [providers.{name}] table '
+                f'with adapter = "{name}" and base_url in config.toml',
+                ErrorCode.NO_ADAPTER,
+                provider=name,
+            )
         if config is None:
             raise LlmError(
                 f"no provider or adapter route named {name!r}; known providers: "
@@ -355,6 +368,7 @@ class Engine:
             msgs.append(Message.user(prompt))
         if not msgs:
             raise LlmError("nothing to send: give prompt= or messages=", ErrorCode.INVALID_OPTIONS)
+        _check_unicode(system, msgs)
         if max_tokens is not None and max_tokens <= 0:
             raise LlmError(
                 f"max_tokens must be positive, not {max_tokens}", ErrorCode.INVALID_OPTIONS
@@ -422,6 +436,7 @@ class Engine:
         reasoning_effort: str | None = None,
         extra_body: dict[str, Any] | None = None,
         stop_signal: StopSignal | None = None,
+        retries: int | None = None,
     ) -> AsyncIterator[Event]:
         """Stream the events of one generation.
 
@@ -429,7 +444,9 @@ class Engine:
         ``MISSING_CREDENTIAL``, ``UNSUPPORTED_REASONING_EFFORT``, ``INVALID_OPTIONS``). Everything
         that goes wrong afterwards ends the stream with ``finish`` of kind ``error`` (or
         ``aborted`` after ``stop_signal.set()`` / a cancelled consumer), never a bare exception.
-        Retryable errors that happen before the first event are retried with backoff.
+        Retryable errors that happen before the first event are retried with backoff, by the
+        engine's one retry policy (``Engine(retries=, retry_base=, retry_cap=)``); ``retries``
+        overrides the count for this call only.
         """
         adapter, options = self._options(
             provider,
@@ -445,20 +462,48 @@ class Engine:
             extra_body,
         )
         await self._check_reasoning(adapter, options)
+        async with aclosing(self._attempts(adapter, options, stop_signal, retries, False)) as evs:
+            async for event in evs:
+                yield event
+
+    async def _attempts(
+        self,
+        adapter: LlmAdapter,
+        options: GenerateOptions,
+        stop_signal: StopSignal | None,
+        retries: int | None,
+        whole: bool,
+    ) -> AsyncGenerator[Event, None]:
+        """THE retry loop (the only one in the package): at most ``1 + retries`` requests.
+
+        ``whole=False`` (streaming) retries only before the first event reached the consumer;
+        ``whole=True`` (``complete``) holds each attempt's events back, so a retryable error
+        after some output is retried too: nothing had been shown."""
+        limit = self.retries if retries is None else max(0, retries)
         attempt = 0
         while True:
             pending_error: LlmError | None = None
+            held: list[Event] = []
             emitted = False
             async with aclosing(_guarded(adapter, options, stop_signal)) as events:
                 async for event in events:
-                    if isinstance(event, Finish) and event.reason.kind == "error" and not emitted:
+                    if (
+                        isinstance(event, Finish)
+                        and event.reason.kind == "error"
+                        and (whole or not emitted)
+                    ):
                         err = event.reason.failure
-                        if err is not None and err.retryable and attempt < self.retries:
+                        if err is not None and err.retryable and attempt < limit:
                             pending_error = err
                             break
+                    if whole:
+                        held.append(event)
+                        continue
                     emitted = True
                     yield event
             if pending_error is None:
+                for event in held:
+                    yield event
                 return
             delay = backoff_delay(
                 attempt,
@@ -470,10 +515,10 @@ class Engine:
             attempt += 1
             log.info(
                 "retrying %s after %s (attempt %d of %d, waiting %.2fs)",
-                provider,
+                options.provider,
                 pending_error.code,
                 attempt,
-                self.retries,
+                limit,
                 delay,
             )
             if not await sleep_unless_stopped(delay, stop_signal):
@@ -485,9 +530,19 @@ class Engine:
         """Run one generation to the end and return the :class:`Completion`.
 
         Raises the stream's ``LlmError`` when it ends with an error or is aborted; the partial
-        completion is attached to the error as ``err.details['completion']``.
+        completion is attached to the error as ``err.details['completion']``. Takes the options
+        of :meth:`stream`; a retryable error is retried even after some output (none was shown),
+        within the same ``1 + retries`` requests.
         """
-        events = [ev async for ev in self.stream(provider, model, **kwargs)]
+        retries = kwargs.pop("retries", None)
+        stop_signal = kwargs.pop("stop_signal", None)
+        opts = {k: kwargs.pop(k, None) for k in _OPTION_NAMES}
+        if kwargs:
+            raise TypeError(f"complete() got unexpected keyword arguments: {', '.join(kwargs)}")
+        adapter, options = self._options(provider, model, **opts)
+        await self._check_reasoning(adapter, options)
+        async with aclosing(self._attempts(adapter, options, stop_signal, retries, True)) as evs:
+            events = [ev async for ev in evs]
         completion = assemble(events)
         completion.provider = provider
         completion.model = model or self.provider(provider).model
@@ -627,6 +682,41 @@ async def _guarded(
             except Exception as exc:  # a failing cleanup must not replace the stream's outcome
                 log.warning("adapter %r failed while closing its stream: %r", name, exc)
     yield Finish(FinishReason("aborted" if failure.code == ErrorCode.ABORTED else "error", failure))
+
+
+def _check_unicode(system: str | None, messages: Sequence[Message]) -> None:
+    """Text that cannot be sent as UTF-8 (a lone surrogate) is the caller's input, not the
+    adapter's fault: say where it is before any adapter sees it."""
+    texts = [("the system prompt", system or "")]
+    for n, message in enumerate(messages, 1):
+        for block in message.content:
+            text = getattr(block, "text", None)
+            if isinstance(text, str):
+                texts.append((f"message {n} ({message.role})", text))
+    for where, text in texts:
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise LlmError(
+                f"{where} holds text that is not valid Unicode (a lone surrogate "
+                f"{text[exc.start]!r} at position {exc.start}): clean it first, e.g. with "
+                ".encode('utf-8', 'replace').decode()",
+                ErrorCode.INVALID_OPTIONS,
+            ) from None
+
+
+#: The request options of :meth:`Engine.stream` (what ``_options`` takes after the route).
+_OPTION_NAMES = (
+    "prompt",
+    "messages",
+    "system",
+    "tools",
+    "temperature",
+    "max_tokens",
+    "stop",
+    "reasoning_effort",
+    "extra_body",
+)
 
 
 def _adapter_failure(exc: BaseException, name: str, provider: str) -> LlmError:

@@ -21,7 +21,8 @@ Codes (``ErrorCode``) and where they come from:
     Lua adapters         ADAPTER_ERROR, ADAPTER_TIMEOUT, ADAPTER_MEMORY
     protocol             INVARIANT (a stream broke one of the five rules)
     tools                TOOL_ERROR, TOOL_STEP_LIMIT
-    record/replay        REPLAY_MISS (a request with no recorded answer)
+    record/replay        REPLAY_MISS (a request with no recorded answer), REPLAY_FILE (a
+                         recording that is missing, unreadable or not JSON; with its line)
     anything else        UNKNOWN, or a provider finish reason upper-cased (CONTENT_FILTER, ...)
 
 Retryable by default: RATE_LIMIT, SERVER, TIMEOUT, TRANSPORT, EMPTY_RESPONSE.
@@ -64,6 +65,7 @@ class ErrorCode(StrEnum):
     TOOL_ERROR = "TOOL_ERROR"
     TOOL_STEP_LIMIT = "TOOL_STEP_LIMIT"
     REPLAY_MISS = "REPLAY_MISS"
+    REPLAY_FILE = "REPLAY_FILE"
     UNKNOWN = "UNKNOWN"
 
 

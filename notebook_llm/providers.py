@@ -30,6 +30,7 @@ because OpenAI's own API refuses ``max_tokens`` for its reasoning models.
 from __future__ import annotations
 
 import os
+import sys
 import tomllib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -199,13 +200,96 @@ _ALLOWED_KEYS = {
 }
 
 
+#: What each provider key must hold (checked when the file is read, so a wrong type is one
+#: line naming the key and the provider, not a failure deep in an adapter or a formatter).
+_KEY_TYPES: dict[str, Any] = {
+    "adapter": str,
+    "base_url": str,
+    "model": str,
+    "api_key_env": str,
+    "needs_key": bool,
+    "headers": "string table",
+    "models": "string list",
+    "prices": "price table",
+}
+
+_TYPE_WORDS = {
+    str: "a string (in quotes)",
+    bool: "true or false",
+    "string table": "a table of strings",
+    "string list": "a list of strings",
+    "price table": 'a table of [input, output] prices per million tokens, e.g. "m" = [0.15, 0.6]',
+    "price": "a list [input, output] of two prices per million tokens, e.g. [0.15, 0.6]",
+}
+
+
+def _type_ok(value: Any, want: Any) -> bool:
+    if want is str:
+        return isinstance(value, str)
+    if want is bool:
+        return isinstance(value, bool)
+    if want == "string table":
+        return isinstance(value, dict) and all(isinstance(v, str) for v in value.values())
+    if want == "string list":
+        return isinstance(value, list) and all(isinstance(v, str) for v in value)
+    if want == "price":
+        return (
+            isinstance(value, list)
+            and len(value) == 2
+            and all(isinstance(v, int | float) and not isinstance(v, bool) for v in value)
+        )
+    if want == "price table":
+        return isinstance(value, dict) and all(_type_ok(v, "price") for v in value.values())
+    return True  # extra_body: any JSON-like value
+
+
+def _toml_kind(value: Any) -> str:
+    kinds = {bool: "a boolean", int: "an integer", float: "a number", str: "a string"}
+    for kind, word in kinds.items():
+        if type(value) is kind:
+            return f"{word} ({value!r})"
+    return (
+        "a table" if isinstance(value, dict) else "a list" if isinstance(value, list) else "a date"
+    )
+
+
+def _check_type(path: Path, section: str, key: str, value: Any, want: Any) -> None:
+    if value is None or want is None or _type_ok(value, want):
+        return
+    raise LlmError(
+        f"{path}: {section} {key} must be {_TYPE_WORDS[want]}, not {_toml_kind(value)}",
+        ErrorCode.INVALID_OPTIONS,
+    )
+
+
+_noticed: set[str] = set()
+
+
+def notice(line: str) -> None:
+    """Tell the user one line on stderr, once per process (a setting that was ignored)."""
+    if line not in _noticed:
+        _noticed.add(line)
+        print(f"notebook_llm: {line}", file=sys.stderr)
+
+
 def load_file_config(path: Path | None = None) -> FileConfig:
     """Read the TOML config file (missing file = empty config; a broken one is a clear error)."""
+    named = path is None and bool(os.environ.get("NOTEBOOK_LLM_CONFIG"))
     path = path or config_path()
     if not path.is_file():
+        if named:
+            notice(f"NOTEBOOK_LLM_CONFIG names {path}, which is not a file: no config file is used")
         return FileConfig()
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        raw = path.read_bytes()
+        data = tomllib.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        line = raw[: exc.start].count(b"\n") + 1
+        raise LlmError(
+            f"config file {path} is not UTF-8 text (byte 0x{raw[exc.start]:02x} on line {line}): "
+            "save it as UTF-8",
+            ErrorCode.INVALID_OPTIONS,
+        ) from None
     except (OSError, tomllib.TOMLDecodeError) as exc:
         raise LlmError(
             f"cannot read config file {path}: {exc}", ErrorCode.INVALID_OPTIONS
@@ -214,6 +298,10 @@ def load_file_config(path: Path | None = None) -> FileConfig:
     for section, want in (("defaults", dict), ("prices", dict)):
         if not isinstance(data.get(section, {}), want):
             raise LlmError(f"{path}: [{section}] must be a table", ErrorCode.INVALID_OPTIONS)
+    for key in ("provider", "model"):
+        _check_type(path, "[defaults]", key, defaults.get(key), str)
+    for model, pair in data.get("prices", {}).items():
+        _check_type(path, "[prices]", model, pair, "price")
     providers = data.get("providers", {})
     if not isinstance(providers, dict):
         raise LlmError(f"{path}: [providers] must be a table", ErrorCode.INVALID_OPTIONS)
@@ -249,6 +337,8 @@ def load_file_config(path: Path | None = None) -> FileConfig:
                 f"{path}: [providers.{name}] has unknown keys {sorted(unknown)}; allowed: {sorted(_ALLOWED_KEYS)}",
                 ErrorCode.INVALID_OPTIONS,
             )
+        for key, value in table.items():
+            _check_type(path, f"[providers.{name}]", key, value, _KEY_TYPES.get(key))
     prices = {
         str(model): (float(v[0]), float(v[1]))
         for model, v in data.get("prices", {}).items()

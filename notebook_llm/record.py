@@ -59,6 +59,7 @@ import asyncio
 import base64
 import contextlib
 import json
+import logging
 import os
 import threading
 from collections.abc import AsyncIterator, Iterator
@@ -68,7 +69,7 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 
-from .errors import LlmError
+from .errors import ErrorCode, LlmError
 from .secrets import SENSITIVE_HEADERS, redact, redact_obj, register_secret
 from .wire.transport import TransportFactory, use_transport
 
@@ -90,6 +91,8 @@ __all__ = [
     "status",
     "stop",
 ]
+
+log = logging.getLogger("notebook_llm.record")
 
 #: Error code of a request that has no recording in replay mode.
 REPLAY_MISS = "REPLAY_MISS"
@@ -227,22 +230,60 @@ def _response_headers(headers: httpx.Headers) -> dict[str, str]:
 
 
 def load_exchanges(path: str | Path) -> list[Exchange]:
-    """Read a recording (JSON lines, or one JSON array); header lines are skipped."""
-    p = Path(path).expanduser()
+    """Read a recording (JSON lines, or one JSON array); header lines are skipped.
+
+    A missing, unreadable or malformed file raises ``LlmError(REPLAY_FILE)`` (with the line
+    number of a bad JSON line)."""
+    return _read_recording(Path(path).expanduser())[0]
+
+
+def _read_recording(p: Path) -> tuple[list[Exchange], list[str]]:
+    """The exchanges of recording ``p`` and warnings about it (no header, no exchanges)."""
     try:
         text = p.read_text(encoding="utf-8")
     except OSError as exc:
-        raise LlmError(f"cannot read recording {p}: {exc.strerror}", REPLAY_MISS) from None
-    items: list[Any]
+        raise LlmError(
+            f"cannot read recording {p}: {exc.strerror}", ErrorCode.REPLAY_FILE
+        ) from None
+    except UnicodeDecodeError:
+        raise LlmError(f"recording {p} is not UTF-8 text", ErrorCode.REPLAY_FILE) from None
+    items: list[Any] = []
     stripped = text.lstrip()
-    try:
-        if stripped.startswith("["):
+    if stripped.startswith("["):
+        try:
             items = json.loads(stripped)
-        else:
-            items = [json.loads(line) for line in text.splitlines() if line.strip()]
-    except ValueError as exc:
-        raise LlmError(f"recording {p} is not valid JSON: {exc}", REPLAY_MISS) from None
-    return [Exchange.from_json(obj) for obj in items if isinstance(obj, dict) and "method" in obj]
+        except ValueError as exc:
+            raise LlmError(
+                f"recording {p} is not valid JSON: {exc}", ErrorCode.REPLAY_FILE
+            ) from None
+    else:
+        for number, line in enumerate(text.splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                items.append(json.loads(line))
+            except json.JSONDecodeError as exc:
+                raise LlmError(
+                    f"recording {p}, line {number}: not a JSON object ({exc.msg})",
+                    ErrorCode.REPLAY_FILE,
+                ) from None
+    warnings = []
+    if not any(isinstance(obj, dict) and "notebook_llm_recording" in obj for obj in items) and not (
+        stripped.startswith("[")
+    ):
+        warnings.append(f"{p} has no notebook_llm_recording header: is it a recording?")
+    try:
+        exchanges = [
+            Exchange.from_json(obj) for obj in items if isinstance(obj, dict) and "method" in obj
+        ]
+    except (KeyError, TypeError, ValueError) as exc:
+        raise LlmError(
+            f"recording {p} holds an exchange that cannot be read: {type(exc).__name__}: {exc}",
+            ErrorCode.REPLAY_FILE,
+        ) from None
+    if not exchanges:
+        warnings.append(f"{p} holds no exchanges: every request will be a REPLAY_MISS")
+    return exchanges, warnings
 
 
 class _Writer:
@@ -434,7 +475,9 @@ class Replayer:
         self.path = Path(path).expanduser()
         self.strict = strict
         self.chunk_delay = chunk_delay
-        self.exchanges = load_exchanges(self.path)
+        self.exchanges, self.warnings = _read_recording(self.path)
+        for line in self.warnings:
+            log.warning("replay: %s", line)
         self.misses = 0
         self._lock = threading.Lock()
         register_secret(REPLAY_KEY)
@@ -511,7 +554,7 @@ def _key_variables(engine: Engine | None = None) -> set[str]:
     names = {p.api_key_env for p in PRESETS.values() if p.needs_key and p.api_key_env}
     engines: list[Engine] = [engine] if engine is not None else []
     with contextlib.suppress(Exception):
-        from .chat import default_engine
+        from .session import default_engine
 
         engines.append(default_engine())
     for eng in engines:
@@ -656,11 +699,25 @@ def magic_command(args: list[str] | str) -> str:
     paths = [w for w in rest if w != "--strict"]
     if len(paths) != 1 or (strict and command == "record"):
         raise ValueError(usage)
+    previous = _active
+    # The new file is read (replay) or created (record) before the old session ends, so a bad
+    # path leaves it running; ending one is always said, never done silently.
     if command == "record":
-        recorder = start_recording(paths[0])
-        return f"recording provider exchanges to {recorder.path} (no keys are written); stop with %llm record stop"
-    replayer = start_replay(paths[0], strict=strict)
-    return (
+        recorder = Recorder(paths[0])
+        ended = stop()
+        _install(recorder)
+        line = f"recording provider exchanges to {recorder.path} (no keys are written); stop with %llm record stop"
+        if isinstance(previous, Recorder):
+            return f"switched recording: {ended}; now {line}"
+        return f"ended the replay ({ended}); {line}" if ended else line
+    replayer = Replayer(paths[0], strict=strict)
+    ended = stop()
+    _install(replayer)
+    line = (
         f"replaying {len(replayer.exchanges)} recorded exchanges from {replayer.path} "
         "(no key or network needed); stop with %llm replay stop"
     )
+    if ended:
+        what = "the recording" if isinstance(previous, Recorder) else "the previous replay"
+        line = f"ended {what} ({ended}); {line}"
+    return "\n".join([line, *(f"warning: {w}" for w in replayer.warnings)])

@@ -27,7 +27,10 @@ KEY_VARS = [
 
 @pytest.fixture(autouse=True)
 def _isolate(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    monkeypatch.setenv("NOTEBOOK_LLM_CONFIG", str(tmp_path / "config" / "config.toml"))
+    config = tmp_path / "config" / "config.toml"
+    config.parent.mkdir()
+    config.write_text("")  # an empty config (a missing file named by the variable is warned of)
+    monkeypatch.setenv("NOTEBOOK_LLM_CONFIG", str(config))
     monkeypatch.setenv("NOTEBOOK_LLM_ADAPTERS_DIR", str(tmp_path / "config" / "adapters"))
     for var in KEY_VARS:
         monkeypatch.delenv(var, raising=False)

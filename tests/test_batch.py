@@ -231,7 +231,8 @@ async def test_stop_during_a_batch_retry_wait_returns_at_once() -> None:
             raise LlmError("slow down", "RATE_LIMIT", status=429, retry_after=20)
             yield  # pragma: no cover
 
-    engine = Engine(config_file=False, env_file=False, retries=0)
+    # retries live in the engine's one policy (issue 13): the wait is the engine's
+    engine = Engine(config_file=False, env_file=False, retries=3)
     engine.add_provider("lim", adapter=Limited())
     stop = StopSignal()
     asyncio.get_running_loop().call_later(0.3, stop.set)

@@ -44,6 +44,7 @@ def test_binder_environment_runs_the_quickstart(tmp_path: Path) -> None:
         for k, v in os.environ.items()
         if k not in {"PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME", "PYTEST_ADDOPTS"}
     }
+    (tmp_path / "config.toml").write_text("")  # empty: a missing named file is warned of
     env.update(
         PATH=f"{env_dir / 'bin'}{os.pathsep}{env.get('PATH', '')}",
         VIRTUAL_ENV=str(env_dir),

@@ -89,6 +89,7 @@ def lab(tmp_path: Path) -> Iterator[str]:
         target.write_text(json.dumps(value), encoding="utf-8")
     port = _free_port()
     env = dict(os.environ)
+    (tmp_path / "config.toml").write_text("")  # empty: a missing named file is warned of
     env.update(
         JUPYTERLAB_SETTINGS_DIR=str(settings),
         JUPYTERLAB_WORKSPACES_DIR=str(tmp_path / "workspaces"),

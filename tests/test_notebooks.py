@@ -26,6 +26,7 @@ def test_notebooks_pass_nbval(tmp_path: Path) -> None:
         "teaching.ipynb",
     }
     env = dict(os.environ)
+    (tmp_path / "config.toml").write_text("")  # empty: a missing named file is warned of
     env["NOTEBOOK_LLM_CONFIG"] = str(tmp_path / "config.toml")
     env["NOTEBOOK_LLM_ADAPTERS_DIR"] = str(tmp_path / "adapters")
     env.pop("PYTEST_ADDOPTS", None)

@@ -12,8 +12,10 @@ Extensions to the contract (documented in the README):
 * ``stream_endpoint`` is used instead of ``endpoint`` when streaming (Gemini's two URLs);
 * ``stream_format = "ndjson"`` selects NDJSON framing (also chosen for an
   ``application/x-ndjson`` response);
-* the default ``Authorization: Bearer <key>`` is not added when the script sets
-  ``Authorization``, ``x-api-key`` or ``x-goog-api-key`` itself, or puts ``{api_key}`` in the URL.
+* the default ``Authorization: Bearer <key>`` is not added when the script has a
+  ``build_headers`` hook (its headers are the only ones that carry the key), sets
+  ``Authorization``, ``x-api-key`` or ``x-goog-api-key`` in ``headers``, or puts ``{api_key}`` in
+  the URL.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import asyncio
 import contextlib
 import json
 import json.scanner
+import re
 import threading
 import time
 import urllib.parse
@@ -121,13 +124,9 @@ class LuaAdapter(LlmAdapter):
     def from_file(cls, path: str | Path, **kwargs: Any) -> LuaAdapter:
         """Load ``path``; the adapter's name is the script's ``name`` or the file's base name."""
         p = Path(path).expanduser()
-        try:
-            source = p.read_text(encoding="utf-8")
-        except OSError as exc:
-            raise LlmError(
-                f"cannot read adapter file {p}: {exc.strerror}", ErrorCode.INVALID_ADAPTER
-            ) from None
-        kwargs.setdefault("name", p.stem)
+        source = read_adapter_file(p)
+        if kwargs.get("name") is None:  # name=None (the magics) means: the script's or the file's
+            kwargs["name"] = p.stem
         kwargs.setdefault("origin", "file")
         return cls(source, path=p, **kwargs)
 
@@ -137,10 +136,14 @@ class LuaAdapter(LlmAdapter):
         return cls(source, name=name, **kwargs)
 
     def _sandbox(self, source: str | None = None) -> LuaSandbox:
+        text = self.source if source is None else source
+        # Errors name the adapter as the user knows it, even when the script does not compile:
+        # the given name, else the declared one, else the file's base name.
+        label = self._given_name or declared_name(text) or (self.path.stem if self.path else None)
         return LuaSandbox(
-            self.source if source is None else source,
-            name=self._given_name,
-            chunkname=f"@{self.path}" if self.path else f"={self._given_name or 'adapter'}",
+            text,
+            name=label,
+            chunkname=f"@{self.path}" if self.path else f"={label or 'adapter'}",
             limits=self.limits,
             log=self._on_log,
         )
@@ -181,12 +184,7 @@ class LuaAdapter(LlmAdapter):
                 raise LlmError(
                     f"adapter {self.name!r} was not loaded from a file", ErrorCode.INVALID_ADAPTER
                 )
-            try:
-                source = self.path.read_text(encoding="utf-8")
-            except OSError as exc:
-                raise LlmError(
-                    f"cannot read {self.path}: {exc.strerror}", ErrorCode.INVALID_ADAPTER
-                ) from None
+            source = read_adapter_file(self.path)
         self._load(source)
 
     @property
@@ -272,6 +270,7 @@ class LuaAdapter(LlmAdapter):
         if (
             options.api_key
             and not key_in_url
+            and "build_headers" not in meta["hooks"]  # the adapter's own headers carry the key
             and not lower & {"authorization", "x-api-key", "x-goog-api-key"}
         ):
             headers["authorization"] = f"Bearer {options.api_key}"
@@ -294,7 +293,17 @@ class LuaAdapter(LlmAdapter):
                 adapter=self.name,
                 hook="transform_request",
             )
-        body = _apply_max_tokens_field(body, options)
+        try:  # a bad body is the script's mistake: say so here, not with the server's HTTP 400
+            doc = json.loads(body)
+        except ValueError as exc:
+            raise LlmError(
+                f"adapter {self.name!r}: transform_request returned invalid JSON ({exc}); "
+                f"it must return json.encode(...) of the request, got {body[:60]!r}",
+                ErrorCode.ADAPTER_ERROR,
+                adapter=self.name,
+                hook="transform_request",
+            ) from None
+        body = _apply_max_tokens_field(body, doc, options)
         url = self._url(options, meta, streaming)
         headers = self._headers(sandbox, options, meta, url, body, streaming)
         return url, headers, body, streaming
@@ -497,7 +506,7 @@ class _Pipeline:
 _MAX_TOKENS_FIELDS = ("max_tokens", "max_completion_tokens")
 
 
-def _apply_max_tokens_field(body: str, options: GenerateOptions) -> str:
+def _apply_max_tokens_field(body: str, doc: Any, options: GenerateOptions) -> str:
     """Put the token limit under the provider's ``max_tokens_field``.
 
     A provider setting, not a script's: the same ``openai`` adapter talks to OpenAI (which wants
@@ -506,13 +515,7 @@ def _apply_max_tokens_field(body: str, options: GenerateOptions) -> str:
     their own shapes (Gemini's ``generationConfig``, Ollama's ``options``) are left alone.
     """
     field = options.max_tokens_field
-    if not field or options.max_tokens is None:
-        return body
-    try:
-        doc = json.loads(body)
-    except ValueError:
-        return body
-    if not isinstance(doc, dict):
+    if not field or options.max_tokens is None or not isinstance(doc, dict):
         return body
     found = [name for name in _MAX_TOKENS_FIELDS if name in doc]
     if not found or found == [field]:
@@ -717,3 +720,29 @@ class _TransportGuard:
         if err is exc:
             return False
         raise err from None
+
+
+def read_adapter_file(path: Path) -> str:
+    """The text of an adapter script; a file that cannot be read or is not UTF-8 is one
+    ``LlmError(INVALID_ADAPTER)`` line naming the file (and the line of the bad byte)."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise LlmError(
+            f"cannot read adapter file {path}: {exc.strerror}", ErrorCode.INVALID_ADAPTER
+        ) from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise LlmError(
+            f"adapter file {path} is not UTF-8 text (byte 0x{data[exc.start]:02x} on line "
+            f"{line}): save it as UTF-8",
+            ErrorCode.INVALID_ADAPTER,
+        ) from None
+
+
+def declared_name(source: str) -> str | None:
+    """The ``name = "..."`` a script declares, read without running it (for messages)."""
+    m = re.search(r'\bname\s*=\s*"([^"]+)"', source)
+    return m.group(1) if m else None

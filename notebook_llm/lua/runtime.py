@@ -368,7 +368,7 @@ class LuaSandbox:
             code, text, line = self._describe(status, value, line)
             text = f"failed to load: {text}" if code == ErrorCode.ADAPTER_ERROR else text
         return LlmError(
-            f"adapter '{self._name}' {text}",
+            f"adapter '{self._name}': {text}",
             ErrorCode.INVALID_ADAPTER,
             adapter=self._name,
             lua_line=line,

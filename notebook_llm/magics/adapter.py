@@ -38,7 +38,7 @@ from IPython.utils.process import arg_split  # type: ignore[attr-defined]
 
 from ..engine import Engine
 from ..errors import LlmError
-from ..lua.adapter import LuaAdapter
+from ..lua.adapter import LuaAdapter, declared_name, read_adapter_file
 from ..lua.loader import builtin_adapters_dir
 from ..secrets import redact
 
@@ -63,7 +63,7 @@ def _show(obj: Any, **kwargs: Any) -> Any:
 
 def default_engine() -> Engine:
     """The session engine shared with ``%%llm`` and ``Chat`` (``notebook_llm.chat``)."""
-    from ..chat import default_engine as shared
+    from ..session import default_engine as shared
 
     return shared()
 
@@ -424,7 +424,7 @@ class AdapterMagics(Magics):
 
         ``self.loaded`` is the adapter's name after a success, ``None`` after a failure."""
         self.loaded = None
-        guess = name or _declared_name(source)
+        guess = name or declared_name(source)
         previous = self._peek(guess) if guess else None
         try:
             key = self.engine.load_adapter(what, name=name, origin=origin)
@@ -501,9 +501,9 @@ class AdapterMagics(Magics):
     def _cmd_load(self, args: Any) -> None:
         path = Path(args.path).expanduser()
         try:
-            source = path.read_text("utf-8")
-        except OSError as exc:
-            raise UsageError(f"cannot read {path}: {exc.strerror}") from None
+            source = read_adapter_file(path)
+        except LlmError as err:
+            raise UsageError(err.message) from None
         _show(self._load(path, args.name, "file", source))
 
     def _cmd_show(self, args: Any) -> None:
@@ -519,7 +519,10 @@ class AdapterMagics(Magics):
             raise UsageError(
                 f"adapter {adapter.name!r} came from a {adapter.origin}: re-run that cell"
             )
-        source = adapter.path.read_text("utf-8") if adapter.path.exists() else None
+        try:
+            source: str | None = read_adapter_file(adapter.path)
+        except LlmError:
+            source = None  # adapter.reload() below reports the same problem as its error
         try:
             adapter.reload()
         except LlmError as err:
@@ -571,15 +574,19 @@ class AdapterMagics(Magics):
             raise UsageError(f"no such file: {path}")
         if path in self.watchers:
             self.watchers.pop(path).stop()
-        first = self._load(path, None, "file", path.read_text("utf-8"))
+        try:
+            first_source = read_adapter_file(path)
+        except LlmError as err:
+            raise UsageError(err.message) from None
+        first = self._load(path, None, "file", first_source)
         handle = _show(first, display_id=True)
         name = self.loaded
 
         def reload() -> Rich:
             try:
-                source = path.read_text("utf-8")
-            except OSError as exc:
-                return Rich(f"cannot read {path}: {exc.strerror}")
+                source = read_adapter_file(path)
+            except LlmError as err:  # unreadable or not UTF-8 (mid-save): keep the old one
+                return Rich(f"{err.message}; kept the previous version")
             view = self._load(path, name, "file", source)
             return Rich(f"[{time.strftime('%H:%M:%S')}] {view.plain}", view.html)
 
@@ -611,8 +618,3 @@ class AdapterMagics(Magics):
         if self.shell is not None:
             _remove_collector(self.shell)
         self.watchers.clear()
-
-
-def _declared_name(source: str) -> str | None:
-    m = re.search(r'\bname\s*=\s*"([^"]+)"', source)
-    return m.group(1) if m else None

@@ -6,6 +6,7 @@ option raises ``UsageError`` with a short message; the magic prints it with the 
 
 from __future__ import annotations
 
+import keyword
 import shlex
 from dataclasses import dataclass
 from typing import Any
@@ -150,6 +151,10 @@ def parse_cell_line(line: str) -> CellArgs:
     provider, model = split_target(ns.target)
     if ns.out is not None and not ns.out.isidentifier():
         raise UsageError(f"--out needs a variable name, not {ns.out!r}")
+    if ns.out is not None and keyword.iskeyword(ns.out):
+        raise UsageError(f"--out needs a variable name, not the Python keyword {ns.out!r}")
+    if ns.new and ns.chat is None:
+        raise UsageError("--new starts a conversation over: use it with --chat [NAME]")
     if ns.max_steps < 1:
         raise UsageError("--max-steps must be at least 1")
     tools = [t.strip() for t in (ns.tools or "").split(",") if t.strip()]

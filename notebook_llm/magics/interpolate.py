@@ -22,6 +22,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from ..errors import ErrorCode, LlmError
+
 _NAME = r"[A-Za-z_][A-Za-z0-9_]*"
 _STEP = rf"(?:\.{_NAME}|\[-?\d+\]|\['[^'\\\]]*'\]|\[\"[^\"\\\]]*\"\])"
 _FIELD = rf"{_NAME}{_STEP}*"
@@ -70,9 +72,19 @@ def interpolate(text: str, namespace: Mapping[str, Any]) -> str:
         if value is _MISSING:
             return m.group(0)
         try:
-            return str(value)
+            shown = str(value)
         except Exception:
             return m.group(0)
+        try:
+            shown.encode("utf-8")
+        except UnicodeEncodeError as exc:  # e.g. text decoded with errors="surrogateescape"
+            raise LlmError(
+                f"the variable {{{field}}} holds text that is not valid Unicode (a lone "
+                f"surrogate {shown[exc.start]!r} at position {exc.start}): clean it first, e.g. "
+                "with .encode('utf-8', 'replace').decode()",
+                ErrorCode.INVALID_OPTIONS,
+            ) from None
+        return shown
 
     return _PATTERN.sub(replace, text)
 

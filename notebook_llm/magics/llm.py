@@ -13,14 +13,16 @@ import getpass
 import sys
 from typing import Any
 
-from IPython.core.error import UsageError
+from IPython.core.error import StdinNotImplementedError, UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class, no_var_expand
 from traitlets import Bool, CaselessStrEnum, Float, Unicode
 
-from ..chat import Chat, default_engine
+from ..chat import Chat
 from ..engine import Engine
 from ..errors import LlmError
+from ..protocol import Message, ToolCallBlock, ToolResultBlock
 from ..secrets import redact
+from ..session import default_engine
 from ..validate import Completion
 from ..widgets.present import show_output
 from ..widgets.render import ErrorBox
@@ -135,8 +137,25 @@ class LlmMagics(Magics):
             "max_tokens": opts.max_tokens,
             "reasoning_effort": opts.reasoning,
             "max_steps": opts.max_steps,
+            "confirm": self._confirm_for(opts.confirm),
         }
         return chat, prompt, opts, kwargs
+
+    def _confirm_for(self, wanted: bool) -> Any:
+        """``--confirm``: ``True`` (ask with the Run/Skip buttons, or input()), or, where no one
+        can answer (a headless run: nbclient, nbconvert, papermill), a function that skips
+        every call, said once in one line, instead of waiting forever."""
+        if not wanted:
+            return None
+        kernel = getattr(self.shell, "kernel", None)
+        if kernel is None or getattr(kernel, "_allow_stdin", True):
+            return True
+        print(
+            "--confirm: this run has no front end to answer (a headless run), so each tool call "
+            "is skipped; run the cell in Jupyter to approve calls",
+            file=sys.stderr,
+        )
+        return _skip_call
 
     def _store(self, opts: Any, completion: Completion) -> None:
         ns = self.shell.user_ns if self.shell is not None else {}
@@ -146,7 +165,7 @@ class LlmMagics(Magics):
 
     def _cell(self, line: str, cell: str) -> None:
         chat, prompt, opts, kwargs = self._prepare(line, cell)
-        completion = chat.send(prompt, confirm=opts.confirm or None, **kwargs)
+        completion = chat.send(prompt, **kwargs)
         self._store(opts, completion)
 
     async def llm_cell_async(self, line: str, cell: str) -> None:
@@ -158,9 +177,7 @@ class LlmMagics(Magics):
         """
         try:
             chat, prompt, opts, kwargs = self._prepare(line, cell)
-            completion = await chat.asend(
-                prompt, interruptible=True, confirm=opts.confirm or None, **kwargs
-            )
+            completion = await chat.asend(prompt, interruptible=True, **kwargs)
             self._store(opts, completion)
         except UsageError as exc:
             print(f"UsageError: {redact(str(exc))}\n{margs.usage()}", file=sys.stderr)
@@ -188,8 +205,11 @@ class LlmMagics(Magics):
             if provider is None:
                 raise UsageError(margs.LINE_COMMANDS["use"])
             self.engine.provider(provider)  # raises NO_ADAPTER for an unknown name
+            note = self._check_model(provider, model) if model else ""
             self.default_provider, self.default_model = provider, model
-            print(f"%%llm now uses {provider}:{model or self.engine.provider(provider).model}")
+            print(
+                f"%%llm now uses {provider}:{model or self.engine.provider(provider).model}{note}"
+            )
         elif command == "providers":
             self._show(_ProviderTable(self.engine))
         elif command == "models":
@@ -200,7 +220,12 @@ class LlmMagics(Magics):
             name = rest[0] if rest else margs.DEFAULT_CHAT
             if name in self.chats:
                 self.chats[name].reset()
-            print(f"conversation {name!r} reset")
+                print(f"conversation {name!r} reset")
+            elif rest:
+                known = ", ".join(sorted(self.chats)) or "none yet"
+                raise UsageError(f"no conversation named {name!r} (conversations: {known})")
+            else:
+                print(f"conversation {name!r} reset")
         elif command == "key":
             self._key(rest[0])
         elif command in ("record", "replay"):
@@ -214,6 +239,27 @@ class LlmMagics(Magics):
                 raise UsageError(
                     f"cannot use {rest[0] if rest else 'that file'}: {exc.strerror}"
                 ) from None
+
+    def _check_model(self, provider: str, model: str) -> str:
+        """Refuse a model the provider's adapter says it does not have; otherwise a note on
+        how far the name was checked (a preset's short list is not the provider's word)."""
+        from .._sync import run_sync
+
+        try:
+            listed = run_sync(self.engine._ensure_route(provider).list_models(provider))
+        except Exception:  # no key, no network: the choice stands, unchecked
+            listed = []
+        ids = [m.id for m in listed]
+        if ids and model not in ids:
+            raise UsageError(f"{provider} has no model {model!r}; it has: {', '.join(ids)}")
+        if ids:
+            return ""
+        suggested = self.engine.provider(provider).models
+        if model in suggested:
+            return ""
+        if suggested:
+            return f" (not checked: {model!r} is not among the models listed for {provider})"
+        return f" (not checked: {provider} cannot list its models)"
 
     def _models(self, provider: str) -> None:
         from .._sync import run_sync
@@ -229,18 +275,56 @@ class LlmMagics(Magics):
         if chat is None or not chat.messages:
             print(f"conversation {name!r} is empty")
             return
+        names: dict[str, str] = {}
         for message in chat.messages:
-            text = message.text or ", ".join(b.type for b in message.content)
-            print(redact(f"{message.role}: {text}"))
+            for line in _history_lines(message, names):
+                print(redact(line))
 
     def _key(self, provider: str) -> None:
         config = self.engine.provider(provider)
-        key = getpass.getpass(f"API key for {provider} (kept in memory for this session): ")
+        try:
+            key = getpass.getpass(f"API key for {provider} (kept in memory for this session): ")
+        except (StdinNotImplementedError, EOFError):
+            # nbconvert/nbclient/papermill: the front end cannot ask for input.
+            var = config.api_key_env or f"{provider.upper()}_API_KEY"
+            raise UsageError(
+                f"%llm key cannot ask for a key here (this front end has no input box): set the "
+                f"environment variable {var} before starting Jupyter, or put {var}=... in a .env "
+                "file in the notebook's folder"
+            ) from None
         if not key.strip():
             print("no key entered; nothing changed")
             return
         self.engine.set_key(config.name, key.strip())
         print(f"key for {provider} set for this session")
+
+
+def _skip_call(call: Any) -> bool:
+    """The ``--confirm`` answer of a headless run: skip (the model is told it was declined)."""
+    return False
+
+
+def _history_lines(message: Message, names: dict[str, str]) -> list[str]:
+    """``%llm history`` lines of one message: its text, then each tool call (name and
+    arguments) and tool result (which call, and what it returned); ``names`` maps call ids to
+    tool names across messages."""
+    lines = [f"{message.role}: {message.text}"] if message.text else []
+    for block in message.content:
+        if isinstance(block, ToolCallBlock):
+            names[block.id] = block.name
+            lines.append(f"{message.role}: tool call {block.name}({block.arguments or '{}'})")
+        elif isinstance(block, ToolResultBlock):
+            name = names.get(block.tool_call_id, block.tool_call_id)
+            status = "error" if block.is_error else "result"
+            lines.append(f"tool {status} {name}: {_short(block.text)}")
+    if not lines:
+        lines.append(f"{message.role}: {', '.join(b.type for b in message.content)}")
+    return lines
+
+
+def _short(text: str, limit: int = 300) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 class _ProviderTable:

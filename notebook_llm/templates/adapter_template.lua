@@ -34,13 +34,16 @@ local M = {
   endpoint = "/chat/completions",
   -- stream_endpoint = "/models/{model}:stream",  -- used instead of endpoint when streaming
   -- stream_format = "ndjson",                     -- for APIs that stream one JSON per line
-  -- Extra headers sent with every request. If nothing here or in build_headers sets
-  -- Authorization (or x-api-key / x-goog-api-key), "Authorization: Bearer <api key>" is added.
+  -- Extra headers sent with every request. The key rule: if the script has build_headers,
+  -- only the headers it returns carry the key (nothing is added). Otherwise, unless these
+  -- headers set Authorization (or x-api-key / x-goog-api-key) or the endpoint holds {api_key},
+  -- "Authorization: Bearer <api key>" is added.
   headers = {},
 }
 
 --[[ Optional: headers computed per request (signatures, custom auth).
 meta = {url, method, body, api_key, timestamp, source = {name = <provider>}}
+With this hook, no "Authorization: Bearer" is added: put the key in the headers you return.
 function M.build_headers(meta)
   return { ["x-api-key"] = meta.api_key }
 end

@@ -208,12 +208,18 @@ class Tool:
         for p in self._signature.parameters.values():
             if p.kind is p.POSITIONAL_ONLY and p.name in named:
                 args.append(named.pop(p.name))
-        if _is_async(self.fn):
-            result = await self.fn(*args, **named)
-        else:
-            result = await asyncio.to_thread(self.fn, *args, **named)
-            if inspect.isawaitable(result):
-                result = await result
+        try:
+            if _is_async(self.fn):
+                result = await self.fn(*args, **named)
+            else:
+                result = await asyncio.to_thread(_no_exit, self.fn, *args, **named)
+                if inspect.isawaitable(result):
+                    result = await result
+        except (SystemExit, KeyboardInterrupt) as exc:
+            # A tool's sys.exit() (argparse on bad arguments, too) or its own KeyboardInterrupt
+            # is the tool's failure, not the kernel's: left as is, asyncio re-raises both out of
+            # the event loop, which ends the kernel or leaves the turn waiting forever.
+            raise ToolExit(exc) from None
         return result
 
     async def invoke(self, arguments_json: str) -> tuple[str, bool]:
@@ -236,8 +242,27 @@ class Tool:
             return f"the result of tool {self.name!r} could not be turned into text: {exc}", True
 
 
+class ToolExit(Exception):
+    """A tool raised ``SystemExit`` or ``KeyboardInterrupt``; reported like any exception."""
+
+    def __init__(self, original: SystemExit | KeyboardInterrupt) -> None:
+        self.original = original
+        super().__init__(error_text(original))
+
+
+def _no_exit(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """Run ``fn`` in a worker thread, turning its ``SystemExit`` into an ordinary exception
+    before the executor hands it to asyncio."""
+    try:
+        return fn(*args, **kwargs)
+    except (SystemExit, KeyboardInterrupt) as exc:
+        raise ToolExit(exc) from None
+
+
 def error_text(exc: BaseException) -> str:
     """How a tool's exception is reported to the model: ``"ValueError: message"``."""
+    if isinstance(exc, ToolExit):
+        exc = exc.original
     message = str(exc)
     return f"{type(exc).__name__}: {message}" if message else type(exc).__name__
 

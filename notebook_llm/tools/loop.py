@@ -46,7 +46,7 @@ from ..protocol import (
     ToolResultBlock,
 )
 from ..validate import Completion, assemble
-from .core import Tool, as_tool, error_text, format_result
+from .core import Tool, ToolExit, _no_exit, as_tool, error_text, format_result
 
 if TYPE_CHECKING:
     from ..engine import Engine
@@ -76,12 +76,15 @@ def _tool_table(tools: Iterable[Tool | Callable[..., Any]]) -> dict[str, Tool]:
 
 
 async def _confirmed(confirm: ConfirmFn, call: ToolCallBlock) -> bool:
-    if inspect.iscoroutinefunction(confirm):
-        answer: Any = await confirm(call)
-    else:
-        answer = await asyncio.to_thread(confirm, call)
-        if inspect.isawaitable(answer):
-            answer = await answer
+    try:
+        if inspect.iscoroutinefunction(confirm):
+            answer: Any = await confirm(call)
+        else:
+            answer = await asyncio.to_thread(_no_exit, confirm, call)
+            if inspect.isawaitable(answer):
+                answer = await answer
+    except (SystemExit, KeyboardInterrupt) as exc:  # user code must not end the kernel
+        raise ToolExit(exc) from None
     return bool(answer)
 
 

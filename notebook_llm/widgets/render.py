@@ -172,6 +172,11 @@ class ErrorBox:
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
         return {"text/html": self.html(), "text/plain": self.text()}
 
+    def __str__(self) -> str:  # display() outside IPython prints str(obj)
+        return self.text()
+
+    __repr__ = __str__
+
 
 def stats_html(stats: ViewStats, label: str) -> str:
     """The footer's HTML: ``label`` (provider:model), status, and the stats line."""
