@@ -160,6 +160,17 @@ class TextPanel:
             else:
                 group = self._groups[-1]
                 group.children = (*group.children, segment)
+        self._show_tail()
+
+    def release(self) -> None:
+        """Empty every segment (see :meth:`StreamView.close`)."""
+        for group in self._groups:
+            for segment in group.children:
+                if isinstance(segment, w.Output):
+                    segment.outputs = ()
+        self._tail.outputs = ()
+
+    def _show_tail(self) -> None:
         display = self._prefix + self._open
         if display != self._shown:
             self._shown = display
@@ -461,7 +472,15 @@ class StreamView:
             self.widget.children = tuple(c for c in self.widget.children if c is not self.footer)
 
     def close(self) -> None:
-        """Close every widget of the view (frees the comms)."""
+        """Empty, then close, every widget of the view (frees the comms). Emptied first because
+        a client that records widget state (nbclient, ``nbconvert --execute``) keeps the last
+        state of closed widgets too: the answer must not be saved a second time in there."""
+        for panel in (self.reasoning, *self._text_panels):
+            panel.release()
+        for card in self._cards.values():
+            card.widget.value = ""
+        for html_widget in (self._error, self._question):
+            html_widget.value = ""
         _close_tree(self.widget)
         _close_tree(self.footer)
         for panel in self._text_panels:
