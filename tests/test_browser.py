@@ -232,18 +232,31 @@ def _api(base: str, path: str, method: str = "GET") -> Any:
 def _wait_kernel_idle(base: str, timeout: float = 90) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        kernels = _api(base, "/api/kernels")
+        try:
+            kernels = _api(base, "/api/kernels")
+        except urllib.error.HTTPError:  # the server answers 500 while a kernel starts
+            kernels = None
         if kernels and all(k.get("execution_state") == "idle" for k in kernels):
             return
         time.sleep(0.3)
     pytest.fail(f"no idle kernel within {timeout}s")
 
 
-def _shutdown_kernels(base: str) -> None:
-    for session in _api(base, "/api/sessions"):
-        _api(base, f"/api/sessions/{session['id']}", method="DELETE")
-    for kernel in _api(base, "/api/kernels"):
-        _api(base, f"/api/kernels/{kernel['id']}", method="DELETE")
+def _shutdown_kernels(base: str, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            for session in _api(base, "/api/sessions"):
+                _api(base, f"/api/sessions/{session['id']}", method="DELETE")
+            kernels = _api(base, "/api/kernels")
+            for kernel in kernels:
+                _api(base, f"/api/kernels/{kernel['id']}", method="DELETE")
+            if not kernels:
+                return
+        except urllib.error.HTTPError:  # a session and its kernel going at the same time
+            pass
+        time.sleep(0.3)
+    pytest.fail(f"kernels still running after {timeout}s")
 
 
 def _open(page: Any, url: str) -> None:
@@ -287,9 +300,15 @@ def _reopen_checks(page: Any, base: str, url: str, root: Path, app: str) -> None
     # No kernel at all: the same file with a kernel that does not exist here.
     _shutdown_kernels(base)
     nb = json.loads(text)
-    nb["metadata"]["kernelspec"] = {"name": "no-such-kernel", "display_name": "None"}
+    nb["metadata"]["kernelspec"] = {
+        "name": "no-such-kernel",
+        "display_name": "None",
+        "language": "none",
+    }
+    nb["metadata"].pop("language_info", None)
     (root / "nokernel.ipynb").write_text(json.dumps(nb), encoding="utf-8")
-    _open(page, url.replace("quickstart.ipynb", "nokernel.ipynb"))
+    # ``reset``: a fresh JupyterLab workspace, which does not reopen the quickstart's tab.
+    _open(page, url.replace("quickstart.ipynb", "nokernel.ipynb") + "&reset")
     page.wait_for_timeout(2000)
     dialog = page.locator(".jp-Dialog")
     if dialog.count():
@@ -302,6 +321,7 @@ def _reopen_checks(page: Any, base: str, url: str, root: Path, app: str) -> None
     assert not _api(base, "/api/kernels"), "a kernel was started"
     _assert_static_outputs(page)
     if app == "jupyterlab":
+        page.keyboard.press("Control+b")  # hide the file browser: a wider notebook
         page.locator(".jp-CodeCell", has_text="--tools get_weather").last.evaluate(
             "cell => cell.scrollIntoView({block: 'start'})"
         )
