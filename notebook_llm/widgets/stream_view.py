@@ -326,38 +326,23 @@ class StreamView:
         self._cards_by_id: dict[str, ToolCard] = {}
         #: Shared by every widget of the view that is never hidden or resized (one model).
         self._layout = _Layout()
-        self.reasoning = TextPanel("text/plain", self._layout)
-        self._reasoning_box = _Accordion(
-            children=[self.reasoning.widget], titles=("Reasoning",), layout=_Layout()
-        )
-        self._reasoning_box.selected_index = None
-        _hidden(self._reasoning_box, True)
+        # Made when first needed (each widget is a model a saved notebook may keep): the
+        # reasoning panel, the Run / Skip question of ``--confirm``, the error box, the hint.
+        self._reasoning: TextPanel | None = None
+        self._reasoning_box: w.Accordion | None = None
+        self.confirm_bar: w.HBox | None = None
+        self._question: w.HTML | None = None
+        self._error: w.HTML | None = None
+        self._stop_hint: w.HTML | None = None
         self._blocks = _VBox(layout=self._layout)
-        self._error = _html()
-        _hidden(self._error, True)
         self._stats = _html(self._layout, stats_html(self.stats, label))
         self.stop_button = _button(
             description="Stop", icon="stop", button_style="danger", tooltip="Stop the stream"
         )
         self.stop_button.on_click(lambda _button: self._stop())
-        self._stop_hint = _html()
-        _hidden(self._stop_hint, True)
-        self.footer = _HBox([self.stop_button, self._stop_hint, self._stats], layout=self._layout)
-        # The Run / Skip question of a tool call (``--confirm``), hidden until asked.
-        self._question = _html(self._layout)
-        self.run_button = _button(description="Run", button_style="success", icon="play")
-        self.skip_button = _button(description="Skip", icon="forward")
-        self.run_button.on_click(lambda _b: self._answer(True))
-        self.skip_button.on_click(lambda _b: self._answer(False))
-        self.confirm_bar = _HBox(
-            [self._question, self.run_button, self.skip_button], layout=_Layout()
-        )
-        _hidden(self.confirm_bar, True)
+        self.footer = _HBox([self.stop_button, self._stats], layout=self._layout)
         self._on_answer: Callable[[bool], None] | None = None
-        self.widget = _VBox(
-            [self._reasoning_box, self._blocks, self.confirm_bar, self._error, self.footer],
-            layout=self._layout,
-        )
+        self.widget = _VBox([self._blocks, self.footer], layout=self._layout)
         self.widget.add_class("notebook-llm-view")
 
     # ------------------------------------------------------------------ events
@@ -367,11 +352,44 @@ class StreamView:
         """The answer text so far (all text blocks, across steps)."""
         return "\n\n".join(p.text for p in self._text_panels if p.text)
 
+    @property
+    def reasoning(self) -> TextPanel:
+        """The reasoning panel, in a collapsed accordion above the answer (made on first use)."""
+        if self._reasoning is None:
+            self._reasoning = TextPanel("text/plain", self._layout)
+            box = _Accordion(
+                children=[self._reasoning.widget], titles=("Reasoning",), layout=_Layout()
+            )
+            box.selected_index = None
+            self._reasoning_box = box
+            self.widget.children = (box, *self.widget.children)
+        return self._reasoning
+
+    def _insert_before(self, widget: w.Widget, before: w.Widget) -> None:
+        children = list(self.widget.children)
+        children.insert(children.index(before), widget)
+        self.widget.children = tuple(children)
+
     def stop_unavailable(self, hint: str) -> None:
         """A blocking cell whose kernel cannot deliver clicks: replace Stop by what to do."""
         _hidden(self.stop_button, True)
+        if self._stop_hint is None:
+            self._stop_hint = _html(self._layout)
+            self.footer.children = (self._stop_hint, *self.footer.children)
         self._stop_hint.value = f"<span style='opacity:.7'>{hint}</span>"
-        _hidden(self._stop_hint, False)
+
+    def _confirm_bar(self) -> tuple[w.HBox, w.HTML]:
+        if self.confirm_bar is None or self._question is None:
+            self._question = _html(self._layout)
+            self.run_button = _button(description="Run", button_style="success", icon="play")
+            self.skip_button = _button(description="Skip", icon="forward")
+            self.run_button.on_click(lambda _b: self._answer(True))
+            self.skip_button.on_click(lambda _b: self._answer(False))
+            self.confirm_bar = _HBox(
+                [self._question, self.run_button, self.skip_button], layout=_Layout()
+            )
+            self._insert_before(self.confirm_bar, self._error or self.footer)
+        return self.confirm_bar, self._question
 
     def _stop(self) -> None:
         self.stop_signal.set()
@@ -381,19 +399,20 @@ class StreamView:
         """Show "Run NAME(ARGS)?" with Run / Skip buttons; ``on_answer(bool)`` gets the click
         (``False`` if the Stop button is pressed instead)."""
         self._on_answer = on_answer
-        self._question.value = tool_card_html(
-            call.name, "waiting for you", call.arguments, None, False
-        )
-        _hidden(self.confirm_bar, False)
+        bar, question = self._confirm_bar()
+        question.value = tool_card_html(call.name, "waiting for you", call.arguments, None, False)
+        _hidden(bar, False)
 
     def cancel_question(self) -> None:
         """Take a pending Run / Skip question down without answering it."""
         self._on_answer = None
-        _hidden(self.confirm_bar, True)
+        if self.confirm_bar is not None:
+            _hidden(self.confirm_bar, True)
 
     def _answer(self, run: bool) -> None:
         callback, self._on_answer = self._on_answer, None
-        _hidden(self.confirm_bar, True)
+        if self.confirm_bar is not None:
+            _hidden(self.confirm_bar, True)
         if callback is not None:
             callback(run)
 
@@ -447,7 +466,7 @@ class StreamView:
         elif event.block_type == "tool-call":
             self._card(event.index)
         else:
-            _hidden(self._reasoning_box, False)
+            self.reasoning  # noqa: B018 (made and shown now)
 
     def _panel(self, index: int) -> TextPanel:
         panel = self._panels.get((self.step, index))
@@ -485,9 +504,8 @@ class StreamView:
     def flush(self) -> None:
         """Send what changed since the last flush to the front end."""
         self._last_flush = self.clock()
-        if self.reasoning.text:
-            _hidden(self._reasoning_box, False)
-        self.reasoning.sync()
+        if self._reasoning is not None:
+            self._reasoning.sync()
         for panel in self._text_panels:
             panel.sync()
         for card in self._cards.values():
@@ -532,10 +550,13 @@ class StreamView:
         self.stats.status = status
         self.flush()
         _hidden(self.stop_button, True)
-        _hidden(self._stop_hint, True)
+        if self._stop_hint is not None:
+            _hidden(self._stop_hint, True)
         if error is not None:
+            if self._error is None:
+                self._error = _html(self._layout)
+                self._insert_before(self._error, self.footer)
             self._error.value = ErrorBox(error, hint).html()
-            _hidden(self._error, False)
         if detach_text:
             keep = tuple(
                 c
@@ -552,12 +573,13 @@ class StreamView:
         """Empty, then close, every widget of the view (frees the comms). Emptied first because
         a client that records widget state (nbclient, ``nbconvert --execute``) keeps the last
         state of closed widgets too: the answer must not be saved a second time in there."""
-        for panel in (self.reasoning, *self._text_panels):
+        for panel in (*(p for p in [self._reasoning] if p is not None), *self._text_panels):
             panel.release()
         for card in self._cards.values():
             card.widget.value = ""
         for html_widget in (self._error, self._question):
-            html_widget.value = ""
+            if html_widget is not None:
+                html_widget.value = ""
         _close_tree(self.widget)
         _close_tree(self.footer)
         for panel in self._text_panels:
