@@ -160,3 +160,16 @@ def test_saved_size_is_about_twice_the_answers_plus_boilerplate(tmp_path: Path) 
     n_outputs = sum(len(_outputs(c)) for c in nb.cells)
     boilerplate = len(nbformat.writes(empty)) + 400 * len(nb.cells) + 600 * n_outputs
     assert size <= 2 * answers + boilerplate, (size, answers, boilerplate)
+
+
+def test_a_card_stays_one_html_line_whatever_the_arguments_hold() -> None:
+    from notebook_llm.widgets.final import FinalView, ToolCallInfo
+
+    call = ToolCallInfo("f", '{"a": "x\n\n# not a heading"}', "line 1\n\nline <2>", "ok")
+    view = FinalView("answer", tools=[call], footer="mock:tools · done")
+    markdown = view._repr_mimebundle_()["text/markdown"]
+    card = next(b for b in markdown.split("\n\n") if "notebook-llm-tool" in b)
+    assert "\n" not in card  # a blank line would end the HTML block mid-card
+    assert "# not a heading" in card
+    assert "&lt;2&gt;" in card
+    assert markdown.rstrip().endswith("mock:tools · done</div>")
