@@ -81,13 +81,15 @@ def notebook_progress(total: int) -> ProgressFn | None:
     if shell is None or getattr(shell, "kernel", None) is None:
         return None
     bar = IntProgress(value=0, min=0, max=max(total, 1), description=f"0/{total}")
-    display(bar)  # type: ignore[no-untyped-call]
+    handle = display(bar, display_id=True)  # type: ignore[no-untyped-call]
 
     def update(done: int, total: int) -> None:
         bar.value = done
         bar.description = f"{done}/{total}"
-        if done >= total:
-            bar.bar_style = "success"
+        if done >= total and handle is not None:
+            # A saved notebook keeps a plain line, not a widget that needs the kernel.
+            handle.update({"text/plain": f"{done}/{total} prompts done"}, raw=True)
+            bar.close()
 
     return update
 

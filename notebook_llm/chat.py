@@ -7,12 +7,12 @@
 2
 
 One turn: build the request, start the live view (when a widget front end is there), run the
-stream (blocking with ``send``, in the running loop with ``await asend``), then show the final
-answer as a static ``text/markdown`` + ``text/plain`` output, an error box if it failed, and
-the footer. Outputs and their order (the live widget and the footer are widget-only displays,
-which nbval skips, so a saved notebook holds the answer once)::
+stream (blocking with ``send``, in the running loop with ``await asend``), then replace the live
+view in place (its display id) by ONE static ``text/markdown`` + ``text/plain`` output and
+close the view's widgets, so a saved notebook holds no widget reference::
 
-    [live widget: reasoning, tool cards]  [answer]  [error box]  [footer: tokens, cost]
+    while streaming:  [live widget: reasoning, text, tool cards, footer with Stop]
+    when it ended:    [reasoning (collapsed) · tool cards · answer · error box · footer line]
 """
 
 from __future__ import annotations

@@ -6,12 +6,16 @@ Runs each notebook with nbclient in its own folder (as nbval and JupyterLab do),
 what only makes sense inside a live front end: outputs that are nothing but a widget view
 (their models are gone once the kernel stops, and nbval ignores them) and the saved widget
 state. What stays is the ``text/markdown`` / ``text/plain`` result of every cell, which is what
-GitHub, nbviewer and ``nbval`` see.
+GitHub, nbviewer and ``nbval`` see. Every ``%%llm`` cell ends as one static output (answer, tool
+cards, footer) by itself, so nothing of the answer is lost here. A user's ``config.toml`` and
+adapters folder are ignored (as in the nbval test), so two runs write the same bytes.
 """
 
 from __future__ import annotations
 
+import os
 import sys
+import tempfile
 from pathlib import Path
 
 import nbformat
@@ -50,8 +54,11 @@ def refresh(path: Path) -> None:
 
 def main(argv: list[str]) -> None:
     paths = [HERE / a for a in argv] or sorted(HERE.glob("*.ipynb"))
-    for path in paths:
-        refresh(path)
+    with tempfile.TemporaryDirectory() as tmp:
+        os.environ.setdefault("NOTEBOOK_LLM_CONFIG", str(Path(tmp) / "config.toml"))
+        os.environ.setdefault("NOTEBOOK_LLM_ADAPTERS_DIR", str(Path(tmp) / "adapters"))
+        for path in paths:
+            refresh(path)
 
 
 if __name__ == "__main__":

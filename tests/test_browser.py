@@ -28,6 +28,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 QUICKSTART = ROOT / "notebooks" / "quickstart.ipynb"
 SCREENSHOT = ROOT / "docs" / "screenshot.png"
+SCREENSHOT_REOPENED = ROOT / "docs" / "screenshot-reopened.png"
 CHROMIUM = os.environ.get("NOTEBOOK_LLM_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = [
     "--headless",
@@ -75,9 +76,9 @@ def _wait_ready(url: str, proc: subprocess.Popen[bytes], log: Path, timeout: flo
     pytest.fail(f"JupyterLab did not answer within {timeout}s:\n{log.read_text()[-4000:]}")
 
 
-@pytest.fixture
-def lab(tmp_path: Path) -> Iterator[str]:
-    """A JupyterLab server with the quickstart in its root; yields the base URL."""
+def _serve(tmp_path: Path, app: str) -> Iterator[str]:
+    """A JupyterLab (``app="jupyterlab"``) or Notebook 7 (``app="notebook"``) server with the
+    quickstart in its root; yields the base URL."""
     root = tmp_path / "root"
     root.mkdir()
     shutil.copy(QUICKSTART, root / "quickstart.ipynb")
@@ -98,13 +99,21 @@ def lab(tmp_path: Path) -> Iterator[str]:
         NOTEBOOK_LLM_ADAPTERS_DIR=str(tmp_path / "adapters"),
         PYTHONWARNINGS="ignore",
     )
-    log = tmp_path / "jupyterlab.log"
+    app_args = (
+        [
+            "--LabApp.news_url=",
+            "--LabServerApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+        ]
+        if app == "jupyterlab"
+        else []
+    )
+    log = tmp_path / f"{app}.log"
     with log.open("wb") as out:
         proc = subprocess.Popen(
             [
                 sys.executable,
                 "-m",
-                "jupyterlab",
+                app,
                 "--no-browser",
                 *(["--allow-root"] if hasattr(os, "geteuid") and os.geteuid() == 0 else []),
                 "--ServerApp.ip=127.0.0.1",
@@ -112,8 +121,7 @@ def lab(tmp_path: Path) -> Iterator[str]:
                 "--ServerApp.port_retries=0",
                 f"--IdentityProvider.token={TOKEN}",
                 f"--ServerApp.root_dir={root}",
-                "--LabApp.news_url=",
-                "--LabServerApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+                *app_args,
             ],
             cwd=root,
             env=env,
@@ -131,6 +139,12 @@ def lab(tmp_path: Path) -> Iterator[str]:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(timeout=5)
+
+
+@pytest.fixture
+def lab(tmp_path: Path) -> Iterator[str]:
+    """A JupyterLab server with the quickstart in its root; yields the base URL."""
+    yield from _serve(tmp_path, "jupyterlab")
 
 
 def _browser_or_fail() -> None:
@@ -191,6 +205,203 @@ def _add_cell(page: Any, source: str) -> None:
     page.keyboard.press("Shift+Enter")
 
 
+def _assert_static_outputs(page: Any, min_footers: int = 8) -> None:
+    """The quickstart's outputs as a reader without widgets sees them."""
+    outputs = page.locator(".jp-Notebook .jp-OutputArea-output")
+    all_text = "\n".join(outputs.all_inner_texts())
+    assert "Loading widget" not in all_text, "a widget reference was saved"
+    assert "Error displaying widget" not in all_text, all_text[:2000]
+    card = page.locator(".jp-OutputArea-output .notebook-llm-tool", has_text="get_weather")
+    assert card.count() >= 1, "no tool-call card"
+    assert card.first.is_visible()
+    assert '{"city": "Lisbon"}' in card.first.inner_text()  # the arguments
+    assert "sunny in Lisbon" in card.first.inner_text()  # the result
+    footers = page.locator(".jp-OutputArea-output .notebook-llm-footer")
+    assert footers.count() >= min_footers, f"{footers.count()} footers"
+    assert footers.first.is_visible()
+    assert "cut at max tokens" in all_text
+    assert all_text.count("Reasoning") == 1  # the collapsed reasoning, once
+
+
+def _api(base: str, path: str, method: str = "GET") -> Any:
+    request = urllib.request.Request(f"{base}{path}?token={TOKEN}", method=method)
+    with urllib.request.urlopen(request, timeout=10) as resp:
+        body = resp.read()
+    return json.loads(body) if body else None
+
+
+def _wait_kernel_idle(base: str, timeout: float = 90) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            kernels = _api(base, "/api/kernels")
+        except urllib.error.HTTPError:  # the server answers 500 while a kernel starts
+            kernels = None
+        if kernels and all(k.get("execution_state") == "idle" for k in kernels):
+            return
+        time.sleep(0.3)
+    pytest.fail(f"no idle kernel within {timeout}s")
+
+
+def _shutdown_kernels(base: str, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            for session in _api(base, "/api/sessions"):
+                _api(base, f"/api/sessions/{session['id']}", method="DELETE")
+            kernels = _api(base, "/api/kernels")
+            for kernel in kernels:
+                _api(base, f"/api/kernels/{kernel['id']}", method="DELETE")
+            if not kernels:
+                return
+        except urllib.error.HTTPError:  # a session and its kernel going at the same time
+            pass
+        time.sleep(0.3)
+    pytest.fail(f"kernels still running after {timeout}s")
+
+
+def _open(page: Any, url: str) -> None:
+    page.goto(url, timeout=90_000)
+    page.wait_for_selector(".jp-Notebook .jp-CodeCell", timeout=90_000)
+
+
+def _run_all_and_save(page: Any, base: str, path: Path) -> None:
+    _wait_kernel_idle(base)
+    page.wait_for_timeout(1000)  # the front end's own kernel connection
+    page.locator(".lm-MenuBar-item", has_text="Run").first.click()
+    page.locator(".lm-Menu-item", has_text="Run All Cells").first.click()
+    _wait_all_done(page, 120)
+    page.wait_for_timeout(1000)
+    before = path.stat().st_mtime_ns
+    page.locator(".jp-Notebook .jp-Cell").first.click()
+    page.keyboard.press("Escape")
+    page.keyboard.press("Control+s")
+    deadline = time.monotonic() + 30
+    while path.stat().st_mtime_ns == before and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert path.stat().st_mtime_ns != before, "the notebook was not saved"
+
+
+def _reopen_checks(page: Any, base: str, url: str, root: Path, app: str) -> None:
+    """Save after running; reopen with a fresh kernel, then with none: static outputs only."""
+    saved = root / "quickstart.ipynb"
+    _open(page, url)
+    _run_all_and_save(page, base, saved)
+    text = saved.read_text(encoding="utf-8")
+    assert "application/vnd.jupyter.widget-view+json" not in text
+    assert "notebook-llm-footer" in text
+
+    # A fresh kernel: the old one is gone (as after a restart or the next morning).
+    _shutdown_kernels(base)
+    _open(page, url)
+    _wait_kernel_idle(base)
+    page.wait_for_timeout(1500)  # would-be widget views get the time to fail
+    _assert_static_outputs(page)
+
+    # No kernel at all: the same file with a kernel that does not exist here.
+    _shutdown_kernels(base)
+    nb = json.loads(text)
+    nb["metadata"]["kernelspec"] = {
+        "name": "no-such-kernel",
+        "display_name": "None",
+        "language": "none",
+    }
+    nb["metadata"].pop("language_info", None)
+    (root / "nokernel.ipynb").write_text(json.dumps(nb), encoding="utf-8")
+    # ``reset``: a fresh JupyterLab workspace, which does not reopen the quickstart's tab.
+    _open(page, url.replace("quickstart.ipynb", "nokernel.ipynb") + "&reset")
+    page.wait_for_timeout(2000)
+    dialog = page.locator(".jp-Dialog")
+    if dialog.count():
+        no_kernel = dialog.locator("button", has_text="No Kernel")
+        if no_kernel.count():
+            no_kernel.first.click()
+        else:
+            page.keyboard.press("Escape")
+    page.wait_for_timeout(1500)
+    assert not _api(base, "/api/kernels"), "a kernel was started"
+    _assert_static_outputs(page)
+    if app == "jupyterlab":
+        page.keyboard.press("Control+b")  # hide the file browser: a wider notebook
+        page.locator(".jp-CodeCell", has_text="--tools get_weather").last.evaluate(
+            "cell => cell.scrollIntoView({block: 'start'})"
+        )
+        page.wait_for_timeout(300)
+        page.screenshot(path=str(SCREENSHOT_REOPENED))
+
+
+@pytest.mark.parametrize("app", ["jupyterlab", "notebook"])
+def test_a_saved_notebook_reopens_without_widgets(tmp_path: Path, app: str) -> None:
+    _browser_or_fail()
+    from playwright.sync_api import sync_playwright
+
+    server = _serve(tmp_path, app)
+    base = next(server)
+    try:
+        root = tmp_path / "root"
+        url = (
+            f"{base}/lab/tree/quickstart.ipynb?token={TOKEN}"
+            if app == "jupyterlab"
+            else f"{base}/notebooks/quickstart.ipynb?token={TOKEN}"
+        )
+        with sync_playwright() as pw:
+            browser = pw.chromium.launch(
+                executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True
+            )
+            try:
+                page = browser.new_page(viewport={"width": 1280, "height": 900})
+                _reopen_checks(page, base, url, root, app)
+            finally:
+                browser.close()
+    finally:
+        server.close()
+    if app == "jupyterlab":
+        assert SCREENSHOT_REOPENED.stat().st_size > 10_000
+
+
+def test_nbconvert_html_shows_the_card_offline(tmp_path: Path) -> None:
+    """The committed quickstart as nbconvert HTML, opened with every network request refused."""
+    _browser_or_fail()
+    from playwright.sync_api import sync_playwright
+
+    html_path = tmp_path / "quickstart.html"
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "nbconvert",
+            "--to",
+            "html",
+            "--output-dir",
+            str(tmp_path),
+            str(QUICKSTART),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 900})
+            page.route(
+                "**/*",
+                lambda route: (
+                    route.continue_() if route.request.url.startswith("file:") else route.abort()
+                ),
+            )
+            page.goto(html_path.as_uri())
+            card = page.locator(".notebook-llm-tool", has_text="get_weather")
+            assert card.count() >= 1
+            assert card.first.is_visible()
+            assert "sunny in Lisbon" in card.first.inner_text()
+            assert page.locator(".notebook-llm-footer").first.is_visible()
+            body = page.inner_text("body")
+            assert "Loading widget" not in body
+        finally:
+            browser.close()
+
+
 def test_quickstart_renders_live_widgets_in_jupyterlab(lab: str) -> None:
     _browser_or_fail()
     from playwright.sync_api import sync_playwright
@@ -214,13 +425,11 @@ def test_quickstart_renders_live_widgets_in_jupyterlab(lab: str) -> None:
             assert "Loading widget" not in all_text, "a widget view never rendered"
             assert "Error displaying widget" not in all_text, all_text[:2000]
             assert "Traceback" not in all_text, all_text[:4000]
-            views = page.locator(".jp-OutputArea-output .notebook-llm-view")
-            assert views.count() >= 8, f"expected a live view per %%llm cell, got {views.count()}"
-            # A tool-call card, rendered as a widget, with the call's name and its result.
-            card = page.locator(".notebook-llm-view .notebook-llm-tool", has_text="get_weather")
-            assert card.count() >= 1, "no tool-call card rendered"
-            assert "sunny in Lisbon" in card.first.inner_text()
-            assert page.locator(".notebook-llm-view .notebook-llm-error").count() == 0
+            # Every finished turn replaced its live view by one static output: the tool-call
+            # card (name, arguments, result) and a footer per turn, and no widget left.
+            _assert_static_outputs(page)
+            assert page.locator(".notebook-llm-view").count() == 0
+            assert page.locator(".notebook-llm-error").count() == 0
 
             # Watch a slow stream live: the text must appear inside the widget view while the
             # cell runs, then the Stop button must end it.

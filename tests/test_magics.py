@@ -105,6 +105,11 @@ def data(cap: Any, mime: str) -> list[Any]:
     return [o.data[mime] for o in cap.outputs if mime in o.data]
 
 
+def answer(cap: Any) -> str:
+    """The answer in the final static output's text/plain (without its footer line)."""
+    return str(data(cap, "text/plain")[-1]).split("\n-- ")[0]
+
+
 def test_load_twice_and_unload(shell: InteractiveShell) -> None:
     shell.run_line_magic("load_ext", "notebook_llm")
     assert isinstance(shell.magics_manager.registry["LlmMagics"], LlmMagics)
@@ -117,8 +122,9 @@ def test_load_twice_and_unload(shell: InteractiveShell) -> None:
 def test_default_is_mock_with_one_hint(shell: InteractiveShell) -> None:
     cap = run(shell, "", "hello there")
     assert HINT in cap.stdout
-    assert data(cap, "text/markdown") == ["hello there"]
-    assert data(cap, "text/plain") == ["hello there"]
+    assert data(cap, "text/markdown")[-1].startswith("hello there\n\n")
+    assert answer(cap) == "hello there"
+    assert "mock:echo · done" in data(cap, "text/markdown")[-1]
     assert HINT not in run(shell, "", "again").stdout
 
 
@@ -132,20 +138,18 @@ def test_outputs_are_deterministic_and_widget_views_separate(shell: InteractiveS
         for c in (first, second)
     ]
     assert strip[0] == strip[1]
-    assert [
-        o for o in first.outputs if "text/plain" not in o.data and "text/html" not in o.data
-    ]  # widget-only
+    assert not [o for o in first.outputs if "text/plain" not in o.data]  # no widget-only one
 
 
 def test_use_and_interpolation(shell: InteractiveShell) -> None:
     shell.user_ns["topic"] = "owls"
     run(shell, "use mock:echo")
     cap = run(shell, "-o res", "about {topic} and {unknown} {{topic}}")
-    assert data(cap, "text/plain") == ["about owls and {unknown} {topic}"]
+    assert answer(cap) == "about owls and {unknown} {topic}"
     assert shell.user_ns["res"].text == "about owls and {unknown} {topic}"
     assert shell.user_ns["_llm"] is shell.user_ns["res"]
     cap = run(shell, "--no-interpolate", "{topic}")
-    assert data(cap, "text/plain") == ["{topic}"]
+    assert answer(cap) == "{topic}"
 
 
 def test_bad_option_prints_usage(shell: InteractiveShell) -> None:
@@ -160,14 +164,14 @@ def test_bad_option_prints_usage(shell: InteractiveShell) -> None:
 
 def test_formats(shell: InteractiveShell, monkeypatch: pytest.MonkeyPatch) -> None:
     cap = run(shell, "mock -f json", '```json\n{"a": [1, 2]}\n```')
-    assert data(cap, "application/json") == [{"a": [1, 2]}]
+    assert '```json\n{\n  "a": [\n    1,\n    2\n  ]\n}\n```' in data(cap, "text/markdown")[-1]
     offered: list[str] = []
     monkeypatch.setattr(shell, "set_next_input", lambda text, replace=False: offered.append(text))
     run(shell, "mock -f code", "```python\nprint(1)\n```")
     assert offered == ["print(1)"]
     cap = run(shell, "mock -f text", "plain *text*")
-    assert data(cap, "text/plain") == ["plain *text*"]
-    assert not data(cap, "text/markdown")
+    assert answer(cap) == "plain *text*"
+    assert '<pre style="white-space:pre-wrap">plain *text*</pre>' in data(cap, "text/markdown")[-1]
     cap = run(shell, "mock -f json", "not json")
     assert any("MALFORMED_RESPONSE" in t for t in data(cap, "text/plain"))
 
@@ -246,8 +250,8 @@ def test_interrupt_stops_within_a_second(engine: Engine, comms: list[str]) -> No
     assert completion.finish is not None
     assert completion.finish.kind == "aborted"
     assert completion.text.startswith("more")
-    (plain,) = data(cap, "text/plain")
-    assert plain.endswith(STOPPED_MARK)
+    assert answer(cap).endswith(STOPPED_MARK)
+    assert "endless · stopped" in data(cap, "text/plain")[-1]
 
 
 def test_stop_button(engine: Engine, comms: list[str]) -> None:
@@ -261,14 +265,13 @@ def test_stop_button(engine: Engine, comms: list[str]) -> None:
 
     from notebook_llm.chat import make_source
 
-    with capture_output():
+    with capture_output() as cap:
         presenter = Presenter(engine, turn, live=True, poll=poll)
         completion = presenter.run_sync(make_source(engine, turn, presenter.stop))
         presenter.show(completion)
     assert completion.finish is not None
     assert completion.finish.kind == "aborted"
-    assert presenter.view is not None
-    assert "stopped" in presenter.view._stats.value
+    assert "endless · stopped" in data(cap, "text/plain")[-1]
 
 
 # ------------------------------------------------------------------ async %%llm cells (Stop in ipykernel 7)
@@ -434,8 +437,9 @@ def test_reasoning_is_kept_collapsed_in_the_saved_markdown(shell: InteractiveShe
     markdown = data(cap, "text/markdown")[-1]
     assert markdown.startswith("<details><summary>Reasoning</summary>")
     assert "The user wrote" in markdown
-    assert markdown.rstrip().endswith("Is 17 prime?")
-    assert data(cap, "text/plain")[-1] == "Is 17 prime?"  # the plain answer stays plain
+    assert markdown.count("Reasoning") == 1
+    assert "</details>\n\nIs 17 prime?\n\n" in markdown
+    assert answer(cap).endswith("\nIs 17 prime?")  # after the reasoning, once
 
 
 def test_a_named_chat_keeps_its_tools_for_later_turns(shell: InteractiveShell) -> None:

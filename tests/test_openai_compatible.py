@@ -368,7 +368,11 @@ def test_the_view_says_empty_answer(server: Loopback) -> None:
         done = chat.send("hi")
     assert done.error is None
     plain = [o.data["text/plain"] for o in cap.outputs if "text/plain" in o.data]
-    assert plain == [EMPTY_ANSWER]
+    assert len(plain) == 1  # one static output: the answer line, then the footer
+    answer, footer = plain[0].split("\n")
+    assert answer == EMPTY_ANSWER
+    assert footer.startswith("-- local")
+    assert footer.endswith(USAGE_NOT_REPORTED)
 
 
 def test_the_live_footer_says_usage_not_reported_with_no_cost(server: Loopback) -> None:

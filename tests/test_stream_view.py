@@ -220,3 +220,57 @@ def test_keys_never_reach_the_front_end(comms: list[tuple[str, str]]) -> None:
     view.finish(status="done")
     assert comms
     assert not [m for m in comms if secret in m[1]]
+
+
+# ------------------------------------------------------------------ the end of a view (issue 17)
+
+
+def _opened(log: list[tuple[str, str]]) -> list[dict[str, Any]]:
+    return [json.loads(data)["state"] for kind, data in log if kind == "comm_open"]
+
+
+def test_a_plain_answer_opens_few_models_and_only_non_default_state(
+    comms: list[tuple[str, str]],
+) -> None:
+    view = StreamView("mock:echo", clock=Clock())
+    for event in [BlockStart(0, "text"), TextDelta(0, "hello"), BlockEnd(0, TextBlock("hello"))]:
+        view.handle(event)
+    view.flush()
+    states = _opened(comms)
+    names = sorted(s["_model_name"] for s in states)
+    # No reasoning, no --confirm question, no error, no hint: none of their widgets exists.
+    assert "AccordionModel" not in names
+    assert len(names) <= 12, names
+    layouts = [s for s in states if s["_model_name"] == "LayoutModel"]
+    assert all(
+        set(s) - {"width"} <= {k for k in s if k.startswith(("_model", "_view"))} for s in layouts
+    )  # a default Layout sends its identity, not ~40 nulls
+
+
+def test_close_empties_then_closes_every_model_of_the_view(
+    comms: list[tuple[str, str]],
+) -> None:
+    view = StreamView("mock:reasoning", clock=Clock())
+    text = "".join(f"Paragraph {i} with some words.\n\n" for i in range(40))
+    for event in [
+        BlockStart(0, "reasoning"),
+        ReasoningDelta(0, "thinking hard"),
+        BlockEnd(0, ReasoningBlock("thinking hard")),
+        BlockStart(1, "text"),
+        TextDelta(1, text),
+        BlockEnd(1, TextBlock(text)),
+    ]:
+        view.handle(event)
+        view.flush()
+    opened = {
+        json.loads(d).get("state", {}).get("_model_name") for k, d in comms if k == "comm_open"
+    }
+    assert "AccordionModel" in opened
+    n_open = sum(1 for kind, _ in comms if kind == "comm_open")
+    del comms[:]
+    view.close()
+    n_closed = sum(1 for kind, _ in comms if kind == "comm_close")
+    assert n_closed == n_open  # layouts and styles too: no model is left open
+    updates = " ".join(d for kind, d in comms if kind == "comm_msg")
+    assert "Paragraph 3" not in updates  # emptying sends no text
+    assert '"outputs": []' in updates  # the segments were emptied before closing

@@ -202,9 +202,13 @@ class AdapterPlayground:
         return events, None
 
     def _ipython_display_(self) -> None:
-        from IPython.display import display
+        from .present import display_widget
 
-        display(self.widget)  # type: ignore[no-untyped-call]
+        # Interactive by nature, so it stays a widget; a saved notebook shows this line instead.
+        name = getattr(self.adapter, "name", "adapter")
+        display_widget(
+            self.widget, redact(f"Adapter playground for {name}: run the cell to use it again")
+        )
 
 
 def _events_table(events: Sequence[Event]) -> str:

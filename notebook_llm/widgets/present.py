@@ -1,25 +1,28 @@
-"""Showing one turn: the live view while it streams, then the static final outputs."""
+"""Showing one turn: the live view while it streams, then ONE static output in its place.
+
+The live view is displayed with a ``display_id``; when the stream ends (finished, stopped,
+errored or interrupted) that same output is updated to a :class:`~.final.FinalView` (reasoning,
+tool-call cards, answer, error, footer) and every widget of the view is emptied and closed, so a
+saved notebook holds no widget reference and no answer text in widget state. Without a live
+view (``display`` only, or no kernel) the final view is simply displayed.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ..cancel import StopSignal
 from ..errors import ErrorCode, LlmError
-from ..loop_events import LoopEvent
+from ..loop_events import LoopEvent, ToolResult
+from ..protocol import ToolCallBlock
 from ..secrets import redact
 from ..validate import Completion
-from .render import (
-    EMPTY_ANSWER,
-    ErrorBox,
-    JsonResult,
-    Result,
-    parse_json_answer,
-    strip_fences,
-)
+from .final import FinalView, ToolCallInfo, footer_line
+from .render import ErrorBox, parse_json_answer, strip_fences
 from .runner import Source, completion_from, run_async, run_blocking, ui_poller
 from .stream_view import StreamView
 
@@ -38,13 +41,20 @@ def show_output(obj: Any, **kwargs: Any) -> None:
     show(obj, **kwargs)
 
 
-def display_widget(widget: Any) -> None:
-    """Display ``widget`` with only the widget-view mime type: front ends without the widget
-    manager show nothing for it, and nbval skips it when comparing."""
-    show_output(
-        {WIDGET_MIME: {"version_major": 2, "version_minor": 0, "model_id": widget.model_id}},
-        raw=True,
-    )
+def display_widget(widget: Any, placeholder: str = "") -> Any:
+    """Display ``widget`` under a new ``display_id`` (returns the ``DisplayHandle``, to replace
+    it later by a static output); ``placeholder`` is the ``text/plain`` fallback shown where no
+    widget manager is (nbval skips widget outputs when comparing)."""
+    from IPython.display import DisplayHandle
+
+    data: dict[str, Any] = {
+        WIDGET_MIME: {"version_major": 2, "version_minor": 0, "model_id": widget.model_id}
+    }
+    if placeholder:
+        data["text/plain"] = placeholder
+    handle: Any = DisplayHandle()  # type: ignore[no-untyped-call]
+    handle.display(data, raw=True)
+    return handle
 
 
 def status_of(completion: Completion) -> str:
@@ -106,6 +116,9 @@ class Presenter:
             else None
         )
         self._main_calls: list[MainThreadCall] = []
+        self._handle: Any = None
+        #: The events of the last run (tool results and their status feed the final view).
+        self.events: list[LoopEvent] = []
         #: The completion so far of the last ``run_async`` (set also when it was cancelled).
         self.partial = Completion()
 
@@ -165,12 +178,14 @@ class Presenter:
                     kernel_poll()
 
             events = run_blocking(source, self.stop, self.view, poll=poll)
+        self.events = events
         return completion_from(events, self.turn.provider, self.turn.model)
 
     async def run_async(self, source: Source, *, interruptible: bool = False) -> Completion:
         """Run the stream in the running event loop (``interruptible``: see :func:`run_async`)."""
         self._start()
         events: list[LoopEvent] = []
+        self.events = events
         try:
             await run_async(
                 source, self.stop, self.view, swallow_cancel=interruptible, events=events
@@ -182,45 +197,35 @@ class Presenter:
 
     def _start(self) -> None:
         if self.view is not None and self.display:
-            display_widget(self.view.widget)
+            self._handle = display_widget(
+                self.view.widget, f"{redact(self.turn.label)}: streaming (live view)"
+            )
 
     def show(self, completion: Completion, *, fmt: str = "markdown") -> Any:
-        """Finish the live view and display the final answer, any error, and the footer.
-        Returns the parsed value for ``fmt='json'`` (else ``None``)."""
+        """End the turn's display: the live view (if any) is replaced in place by ONE static
+        :class:`FinalView` and its widgets are closed. Returns the parsed value for
+        ``fmt='json'`` (else ``None``)."""
         from .runner import all_text
 
         error = completion.error
         stopped = error is not None and error.code == ErrorCode.ABORTED
-        if self.view is not None:
-            self.view.finish(status=status_of(completion))
+        status = status_of(completion)
         if not self.display:
+            if self.view is not None:
+                self.view.close()
             return None
         text = all_text(completion)
         parsed: Any = None
         if fmt == "json" and not stopped and error is None:
             try:
                 parsed = parse_json_answer(text)
-                show_output(JsonResult(parsed))
+                text = "```json\n" + json.dumps(parsed, indent=2, ensure_ascii=False) + "\n```"
             except LlmError as exc:
                 exc.provider = self.turn.provider
-                show_output(Result(text))
                 error = exc
-        elif text or stopped:
-            reasoning = "\n\n".join(
-                c.reasoning for c in (completion.steps or [completion]) if c.reasoning
-            )
-            show_output(
-                Result(
-                    text,
-                    stopped=stopped,
-                    fmt="text" if fmt == "text" else "markdown",
-                    reasoning=reasoning,
-                )
-            )
-            if fmt == "code" and text and not stopped:
-                _offer_cell(strip_fences(text))
-        elif error is None and not any(c.tool_calls for c in (completion.steps or [completion])):
-            show_output(Result(EMPTY_ANSWER, fmt="text"))  # a model may answer nothing
+        if fmt == "code" and text and not stopped:
+            _offer_cell(strip_fences(text))
+        box = None
         if error is not None and not stopped:
             hint = None
             if error.code == ErrorCode.MISSING_CREDENTIAL and error.provider:
@@ -228,10 +233,49 @@ class Presenter:
                     hint = self.engine.key_hint(error.provider)
                 except LlmError:
                     hint = None
-            show_output(ErrorBox(error, hint))
+            box = ErrorBox(error, hint)
+        final = FinalView(
+            text,
+            reasoning="\n\n".join(
+                c.reasoning for c in (completion.steps or [completion]) if c.reasoning
+            ),
+            tools=self._tool_calls(completion),
+            footer=self._footer(completion, status),
+            stopped=stopped,
+            error=box,
+            fmt="text" if fmt == "text" else "markdown",
+        )
+        if self._handle is not None:
+            self._handle.update(final)  # the live view's output becomes the static one
+            self._handle = None
+        else:
+            show_output(final)
         if self.view is not None:
-            display_widget(self.view.footer)
+            self.view.close()
         return parsed
+
+    def _tool_calls(self, completion: Completion) -> list[ToolCallInfo]:
+        results = {e.call_id: e for e in self.events if isinstance(e, ToolResult)}
+        calls: list[ToolCallInfo] = []
+        for step in completion.steps or [completion]:
+            for block in step.blocks:
+                if isinstance(block, ToolCallBlock):
+                    info = ToolCallInfo(block.name, block.arguments)
+                    result = results.get(block.id)
+                    if result is not None:
+                        info.result, info.status = result.content, result.status
+                        info.is_error = result.is_error
+                    calls.append(info)
+        return calls
+
+    def _footer(self, completion: Completion, status: str) -> str:
+        from ..chat import price_of
+        from ..pricing import cost
+
+        usage = completion.usage
+        price = price_of(self.engine, self.turn)
+        amount = cost(usage, price) if usage is not None and price is not None else None
+        return footer_line(self.turn.label, status, usage, amount)
 
 
 def _offer_cell(code: str) -> None:

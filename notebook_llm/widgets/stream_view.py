@@ -25,6 +25,8 @@ from collections.abc import Callable
 from typing import Any
 
 import ipywidgets as w
+from ipywidgets.widgets.widget_button import ButtonStyle
+from ipywidgets.widgets.widget_string import HTMLStyle
 
 from ..cancel import StopSignal
 from ..errors import LlmError
@@ -52,6 +54,75 @@ LINE_FREEZE = 2000
 GROUP_SIZE = 16
 #: The footer's numbers change at most this often (seconds).
 STATS_INTERVAL = 0.25
+
+
+#: Keys a comm_open must always carry: the front end builds the model from them.
+_IDENTITY = (
+    "_model_name",
+    "_model_module",
+    "_model_module_version",
+    "_view_name",
+    "_view_module",
+    "_view_module_version",
+)
+
+
+class _Sparse(w.Widget):  # type: ignore[misc]
+    """Sends only the traits that differ from their defaults when the model is created (the
+    front end fills in its defaults, as for embedded widgets: ``get_state(drop_defaults=True)``
+    is ipywidgets' own). nbclient and ``nbconvert --execute`` save the state of every model,
+    closed or not; a full Layout alone is ~1 KB, so this keeps saved notebooks small."""
+
+    def get_state(self, key: Any = None, drop_defaults: bool = False) -> dict[str, Any]:
+        if key is not None:
+            return dict(super().get_state(key, drop_defaults=drop_defaults))
+        state = dict(super().get_state(None, drop_defaults=True))
+        state.update(super().get_state([k for k in _IDENTITY if k in self.keys]))
+        return state
+
+
+class _Layout(_Sparse, w.Layout):  # type: ignore[misc]
+    pass
+
+
+class _HTMLStyle(_Sparse, HTMLStyle):  # type: ignore[misc]
+    pass
+
+
+class _ButtonStyle(_Sparse, ButtonStyle):  # type: ignore[misc]
+    pass
+
+
+class _VBox(_Sparse, w.VBox):  # type: ignore[misc]
+    pass
+
+
+class _HBox(_Sparse, w.HBox):  # type: ignore[misc]
+    pass
+
+
+class _Output(_Sparse, w.Output):  # type: ignore[misc]
+    pass
+
+
+class _Accordion(_Sparse, w.Accordion):  # type: ignore[misc]
+    pass
+
+
+def _html(layout: w.Layout | None = None, value: str = "") -> w.HTML:
+    return _HTMLWidget(value=value, layout=layout or _Layout(), style=_HTMLStyle())
+
+
+class _HTMLWidget(_Sparse, w.HTML):  # type: ignore[misc]
+    pass
+
+
+class _Button(_Sparse, w.Button):  # type: ignore[misc]
+    pass
+
+
+def _button(**kwargs: Any) -> w.Button:
+    return _Button(layout=_Layout(width="auto"), style=_ButtonStyle(), **kwargs)
 
 
 def _hidden(widget: w.Widget, hidden: bool) -> None:
@@ -120,16 +191,18 @@ def _plan_cut(text: str) -> tuple[int, str, str]:
 class TextPanel:
     """Streaming text shown with one mime type (``text/markdown`` or ``text/plain``)."""
 
-    def __init__(self, mime: str = "text/markdown") -> None:
+    def __init__(self, mime: str = "text/markdown", layout: w.Layout | None = None) -> None:
         self.mime = mime
+        #: One layout for all the panel's boxes (none of them is ever hidden or resized).
+        self._layout = layout or _Layout()
         self.parts: list[str] = []
         self._open = ""
         #: Shown before the open text: a reopened code fence after a cut inside a code block.
         self._prefix = ""
         self._shown = ""
         self._groups: list[w.VBox] = []
-        self._tail = w.Output()
-        self.widget = w.VBox([self._tail])
+        self._tail = _Output(layout=self._layout)
+        self.widget = _VBox([self._tail], layout=self._layout)
 
     @property
     def text(self) -> str:
@@ -153,13 +226,24 @@ class TextPanel:
             self.parts.append(self._open[:real_cut])
             self._open = self._open[real_cut:]
             self._prefix = reopen
-            segment = w.Output(outputs=self._output(shown[:cut] + suffix))
+            segment = _Output(outputs=self._output(shown[:cut] + suffix), layout=self._layout)
             if not self._groups or len(self._groups[-1].children) >= GROUP_SIZE:
-                self._groups.append(w.VBox([segment]))
+                self._groups.append(_VBox([segment], layout=self._layout))
                 self.widget.children = (*self._groups, self._tail)
             else:
                 group = self._groups[-1]
                 group.children = (*group.children, segment)
+        self._show_tail()
+
+    def release(self) -> None:
+        """Empty every segment (see :meth:`StreamView.close`)."""
+        for group in self._groups:
+            for segment in group.children:
+                if isinstance(segment, w.Output):
+                    segment.outputs = ()
+        self._tail.outputs = ()
+
+    def _show_tail(self) -> None:
         display = self._prefix + self._open
         if display != self._shown:
             self._shown = display
@@ -183,14 +267,14 @@ def _plain_cut(text: str) -> tuple[int, str, str]:
 class ToolCard:
     """One tool call: name and arguments as they stream, then the status and result."""
 
-    def __init__(self) -> None:
+    def __init__(self, layout: w.Layout | None = None) -> None:
         self.call_id = ""
         self.name = ""
         self.arguments = ""
         self.status = "calling"
         self.result: str | None = None
         self.is_error = False
-        self.widget = w.HTML()
+        self.widget = _html(layout)
         self._dirty = True
 
     def update(self, **changes: Any) -> None:
@@ -240,36 +324,25 @@ class StreamView:
         self._text_panels: list[TextPanel] = []
         self._cards: dict[tuple[int, int], ToolCard] = {}
         self._cards_by_id: dict[str, ToolCard] = {}
-        self.reasoning = TextPanel("text/plain")
-        self._reasoning_box = w.Accordion(children=[self.reasoning.widget], titles=("Reasoning",))
-        self._reasoning_box.selected_index = None
-        _hidden(self._reasoning_box, True)
-        self._blocks = w.VBox()
-        self._error = w.HTML()
-        _hidden(self._error, True)
-        self._stats = w.HTML(stats_html(self.stats, label))
-        self.stop_button = w.Button(
+        #: Shared by every widget of the view that is never hidden or resized (one model).
+        self._layout = _Layout()
+        # Made when first needed (each widget is a model a saved notebook may keep): the
+        # reasoning panel, the Run / Skip question of ``--confirm``, the error box, the hint.
+        self._reasoning: TextPanel | None = None
+        self._reasoning_box: w.Accordion | None = None
+        self.confirm_bar: w.HBox | None = None
+        self._question: w.HTML | None = None
+        self._error: w.HTML | None = None
+        self._stop_hint: w.HTML | None = None
+        self._blocks = _VBox(layout=self._layout)
+        self._stats = _html(self._layout, stats_html(self.stats, label))
+        self.stop_button = _button(
             description="Stop", icon="stop", button_style="danger", tooltip="Stop the stream"
         )
-        self.stop_button.layout.width = "auto"
         self.stop_button.on_click(lambda _button: self._stop())
-        self._stop_hint = w.HTML()
-        _hidden(self._stop_hint, True)
-        self.footer = w.HBox([self.stop_button, self._stop_hint, self._stats])
-        # The Run / Skip question of a tool call (``--confirm``), hidden until asked.
-        self._question = w.HTML()
-        self.run_button = w.Button(description="Run", button_style="success", icon="play")
-        self.skip_button = w.Button(description="Skip", icon="forward")
-        for button in (self.run_button, self.skip_button):
-            button.layout.width = "auto"
-        self.run_button.on_click(lambda _b: self._answer(True))
-        self.skip_button.on_click(lambda _b: self._answer(False))
-        self.confirm_bar = w.HBox([self._question, self.run_button, self.skip_button])
-        _hidden(self.confirm_bar, True)
+        self.footer = _HBox([self.stop_button, self._stats], layout=self._layout)
         self._on_answer: Callable[[bool], None] | None = None
-        self.widget = w.VBox(
-            [self._reasoning_box, self._blocks, self.confirm_bar, self._error, self.footer]
-        )
+        self.widget = _VBox([self._blocks, self.footer], layout=self._layout)
         self.widget.add_class("notebook-llm-view")
 
     # ------------------------------------------------------------------ events
@@ -279,11 +352,44 @@ class StreamView:
         """The answer text so far (all text blocks, across steps)."""
         return "\n\n".join(p.text for p in self._text_panels if p.text)
 
+    @property
+    def reasoning(self) -> TextPanel:
+        """The reasoning panel, in a collapsed accordion above the answer (made on first use)."""
+        if self._reasoning is None:
+            self._reasoning = TextPanel("text/plain", self._layout)
+            box = _Accordion(
+                children=[self._reasoning.widget], titles=("Reasoning",), layout=_Layout()
+            )
+            box.selected_index = None
+            self._reasoning_box = box
+            self.widget.children = (box, *self.widget.children)
+        return self._reasoning
+
+    def _insert_before(self, widget: w.Widget, before: w.Widget) -> None:
+        children = list(self.widget.children)
+        children.insert(children.index(before), widget)
+        self.widget.children = tuple(children)
+
     def stop_unavailable(self, hint: str) -> None:
         """A blocking cell whose kernel cannot deliver clicks: replace Stop by what to do."""
         _hidden(self.stop_button, True)
+        if self._stop_hint is None:
+            self._stop_hint = _html(self._layout)
+            self.footer.children = (self._stop_hint, *self.footer.children)
         self._stop_hint.value = f"<span style='opacity:.7'>{hint}</span>"
-        _hidden(self._stop_hint, False)
+
+    def _confirm_bar(self) -> tuple[w.HBox, w.HTML]:
+        if self.confirm_bar is None or self._question is None:
+            self._question = _html(self._layout)
+            self.run_button = _button(description="Run", button_style="success", icon="play")
+            self.skip_button = _button(description="Skip", icon="forward")
+            self.run_button.on_click(lambda _b: self._answer(True))
+            self.skip_button.on_click(lambda _b: self._answer(False))
+            self.confirm_bar = _HBox(
+                [self._question, self.run_button, self.skip_button], layout=_Layout()
+            )
+            self._insert_before(self.confirm_bar, self._error or self.footer)
+        return self.confirm_bar, self._question
 
     def _stop(self) -> None:
         self.stop_signal.set()
@@ -293,19 +399,20 @@ class StreamView:
         """Show "Run NAME(ARGS)?" with Run / Skip buttons; ``on_answer(bool)`` gets the click
         (``False`` if the Stop button is pressed instead)."""
         self._on_answer = on_answer
-        self._question.value = tool_card_html(
-            call.name, "waiting for you", call.arguments, None, False
-        )
-        _hidden(self.confirm_bar, False)
+        bar, question = self._confirm_bar()
+        question.value = tool_card_html(call.name, "waiting for you", call.arguments, None, False)
+        _hidden(bar, False)
 
     def cancel_question(self) -> None:
         """Take a pending Run / Skip question down without answering it."""
         self._on_answer = None
-        _hidden(self.confirm_bar, True)
+        if self.confirm_bar is not None:
+            _hidden(self.confirm_bar, True)
 
     def _answer(self, run: bool) -> None:
         callback, self._on_answer = self._on_answer, None
-        _hidden(self.confirm_bar, True)
+        if self.confirm_bar is not None:
+            _hidden(self.confirm_bar, True)
         if callback is not None:
             callback(run)
 
@@ -359,12 +466,12 @@ class StreamView:
         elif event.block_type == "tool-call":
             self._card(event.index)
         else:
-            _hidden(self._reasoning_box, False)
+            self.reasoning  # noqa: B018 (made and shown now)
 
     def _panel(self, index: int) -> TextPanel:
         panel = self._panels.get((self.step, index))
         if panel is None:
-            panel = self._panels[(self.step, index)] = TextPanel()
+            panel = self._panels[(self.step, index)] = TextPanel(layout=self._layout)
             self._text_panels.append(panel)
             self._blocks.children = (*self._blocks.children, panel.widget)
         return panel
@@ -372,7 +479,7 @@ class StreamView:
     def _card(self, index: int) -> ToolCard:
         card = self._cards.get((self.step, index))
         if card is None:
-            card = self._cards[(self.step, index)] = ToolCard()
+            card = self._cards[(self.step, index)] = ToolCard(self._layout)
             self._blocks.children = (*self._blocks.children, card.widget)
         return card
 
@@ -397,9 +504,8 @@ class StreamView:
     def flush(self) -> None:
         """Send what changed since the last flush to the front end."""
         self._last_flush = self.clock()
-        if self.reasoning.text:
-            _hidden(self._reasoning_box, False)
-        self.reasoning.sync()
+        if self._reasoning is not None:
+            self._reasoning.sync()
         for panel in self._text_panels:
             panel.sync()
         for card in self._cards.values():
@@ -444,10 +550,13 @@ class StreamView:
         self.stats.status = status
         self.flush()
         _hidden(self.stop_button, True)
-        _hidden(self._stop_hint, True)
+        if self._stop_hint is not None:
+            _hidden(self._stop_hint, True)
         if error is not None:
+            if self._error is None:
+                self._error = _html(self._layout)
+                self._insert_before(self._error, self.footer)
             self._error.value = ErrorBox(error, hint).html()
-            _hidden(self._error, False)
         if detach_text:
             keep = tuple(
                 c
@@ -461,7 +570,16 @@ class StreamView:
             self.widget.children = tuple(c for c in self.widget.children if c is not self.footer)
 
     def close(self) -> None:
-        """Close every widget of the view (frees the comms)."""
+        """Empty, then close, every widget of the view (frees the comms). Emptied first because
+        a client that records widget state (nbclient, ``nbconvert --execute``) keeps the last
+        state of closed widgets too: the answer must not be saved a second time in there."""
+        for panel in (*(p for p in [self._reasoning] if p is not None), *self._text_panels):
+            panel.release()
+        for card in self._cards.values():
+            card.widget.value = ""
+        for html_widget in (self._error, self._question):
+            if html_widget is not None:
+                html_widget.value = ""
         _close_tree(self.widget)
         _close_tree(self.footer)
         for panel in self._text_panels:
@@ -469,6 +587,11 @@ class StreamView:
 
 
 def _close_tree(widget: w.Widget) -> None:
+    """Close ``widget``, its children, and their layouts and styles (``close`` alone leaves
+    those open: a comm, and a saved model, each)."""
     for child in getattr(widget, "children", ()):
         _close_tree(child)
+    for part in (getattr(widget, "layout", None), getattr(widget, "style", None)):
+        if isinstance(part, w.Widget):
+            part.close()
     widget.close()
