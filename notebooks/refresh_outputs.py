@@ -55,7 +55,9 @@ def refresh(path: Path) -> None:
 def main(argv: list[str]) -> None:
     paths = [HERE / a for a in argv] or sorted(HERE.glob("*.ipynb"))
     with tempfile.TemporaryDirectory() as tmp:
-        os.environ.setdefault("NOTEBOOK_LLM_CONFIG", str(Path(tmp) / "config.toml"))
+        config = Path(tmp) / "config.toml"
+        config.write_text("")  # an empty config: the presets only, and no "missing file" note
+        os.environ.setdefault("NOTEBOOK_LLM_CONFIG", str(config))
         os.environ.setdefault("NOTEBOOK_LLM_ADAPTERS_DIR", str(Path(tmp) / "adapters"))
         for path in paths:
             refresh(path)

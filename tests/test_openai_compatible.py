@@ -388,3 +388,11 @@ def test_the_live_footer_says_usage_not_reported_with_no_cost(server: Loopback) 
     assert USAGE_NOT_REPORTED in view._stats.value
     assert "$" not in view._stats.value
     assert " 0 in" not in view._stats.value
+
+
+def test_the_static_footer_says_usage_not_reported_only_for_a_finished_answer() -> None:
+    from notebook_llm.widgets.final import footer_line
+
+    assert footer_line("local", "done", None, 0.5) == f"local · done · {USAGE_NOT_REPORTED}"
+    failed = footer_line("local", "error SERVER", None, None, finished=False)
+    assert failed == "local · error SERVER"

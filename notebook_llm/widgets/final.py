@@ -72,14 +72,21 @@ def card_text(call: ToolCallInfo) -> str:
 
 
 def footer_line(
-    label: str, status: str, usage: TokenUsage | None, cost: float | None = None
+    label: str,
+    status: str,
+    usage: TokenUsage | None,
+    cost: float | None = None,
+    *,
+    finished: bool = True,
 ) -> str:
     """``provider:model · finish · 12 in · 40 out (8 reasoning) · $0.0001`` (no timings).
 
-    A provider that sent no token counts gets "usage not reported": no zeros and no cost."""
+    A finished answer whose provider sent no token counts gets "usage not reported": no zeros
+    and no cost. A failed or stopped turn just has no counts (nothing more to say)."""
     parts = [label, status]
     if usage is None:
-        parts.append(USAGE_NOT_REPORTED)
+        if finished:
+            parts.append(USAGE_NOT_REPORTED)
     else:
         out = f"{usage.output_tokens} out"
         if usage.reasoning_tokens:

@@ -275,7 +275,9 @@ class Presenter:
         usage = completion.usage
         price = price_of(self.engine, self.turn)
         amount = cost(usage, price) if usage is not None and price is not None else None
-        return footer_line(self.turn.label, status, usage, amount)
+        return footer_line(
+            self.turn.label, status, usage, amount, finished=completion.error is None
+        )
 
 
 def _offer_cell(code: str) -> None:
