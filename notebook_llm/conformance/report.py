@@ -5,9 +5,9 @@
 position); an error that ended the stream becomes its error ``finish``, as the engine shows it.
 :func:`diff_completion` compares the given keys of an expectation ``{text, reasoning,
 tool_calls: [{name, args}], usage, finish, error_code}`` (each optional) with the completion.
-:class:`CheckReport` gathers one adapter's fixture and request results; :meth:`~CheckReport.
-render_text` is the plain-text report the CLI prints (the notebook's HTML view is built from
-:func:`event_rows` and :func:`summarize` by ``magics.adapter.report_html``).
+:class:`CheckReport` gathers one adapter's fixture and request results; :func:`render_text` is
+the plain-text report the CLI prints (the notebook's HTML view is built from :func:`event_rows`
+and :func:`summarize` by ``magics.adapter.report_html``).
 """
 
 from __future__ import annotations
