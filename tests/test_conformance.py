@@ -22,10 +22,11 @@ from notebook_llm.conformance import (
     replay_fixture,
     request_cases,
 )
-from notebook_llm.errors import ErrorCode
+from notebook_llm.errors import ErrorCode, LlmError
 from notebook_llm.lua.adapter import LuaAdapter
 from notebook_llm.lua.runtime import LuaLimits
 from notebook_llm.magics.adapter import lua_line_of
+from notebook_llm.protocol import Event, Finish
 
 ROOT = Path(__file__).resolve().parent.parent
 WIRE = ROOT / "tests" / "fixtures" / "wire"
@@ -381,3 +382,49 @@ def test_cli_strict_fails_on_warnings_only(tmp_path: Path) -> None:
     assert "FAIL under --strict: 1 warning(s)" in strict.stdout
     clean = _cli(str(ADAPTERS / "openai.lua"), "--fixtures", str(WIRE / "openai"), "--strict")
     assert clean.returncode == 0, clean.stdout
+
+
+# ---------------------------------------------------------------- one whole-body mapping
+
+
+def _whole_bodies(tmp_path: Path) -> list[Path]:
+    """Every recorded 200 JSON body, and a proxy's HTML page served as a 200 JSON body."""
+    bodies = sorted(p for p in WIRE.glob("*/*.json") if load_fixture(p).whole_body)
+    page = tmp_path / "proxy_page.json"
+    page.write_text("<html><title>502 Bad Gateway</title></html>", "utf-8")
+    return [*bodies, page]
+
+
+def _as_json(events: list[Event]) -> list[dict[str, object]]:
+    return [e.to_json() for e in events]
+
+
+@pytest.mark.parametrize("provider", [*PROVIDERS, "github"])
+def test_the_kit_maps_a_whole_body_exactly_as_the_adapter_does(
+    provider: str, tmp_path: Path
+) -> None:
+    """The kit replays a 200 JSON body with the adapter's own non-stream mapping
+    (``LuaAdapter._map_whole``), for every recorded body (other providers' too, which exercise
+    the error paths). Its old copy of that mapping had drifted: it named the provider
+    ``fixture`` and blamed the script (ADAPTER_ERROR) for a body that is not JSON."""
+    adapter = LuaAdapter.from_file(ADAPTERS / f"{provider}.lua")
+    options = request_cases()[0].options
+    bodies = _whole_bodies(tmp_path)
+    assert len(bodies) >= 10
+    for body in bodies:
+        fixture = load_fixture(body)
+        try:
+            want = adapter._map_whole(adapter._sandbox(), fixture.body, options)
+        except LlmError as err:
+            want = [Finish.error(err)]
+        got = replay_fixture(adapter, fixture).events
+        assert _as_json(got) == _as_json(want), body.name
+
+
+def test_a_non_json_whole_body_is_blamed_on_the_provider(tmp_path: Path) -> None:
+    page = tmp_path / "proxy_page.json"
+    page.write_text("<html><title>502 Bad Gateway</title></html>", "utf-8")
+    result = replay_fixture(ADAPTERS / "openai.lua", page)
+    assert result.error is not None
+    assert result.error.code == ErrorCode.MALFORMED_RESPONSE
+    assert result.error.message.startswith("the provider sent a body")

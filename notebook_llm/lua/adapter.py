@@ -394,6 +394,11 @@ class LuaAdapter(LlmAdapter):
         resp = _json_object_output(out, self.name, "transform_response")
         return map_response(resp, provider=options.provider, adapter=self.name)
 
+    def map_body(self, raw: bytes, options: GenerateOptions) -> list[Event]:
+        """A whole (non-stream) 200 body's events, mapped as :meth:`stream` maps one (the
+        conformance kit's replay), in a fresh Lua state."""
+        return self._map_whole(self._sandbox(), raw, options)
+
 
 class _Pipeline:
     """Framing -> ``transform_stream_chunk`` -> ChunkMapper, for one response body."""

@@ -1,12 +1,11 @@
-"""The Lua adapter contract's data formats, in pure Python.
+"""The Lua adapter contract's response side, in pure Python: unified chunks -> protocol events.
 
-Two directions, no I/O:
-
-* :func:`build_request` turns :class:`~notebook_llm.protocol.GenerateOptions` into the contract's
-  *kernel request* JSON (OpenAI-like), the string a script's ``transform_request`` receives.
-* :class:`ChunkMapper` turns the *unified stream chunks* a script's ``transform_stream_chunk``
-  returns into protocol events obeying the five stream rules; :func:`map_response` does the same
-  for the unified non-stream response of ``transform_response``.
+No I/O. :class:`ChunkMapper` turns the *unified stream chunks* a script's
+``transform_stream_chunk`` returns into protocol events obeying the five stream rules;
+:func:`map_response` does the same for the unified non-stream response of
+``transform_response``. The request side (``GenerateOptions`` -> the *kernel request* JSON a
+script's ``transform_request`` receives) is :mod:`notebook_llm.lua.request`; its
+:func:`build_request` is re-exported here for the callers that import it from this module.
 
 Unified stream chunk (every field optional)::
 
@@ -18,14 +17,9 @@ Unified stream chunk (every field optional)::
      usage: {prompt, completion, total, cache_read, cache_miss, cache_write, reasoning_tokens},
      error: {message, code, status} | "message"}                                 # our extension
 
-Decisions (the contract is silent or the reference kernel is wrong):
+Decisions (the contract is silent or the reference kernel is wrong; the request side's are in
+:mod:`notebook_llm.lua.request`):
 
-* Request: ``temperature``, ``max_tokens`` and ``stop`` are sent only when set (the kernel
-  defaults them to 0.7/4096; we let the provider's defaults apply, and adapters that need a
-  value, like Anthropic's ``max_tokens``, supply their own). ``model`` is omitted when ``None``.
-  A tool call whose arguments are empty is sent back as ``"{}"``. Blocks a role cannot carry (an
-  image in an assistant turn, a tool call in a user turn, an image inside a tool result) raise
-  ``UNSUPPORTED_CONTENT`` rather than being dropped.
 * Tool calls are matched by ``stream_index``/``index``, then ``id``; an entry with neither is a
   new call when it carries a name or an object ``arguments`` (a whole call), else the
   continuation of the last call. An ``index`` that matches a call with a *different* given id
@@ -62,9 +56,6 @@ from ..protocol import (
     Finish,
     FinishKind,
     FinishReason,
-    GenerateOptions,
-    ImageBlock,
-    Message,
     ReasoningBlock,
     ReasoningDelta,
     TextBlock,
@@ -72,133 +63,11 @@ from ..protocol import (
     TokenUsage,
     ToolCallBlock,
     ToolCallDelta,
-    ToolResultBlock,
     Usage,
 )
+from .request import build_request
 
 __all__ = ["FINISH_KINDS", "ChunkMapper", "build_request", "map_response"]
-
-# --------------------------------------------------------------------------------------------
-# Request
-
-
-def build_request(options: GenerateOptions, *, stream: bool) -> dict[str, Any]:
-    """The kernel request JSON (OpenAI-like) for ``options``; see the module docstring."""
-    messages: list[dict[str, Any]] = []
-    if options.system:
-        messages.append({"role": "system", "content": options.system})
-    for message in options.messages:
-        _append_message(messages, message)
-    req: dict[str, Any] = {}
-    if options.model is not None:
-        req["model"] = options.model
-    req["messages"] = messages
-    req["stream"] = stream
-    if options.tools:
-        req["tools"] = [
-            {
-                "type": "function",
-                "function": {
-                    "name": t.name,
-                    "description": t.description,
-                    "parameters": t.parameters,
-                },
-            }
-            for t in options.tools
-        ]
-        req["tool_choice"] = "auto"
-    if options.temperature is not None:
-        req["temperature"] = options.temperature
-    if options.max_tokens is not None:
-        req["max_tokens"] = options.max_tokens
-    if options.stop is not None:
-        req["stop"] = list(options.stop)
-    if options.reasoning_effort is not None:
-        req["reasoning_effort"] = options.reasoning_effort
-        if options.reasoning_effort in ("off", "none"):
-            req["disable_thinking"] = True
-    req.update(options.extra_body)
-    return req
-
-
-def _unsupported(block: Block, role: str) -> LlmError:
-    return LlmError(
-        f"a {block.type} block cannot be sent in a {role} message", ErrorCode.UNSUPPORTED_CONTENT
-    )
-
-
-def _content(blocks: list[Block], role: str) -> str | list[dict[str, Any]]:
-    """A user/system ``content``: a string when only text, else an array of parts."""
-    if all(isinstance(b, TextBlock) for b in blocks):
-        return "".join(b.text for b in blocks if isinstance(b, TextBlock))
-    parts: list[dict[str, Any]] = []
-    for b in blocks:
-        if isinstance(b, TextBlock):
-            parts.append({"type": "text", "text": b.text})
-        elif isinstance(b, ImageBlock):
-            parts.append({"type": "image_url", "image_url": {"url": b.data_url()}})
-        else:
-            raise _unsupported(b, role)
-    return parts
-
-
-def _append_message(out: list[dict[str, Any]], message: Message) -> None:
-    role = message.role
-    if role == "assistant":
-        out.append(_assistant(message))
-        return
-    rest: list[Block] = []
-    for b in message.content:
-        if isinstance(b, ToolResultBlock):
-            if any(not isinstance(c, TextBlock) for c in b.content):
-                raise LlmError(
-                    f"tool result {b.tool_call_id!r} holds non-text content, which the Lua "
-                    "adapter contract cannot carry",
-                    ErrorCode.UNSUPPORTED_CONTENT,
-                )
-            tool_msg: dict[str, Any] = {
-                "role": "tool",
-                "tool_call_id": b.tool_call_id,
-                "content": b.text,
-            }
-            if b.is_error:
-                tool_msg["is_error"] = True
-            out.append(tool_msg)
-        else:
-            rest.append(b)
-    if rest or not message.content:
-        out.append({"role": role, "content": _content(rest, role)})
-
-
-def _assistant(message: Message) -> dict[str, Any]:
-    text: list[str] = []
-    reasoning: list[str] = []
-    calls: list[dict[str, Any]] = []
-    for b in message.content:
-        if isinstance(b, TextBlock):
-            text.append(b.text)
-        elif isinstance(b, ReasoningBlock):
-            reasoning.append(b.text)
-        elif isinstance(b, ToolCallBlock):
-            calls.append(
-                {
-                    "id": b.id,
-                    "type": "function",
-                    "function": {
-                        "name": b.name,
-                        "arguments": b.arguments if b.arguments.strip() else "{}",
-                    },
-                }
-            )
-        else:
-            raise _unsupported(b, "assistant")
-    msg: dict[str, Any] = {"role": "assistant", "content": "".join(text)}
-    if reasoning:
-        msg["reasoning_content"] = "".join(reasoning)
-    if calls:
-        msg["tool_calls"] = calls
-    return msg
-
 
 # --------------------------------------------------------------------------------------------
 # Stream chunks -> events
@@ -309,11 +178,6 @@ class ChunkMapper:
         self._error: LlmError | None = None
         self._end_seen = False
         self._finished = False
-
-    @property
-    def end_seen(self) -> bool:
-        """Whether a ``done``, a ``finish_reason`` or :meth:`mark_end` has been seen."""
-        return self._end_seen
 
     @property
     def finished(self) -> bool:

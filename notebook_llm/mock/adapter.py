@@ -14,7 +14,7 @@ from typing import Literal
 
 from ..adapter import LlmAdapter
 from ..errors import ErrorCode, LlmError
-from ..lua.contract import build_request
+from ..lua.request import build_request
 from ..protocol import (
     BlockEnd,
     BlockStart,

@@ -1,0 +1,167 @@
+"""Warnings: a script that passes every rule of the stream yet loses the answer.
+
+The mistake a truthy JSON-null sentinel caused in kernel scripts (``done = (fr ~= nil)`` read
+every chunk as done) breaks none of the five stream rules, so :mod:`.report`'s verdict cannot
+see it. Here each payload of a 200 body is also run through the hook on its own, in one fresh
+Lua state (as one stream would), and the kit warns when the script reports ``done`` (or a
+finish) while a later payload still carries content, when payloads carried content and the
+script mapped none of it, or when output tokens were counted but no text, reasoning or tool call
+came out. A warning names the hook and the payload number (1-based, ``[DONE]`` not counted);
+``check-adapter --strict`` fails on one. "Carries content" is judged by key names common to the
+provider APIs (``_CONTENT_KEYS``), so this is a heuristic: a warning, never a failure.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from ..errors import LlmError
+from ..lua.adapter import LuaAdapter
+from ..lua.runtime import LuaSandbox
+from ..validate import Completion
+from ..wire.ndjson import NDJSONDecoder
+from ..wire.sse import SSEDecoder
+from .fixtures import Fixture
+
+__all__ = ["payload_warnings"]
+
+#: Keys whose non-empty string value is answer content in a provider payload (text, reasoning,
+#: tool-call arguments), whatever the API: OpenAI/Mistral/Groq ``content``, ``reasoning``,
+#: ``arguments``; Anthropic ``text``, ``thinking``, ``partial_json``; Gemini ``text``; Ollama
+#: ``content``, ``thinking``, ``response``.
+_CONTENT_KEYS = frozenset(
+    {
+        "content",
+        "text",
+        "reasoning",
+        "reasoning_content",
+        "thinking",
+        "partial_json",
+        "arguments",
+        "response",
+    }
+)
+#: Keys whose non-empty object value is a tool call's arguments (Gemini ``args``, Ollama
+#: ``arguments``, Anthropic ``input``), and keys that hold a tool call (its name is content).
+_ARGS_KEYS = frozenset({"args", "arguments", "input"})
+_CALL_KEYS = frozenset({"function", "functionCall"})
+
+
+def _carries_content(value: Any, key: str = "", depth: int = 0) -> bool:
+    """Whether a decoded payload holds answer content (see ``_CONTENT_KEYS``)."""
+    if depth > 32:
+        return False
+    if isinstance(value, str):
+        return bool(value) and key in _CONTENT_KEYS
+    if isinstance(value, dict):
+        if value and key in _ARGS_KEYS:
+            return True
+        name = value.get("name")
+        named = isinstance(name, str) and bool(name)
+        if named and (key in _CALL_KEYS or value.get("type") == "tool_use"):
+            return True
+        return any(_carries_content(v, str(k), depth + 1) for k, v in value.items())
+    if isinstance(value, list):
+        return any(_carries_content(v, key, depth + 1) for v in value)
+    return False
+
+
+def _payloads(fixture: Fixture) -> list[str]:
+    """A stream body's payloads as the adapter's hook gets them, up to the ``[DONE]`` marker."""
+    try:
+        if fixture.framing == "ndjson":
+            nd = NDJSONDecoder()
+            items = nd.feed(fixture.body) + nd.flush()
+        else:
+            sse = SSEDecoder()
+            items = sse.feed_data(fixture.body) + sse.flush_data()
+    except LlmError:
+        return []
+    if "[DONE]" in items:
+        items = items[: items.index("[DONE]")]
+    return items
+
+
+def _loads(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        return None
+
+
+def _mapped_content(chunk: Any) -> bool:
+    """Whether a unified chunk the script returned holds any answer content."""
+    if not isinstance(chunk, dict):
+        return False
+    for key in ("content", "reasoning_content"):
+        if isinstance(chunk.get(key), str) and chunk[key]:
+            return True
+    return bool(chunk.get("tool_calls")) or bool(chunk.get("tool_call"))
+
+
+def _reports_done(chunk: Any) -> bool:
+    if not isinstance(chunk, dict):
+        return False
+    finish = chunk.get("finish_reason")
+    return chunk.get("done") is True or (isinstance(finish, str) and finish != "")
+
+
+def payload_warnings(
+    adapter: LuaAdapter, fixture: Fixture, completion: Completion | None = None
+) -> list[str]:
+    """Warnings for a 200 body: the script ended early, dropped everything, or counted output
+    tokens without output (see the module doc). Each payload goes through the hook on its own,
+    in one fresh Lua state (as one stream would), so payloads after an early ``done`` are seen.
+    """
+    warnings: list[str] = []
+    if fixture.framing == "json":
+        hook = "transform_response"
+        held = _carries_content(_loads(fixture.body.decode("utf-8", errors="replace")))
+        first = 1
+        mapped = completion is not None and bool(
+            completion.text or completion.reasoning or completion.tool_calls
+        )
+    else:
+        hook = "transform_stream_chunk"
+        items = _payloads(fixture)
+        sandbox = LuaSandbox(
+            adapter.source,
+            name=adapter.name,
+            chunkname=str(adapter.path) if adapter.path else adapter.name,
+            limits=adapter.limits,
+            log=lambda _level, _msg: None,
+        )
+        results, _error = sandbox.call_each(hook, items)  # an error is the replay's to report
+        content_at = [i + 1 for i, item in enumerate(items) if _carries_content(_loads(item))]
+        held = bool(content_at)
+        first = content_at[0] if content_at else 0
+        chunks = [_loads(r) if isinstance(r, str) and r else None for r in results]
+        mapped = any(_mapped_content(c) for c in chunks)
+        done_at = next((i + 1 for i, c in enumerate(chunks) if _reports_done(c)), None)
+        later = [i for i in content_at if done_at is not None and i > done_at]
+        if later:
+            warnings.append(
+                f"{hook}, payload {done_at}: the script reported done (or a finish) here, but "
+                f"payload {later[0]} still carries content ({len(later)} such payload(s) are "
+                "lost); does it read a field that arrives as null as set?"
+            )
+    if held and not mapped:
+        warnings.append(
+            f"{hook}, payload {first}: the body carries content from here on, but the script "
+            "mapped none of it to text, reasoning or tool calls; does it read a field this API "
+            "does not send?"
+        )
+    usage = completion.usage if completion is not None else None
+    if (
+        completion is not None
+        and usage is not None
+        and (usage.output_tokens or 0) > (usage.reasoning_tokens or 0)
+        and not (completion.text or completion.reasoning or completion.tool_calls)
+        and not (held and not mapped)  # already said
+    ):
+        warnings.append(
+            f"{hook}: {usage.output_tokens} output tokens were counted but no text, reasoning "
+            "or tool call came out"
+        )
+    return warnings
