@@ -41,6 +41,7 @@ KNOWN_LARGE = frozenset(
     {
         "engine.py",
         "lua/adapter.py",
+        "widgets/stream_view.py",
         "magics/adapter.py",
         "record.py",
     }
