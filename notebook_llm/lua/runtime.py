@@ -75,8 +75,8 @@ def _compile_fn() -> Any:
     if _compiler is None:
         rt = lua54.LuaRuntime(encoding=None, register_eval=False, register_builtins=False)
         _compiler = rt.eval(
-            "function(src, name) local f, err = load(src, name, 't')"
-            " if not f then return nil, err end return string.dump(f) end"
+            "function(src, name, strip) local f, err = load(src, name, 't')"
+            " if not f then return nil, err end return string.dump(f, strip) end"
         )
     return _compiler
 
@@ -86,10 +86,11 @@ class _SyntaxFailure(Exception):
 
 
 @functools.lru_cache(maxsize=256)
-def _compile(source: str, chunkname: str) -> bytes:
-    """Compile Lua source to bytecode in a compile-only state (never runs code)."""
+def _compile(source: str, chunkname: str, strip: bool = False) -> bytes:
+    """Compile Lua source to bytecode in a compile-only state (never runs code). ``strip``
+    drops the debug information (line numbers, local names)."""
     with _compile_lock:
-        result = _compile_fn()(source.encode("utf-8"), chunkname.encode("utf-8"))
+        result = _compile_fn()(source.encode("utf-8"), chunkname.encode("utf-8"), strip)
     code, err = result if isinstance(result, tuple) else (result, None)
     if code is None:
         raise _SyntaxFailure(bytes(err or b"syntax error").decode("utf-8", "replace"))
@@ -99,7 +100,9 @@ def _compile(source: str, chunkname: str) -> bytes:
 @functools.cache
 def _builtin(name: str) -> bytes:
     text = resources.files(__package__).joinpath(name).read_text("utf-8")
-    return _compile(text, f"=nbllm.{name}")
+    # patterns.lua runs without line information: a C error raised under its wrappers then
+    # carries no position inside the trusted code (the handler finds the script's line).
+    return _compile(text, f"=nbllm.{name}", name == "patterns.lua")
 
 
 def _deny_attribute(obj: Any, attr_name: Any, is_setting: bool) -> Any:
@@ -175,9 +178,11 @@ class LuaSandbox:
         json_lib, json_control = load(_builtin("json.lua"), "=nbllm.json", "b")(
             g.debug.getmetatable, g.debug.setmetatable
         )
+        safe_string, self._pattern_probe = load(_builtin("patterns.lua"), "=nbllm.patterns", "b")()
         cfg = lua.table_from(
             {
                 "json": json_lib,
+                "safe_string": safe_string,
                 "json_control": json_control,
                 "interval": int(self.limits.hook_interval),
                 # ~640 bytes of stack and CallInfo per frame: stop recursion well before the cap.

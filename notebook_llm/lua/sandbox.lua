@@ -171,6 +171,9 @@ env.coroutine = {
   close = co_close,
 }
 string.dump = nil -- the real table is the one strings index; no bytecode can be produced
+-- find/match/gmatch/gsub/rep that the budget can stop (patterns.lua); trusted code above and
+-- json.lua keep the C functions.
+for k, v in next, cfg.safe_string do string[k] = v end
 env.string = string
 table.getn = function(t) return #t end
 table.maxn = table.maxn or function(t)
