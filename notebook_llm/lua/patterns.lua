@@ -32,7 +32,7 @@ local c_find, c_match, c_gmatch, c_gsub, c_rep = string.find, string.match, stri
   string.gsub, string.rep
 local byte, char, sub, concat = string.byte, string.char, string.sub, table.concat
 
-local STEP_LIMIT = 2000000 -- matcher steps one C call may take (~2-20 ms, measured)
+local STEP_LIMIT = 15000000 -- bound on the steps of one C call (<= ~100 ms, measured)
 local PLAIN_LIMIT = 1 << 26 -- bytes compared by one plain C search (memchr + memcmp)
 local MAXCCALLS = 200 -- lstrlib.c's matchdepth
 local MAXCAPTURES = 32
@@ -100,7 +100,7 @@ local function compile(p)
       if i + 3 > lp then
         it = { k = ERR, msg = "malformed pattern (missing arguments to '%b')" }; i = lp + 1
       else
-        it = { k = BAL, b = byte(p, i + 2), e = byte(p, i + 3) }; i = i + 4
+        it = { k = BAL, probe = "^" .. sub(p, i, i + 3) }; i = i + 4
       end
     elseif c == 37 and byte(p, i + 1) == 102 then -- %f
       i = i + 2
@@ -121,12 +121,12 @@ local function compile(p)
       if not ep then
         it = { k = ERR, msg = err }; i = lp + 1
       else
-        local q = byte(p, ep)
-        local set = set_of(sub(p, i, ep - 1))
+        local q, text = byte(p, ep), sub(p, i, ep - 1)
+        it = { k = SINGLE, set = set_of(text), text = text, run = "^" .. text .. "*" }
         if q == Q_STAR or q == Q_PLUS or q == Q_MINUS or q == Q_QUEST then
-          it = { k = SINGLE, set = set, q = q }; i = ep + 1
+          it.q = q; i = ep + 1
         else
-          it = { k = SINGLE, set = set }; i = ep
+          i = ep
         end
       end
     end
@@ -135,12 +135,13 @@ local function compile(p)
   return items
 end
 
--- The characters the items from k on can start with, or nil if unknown (or possibly empty).
--- ALL_END: the end of the pattern or a final '$' (nothing to backtrack into).
+-- The characters the items from k on can start with, or nil if unknown (or possibly empty);
+-- the empty set for the end of the pattern (and true as the second value) or a final '$'.
 local function first_set(items, k)
   while true do
     local it = items[k]
-    if it == nil or it.k == EOS then return {} end
+    if it == nil then return {}, true end
+    if it.k == EOS then return {} end
     local kind = it.k
     if kind == SINGLE then
       if it.q == nil or it.q == Q_PLUS then return it.set end
@@ -166,9 +167,12 @@ local function max_subject(items, anchored)
     local it = items[k]
     local kind = it.k
     if kind == SINGLE and (it.q == Q_STAR or it.q == Q_PLUS or it.q == Q_MINUS) then
-      local f = first_set(items, k + 1)
+      local f, at_end = first_set(items, k + 1)
       if f and disjoint(it.set, f) then -- additive: one full try of the rest
         C, d = C + 2, d > 1 and d or 1
+        -- The Lua matcher may then skip the tries that fail at once: all but the longest run
+        -- (lazy: but the first, when nothing follows, as that one succeeds).
+        it.skip = not (it.q == Q_MINUS and at_end)
       else
         C, d = C + 2, d + 1
       end
@@ -252,9 +256,16 @@ local function fail(msg)
   error(msg, 0)
 end
 
-local function max_expand(si, set, k)
-  local i = 0
-  while si + i <= SLEN and set[byte(S, si + i)] do i = i + 1 end
+-- The position after the longest run of item it's characters from si (a linear C call).
+local function run_end(si, it)
+  if it.set == ALL then return SLEN + 1 end
+  local _, e = c_find(S, it.run, si)
+  return e + 1
+end
+
+local function max_expand(si, it, k)
+  local i = run_end(si, it) - si
+  if it.skip then return match(si + i, k + 1) end
   while i >= 0 do
     local r = match(si + i, k + 1)
     if r then return r end
@@ -263,7 +274,9 @@ local function max_expand(si, set, k)
   return nil
 end
 
-local function min_expand(si, set, k)
+local function min_expand(si, it, k)
+  if it.skip then return match(run_end(si, it), k + 1) end
+  local set = it.set
   while true do
     local r = match(si, k + 1)
     if r then return r end
@@ -293,11 +306,11 @@ match = function(si, k)
         if r then si = r; break end
         k = k + 1
       elseif q == Q_PLUS then
-        si = max_expand(si + 1, it.set, k); break
+        si = max_expand(si + 1, it, k); break
       elseif q == Q_STAR then
-        si = max_expand(si, it.set, k); break
+        si = max_expand(si, it, k); break
       else
-        si = min_expand(si, it.set, k); break
+        si = min_expand(si, it, k); break
       end
     elseif kind == OPEN or kind == POS then
       if level >= MAXCAPTURES then fail("too many captures") end
@@ -318,21 +331,10 @@ match = function(si, k)
     elseif kind == EOS then
       if si ~= SLEN + 1 then si = nil end
       break
-    elseif kind == BAL then
-      if si > SLEN or byte(S, si) ~= it.b then si = nil; break end
-      local b, e, cont, j, found = it.b, it.e, 1, si + 1, nil
-      while j <= SLEN do
-        local c = byte(S, j)
-        if c == e then
-          cont = cont - 1
-          if cont == 0 then found = j + 1; break end
-        elseif c == b then
-          cont = cont + 1
-        end
-        j = j + 1
-      end
-      if not found then si = nil; break end
-      si, k = found, k + 1
+    elseif kind == BAL then -- matchbalance, by C: one anchored %b item is a linear scan
+      local _, e = c_find(S, it.probe, si)
+      if not e then si = nil; break end
+      si, k = e + 1, k + 1
     elseif kind == FRONT then
       local prev = si == 1 and 0 or byte(S, si - 1)
       local cur = si <= SLEN and byte(S, si) or 0
@@ -360,11 +362,24 @@ end
 -- than lastmatch: returns start, end (the position after the match), or nil.
 local function search(s, items, init, anchored, lastmatch)
   S, SLEN, ITEMS = s, #s, items
-  for a = init, SLEN + 1 do
+  -- A first item that must match a character: C finds the starts worth a try.
+  local first = items[1]
+  local probe, plain
+  if not anchored and first and first.k == SINGLE and (first.q == nil or first.q == Q_PLUS)
+    and first.set ~= ALL then
+    probe, plain = first.text, #first.text == 1
+  end
+  local a = init
+  while a <= SLEN + 1 do
+    if probe then
+      a = c_find(s, probe, a, plain)
+      if not a then return nil end
+    end
     level, depth = 0, MAXCCALLS
     local e = match(a, 1)
     if e and e ~= lastmatch then return a, e end
     if anchored then break end
+    a = a + 1
   end
   return nil
 end
