@@ -37,13 +37,16 @@ from __future__ import annotations
 import functools
 import json
 import re
+import signal
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
 from lupa import lua54
 
+from ..cancel import StopSignal
 from ..errors import ErrorCode, LlmError
 from .host import Budget, Host, HttpBridge, LogCallback
 
@@ -124,6 +127,34 @@ def _tuple(result: Any) -> tuple[Any, Any, Any, Any]:
     return items[0], items[1], items[2], items[3]
 
 
+# ---------------------------------------------------------------------------- interrupts
+
+_MAIN_THREAD = threading.main_thread()
+_SigHandler = Callable[[int, Any], Any]
+
+
+def _watch_sigint(budget: Budget) -> _SigHandler | None:
+    """While a hook runs in the main thread: make SIGINT stop it.
+
+    Python runs a signal handler at the next Python instruction of the main thread; while Lua
+    runs, that is inside the hook's budget check. The default handler raises KeyboardInterrupt
+    there (the check records it). Other handlers (an async Jupyter cell's, which only asks the
+    event loop to cancel the cell, i.e. after the hook returned) are wrapped for the call, so
+    the signal also stops the hook. Returns the handler to put back, or None."""
+    prev = signal.getsignal(signal.SIGINT)
+    if prev is signal.default_int_handler or not callable(prev):
+        return None
+    chained: _SigHandler = prev
+
+    def on_sigint(signum: int, frame: Any) -> Any:
+        budget.stopped = budget.over = True
+        budget.signalled = True
+        return chained(signum, frame)
+
+    signal.signal(signal.SIGINT, on_sigint)
+    return chained
+
+
 # ---------------------------------------------------------------------------- the sandbox
 
 
@@ -152,6 +183,7 @@ class LuaSandbox:
         self._http = http
         self._log = log
         self._budget = Budget(self.limits.cpu_seconds, self.limits.wall_seconds)
+        self._stop: StopSignal | None = None
         self._host = Host(self._name, self._budget, http, log)
         self._meta: dict[str, Any] = {}
 
@@ -255,6 +287,7 @@ class LuaSandbox:
         Raises ``LlmError`` ``ADAPTER_ERROR`` / ``ADAPTER_TIMEOUT`` / ``ADAPTER_MEMORY``.
         """
         self._budget.begin()
+        restore = _watch_sigint(self._budget) if threading.current_thread() is _MAIN_THREAD else None
         try:
             lua_args = [self._to_lua(a) for a in args]
             result = self._entry_call(hook, *lua_args)
@@ -262,6 +295,9 @@ class LuaSandbox:
             raise
         except Exception as exc:  # raised outside the protected call (e.g. out of memory)
             raise self._call_error(hook, self._classify(exc), str(exc), None) from None
+        finally:
+            if restore is not None:
+                signal.signal(signal.SIGINT, restore)
         status, value, line, _tb = _tuple(result)
         if status == "ok" and not self._budget.over:
             return value
@@ -277,12 +313,16 @@ class LuaSandbox:
         succeeded (strings; ``""`` where the hook returned nil) and the error of the item after
         them, if one failed."""
         self._budget.begin()
+        restore = _watch_sigint(self._budget) if threading.current_thread() is _MAIN_THREAD else None
         try:
             status, value, line, _tb, results, count, joined = self._entry_call_each(
                 hook, self._lua.table_from(items)
             )
         except Exception as exc:  # raised outside the protected call (e.g. out of memory)
             return [], self._call_error(hook, self._classify(exc), str(exc), None)
+        finally:
+            if restore is not None:
+                signal.signal(signal.SIGINT, restore)
         count = int(count)
         out: list[Any] = joined.split("\0") if joined is not None and count else []
         if len(out) != count:  # a result held a NUL byte, or was not a string
@@ -292,6 +332,13 @@ class LuaSandbox:
         if self._budget.over:
             status = "timeout"
         return out, self._call_error(hook, status, value, line)
+
+    def set_stop(self, stop: StopSignal | None) -> None:
+        """Stop the running (and every later) hook call once ``stop`` is set: the count hook
+        asks it at every budget check (~every ``hook_interval`` instructions), so a call stops
+        within milliseconds (``ABORTED``), whatever the script does."""
+        self._stop = stop
+        self._budget.stop = stop.is_set if stop is not None else None
 
     def clone(self) -> LuaSandbox:
         """A new, independent sandbox running the same script (cheap: bytecode is cached)."""
@@ -356,6 +403,23 @@ class LuaSandbox:
         return ErrorCode.ADAPTER_ERROR, f"failed{at}: {msg}", line
 
     def _call_error(self, hook: str, status: str, value: Any, line: int | None) -> LlmError:
+        if self._budget.interrupted:  # a kernel interrupt stopped the call: hand it on
+            raise KeyboardInterrupt
+        if self._budget.stopped:
+            if line is None:
+                line = _line_of(str(value or ""), self._chunkname)
+            at = f" at line {line}" if line is not None else ""
+            if self._budget.signalled:
+                reason = "interrupted"
+            else:
+                reason = self._stop.reason if self._stop is not None else "stopped"
+            return LlmError(
+                f"adapter '{self._name}' hook '{hook}' was stopped{at}: {reason}",
+                ErrorCode.ABORTED,
+                adapter=self._name,
+                hook=hook,
+                lua_line=line,
+            )
         code, text, line = self._describe(status, value, line)
         return LlmError(
             f"adapter '{self._name}' hook '{hook}' {text}",
