@@ -33,11 +33,26 @@ local c_find, c_match, c_gmatch, c_gsub, c_rep = string.find, string.match, stri
 local byte, char, sub, concat = string.byte, string.char, string.sub, table.concat
 
 local STEP_LIMIT = 15000000 -- bound on the steps of one C call (<= ~100 ms, measured)
+local CHEAP_STEPS = 20000 -- calls bounded by this are not even counted (<= ~0.1 ms)
+local DEBT_STEPS = 2000000 -- steps of C calls between two budget checks (~10 ms)
 local PLAIN_LIMIT = 1 << 26 -- bytes compared by one plain C search (memchr + memcmp)
 local MAXCCALLS = 200 -- lstrlib.c's matchdepth
 local MAXCAPTURES = 32
 
 -------------------------------------------------------------------------------- compiling
+
+-- Work done in C calls is charged here: one VM instruction may be a C call of milliseconds, and
+-- the count hook only fires every so many instructions. Past DEBT_STEPS, the sandbox's budget
+-- check runs (it raises once the budget is used up).
+local debt = 0
+local budget_check = function() end
+local function charge(steps)
+  debt = debt + steps
+  if debt > DEBT_STEPS then
+    debt = 0
+    budget_check()
+  end
+end
 
 local SINGLE, OPEN, POS, CLOSE, EOS, BAL, FRONT, BACK, ERR = 1, 2, 3, 4, 5, 6, 7, 8, 9
 local Q_STAR, Q_PLUS, Q_MINUS, Q_QUEST = 42, 43, 45, 63
@@ -56,6 +71,7 @@ local function set_of(text)
   else
     set = {}
     local pat = "^" .. text
+    charge(256 * #pat)
     for c = 0, 255 do
       if c_find(char(c), pat) then set[c] = true end
     end
@@ -160,8 +176,8 @@ local function disjoint(a, b)
   return true
 end
 
--- Worst-case steps as C * N^d, N = subject length + 1; returns the largest N for the C path.
-local function max_subject(items, anchored)
+-- Worst-case steps as C * N^d, N = subject length + 1.
+local function bound(items, anchored)
   local C, d = 1, 0
   for k = #items, 1, -1 do
     local it = items[k]
@@ -185,39 +201,54 @@ local function max_subject(items, anchored)
     end
   end
   if not anchored then d = d + 1 end
-  if d == 0 then return huge end
-  local n = (STEP_LIMIT / C) ^ (1 / d)
-  return n >= 1 and n // 1 or 0
+  return C, d
 end
 
 local NOSPECIALS = "[%^%$%*%+%?%.%(%[%%%-]"
 
-local compiled, caps, compiled_count = {}, {}, 0
+-- Per pattern (find/match/gsub key: the pattern; gmatch key: "\0g" .. pattern): the compiled
+-- items (false: no specials), the bound's C and d, and the cheap cap: the subject lengths
+-- below it cost at most CHEAP_STEPS (the fast path: C at once, nothing counted).
+local compiled, coefs, degs, caps, compiled_count = {}, {}, {}, {}, 0
 local forced = false
-local function remember(key, items, cap)
-  if forced then cap = 0 end
+
+local function remember(key, items, C, d)
   if compiled_count >= 512 then -- a script building patterns from data: start over
-    compiled, caps, compiled_count = {}, {}, 0
+    compiled, coefs, degs, caps, compiled_count = {}, {}, {}, {}, 0
   end
   compiled_count = compiled_count + 1
-  compiled[key], caps[key] = items, cap
+  local cap = 0
+  if not forced then
+    cap = d == 0 and huge or (CHEAP_STEPS / C) ^ (1 / d) // 1
+  end
+  compiled[key], coefs[key], degs[key], caps[key] = items, C, d, cap
+  return cap
 end
 
--- The largest subject length (+1) the C function may take for pattern p (as find/match/gsub
--- see it: a leading '^' anchors), computed once per pattern.
 local function cap_of(p)
   local cap = caps[p]
   if cap then return cap end
+  charge(#p)
   if not c_find(p, NOSPECIALS) then -- a plain search in find, literal items elsewhere
-    cap = (#p == 0) and huge or (STEP_LIMIT // (#p + 1))
-    remember(p, false, cap)
-    return cap
+    return remember(p, false, #p + 1, 1)
   end
   local anchored = byte(p) == 94
   local items = compile(anchored and sub(p, 2) or p)
-  cap = max_subject(items, anchored)
-  remember(p, items, cap)
-  return cap
+  return remember(p, items, bound(items, anchored))
+end
+
+-- gmatch has no anchor ('^' is a plain character there): its own cache key.
+local function gmatch_cap(key, p)
+  local cap = caps[key]
+  if cap then return cap end
+  local items = compile(p)
+  return remember(key, items, bound(items, false))
+end
+
+-- The bound for a subject of n bytes (math.huge: take the Lua matcher).
+local function cost(key, n)
+  if forced then return huge end
+  return coefs[key] * (n + 1) ^ degs[key]
 end
 
 -- The compiled items of p's body (as find/match/gsub see it), also for a pattern cap_of()
@@ -228,16 +259,6 @@ local function items_of(p)
   return compile(byte(p) == 94 and sub(p, 2) or p)
 end
 
--- gmatch has no anchor ('^' is a plain character there): its own cache key.
-local function gmatch_cap(p)
-  local key = "\0g" .. p
-  local cap = caps[key]
-  if cap then return cap end
-  local items = compile(p)
-  cap = max_subject(items, false)
-  remember(key, items, cap)
-  return cap
-end
 
 -------------------------------------------------------------------------------- the Lua matcher
 -- A port of lstrlib.c's match(), max_expand(), min_expand(), start_capture(), end_capture(),
@@ -260,6 +281,7 @@ end
 local function run_end(si, it)
   if it.set == ALL then return SLEN + 1 end
   local _, e = c_find(S, it.run, si)
+  charge(e - si)
   return e + 1
 end
 
@@ -333,6 +355,7 @@ match = function(si, k)
       break
     elseif kind == BAL then -- matchbalance, by C: one anchored %b item is a linear scan
       local _, e = c_find(S, it.probe, si)
+      charge(e and e - si or SLEN - si)
       if not e then si = nil; break end
       si, k = e + 1, k + 1
     elseif kind == FRONT then
@@ -372,7 +395,9 @@ local function search(s, items, init, anchored, lastmatch)
   local a = init
   while a <= SLEN + 1 do
     if probe then
+      local from = a
       a = c_find(s, probe, a, plain)
+      charge((a or SLEN) - from)
       if not a then return nil end
     end
     level, depth = 0, MAXCCALLS
@@ -444,6 +469,7 @@ local function plain_find(s, p, init)
   local last = #s - m + 1 -- the last possible start
   local i = init
   while i <= last do
+    charge((w * m + w + m) // 16)
     local j = c_find(sub(s, i, i + w + m - 2), p, 1, true)
     if j then return i + j - 1, i + j + m - 2 end
     i = i + w
@@ -467,9 +493,19 @@ local function find(s, p, init, plain)
   if type(p) ~= "string" then p = check_str(p, 2, "find") end
   if init ~= nil and math_type(init) ~= "integer" then init = checkint(init, 3, "find") end
   if plain then
-    if #s * #p <= PLAIN_LIMIT and not forced then return c_find(s, p, init, plain) end
+    local n = #s * #p
+    if n <= PLAIN_LIMIT and not forced then
+      if n > CHEAP_STEPS then charge(n // 16) end
+      return c_find(s, p, init, plain)
+    end
   elseif #s < (caps[p] or cap_of(p)) then
     return c_find(s, p, init, plain)
+  else
+    local steps = cost(p, #s)
+    if steps <= STEP_LIMIT then
+      charge(steps)
+      return c_find(s, p, init, plain)
+    end
   end
   local ls = #s
   local i = start_of(init, ls, "find")
@@ -486,6 +522,11 @@ local function match_(s, p, init)
   if type(p) ~= "string" then p = check_str(p, 2, "match") end
   if init ~= nil and math_type(init) ~= "integer" then init = checkint(init, 3, "match") end
   if #s < (caps[p] or cap_of(p)) then return c_match(s, p, init) end
+  local steps = cost(p, #s)
+  if steps <= STEP_LIMIT then
+    charge(steps)
+    return c_match(s, p, init)
+  end
   local ls = #s
   local i = start_of(init, ls, "match")
   if i > ls + 1 then return nil end
@@ -499,11 +540,17 @@ local function gmatch(s, p, init)
   if type(s) ~= "string" then s = check_str(s, 1, "gmatch") end
   if type(p) ~= "string" then p = check_str(p, 2, "gmatch") end
   if init ~= nil and math_type(init) ~= "integer" then init = checkint(init, 3, "gmatch") end
-  if #s < (caps["\0g" .. p] or gmatch_cap(p)) then return c_gmatch(s, p, init) end
+  local key = "\0g" .. p
+  if #s < (caps[key] or gmatch_cap(key, p)) then return c_gmatch(s, p, init) end
+  local steps = cost(key, #s)
+  if steps <= STEP_LIMIT then -- the whole iteration's bound, charged up front
+    charge(steps)
+    return c_gmatch(s, p, init)
+  end
   local ls = #s
   local src = start_of(init, ls, "gmatch")
   if src > ls + 1 then src = ls + 2 end
-  local items, lastmatch = compiled["\0g" .. p] or compile(p), nil
+  local items, lastmatch = compiled[key] or compile(p), nil
   local function step()
     local a, e = search(s, items, src, false, lastmatch)
     if not a then
@@ -526,6 +573,7 @@ local function add_s(out, repl, a, e)
   local i = 1
   while true do
     local j = c_find(repl, "%", i, true)
+    charge((j or #repl) - i)
     if not j then out[#out + 1] = sub(repl, i); return end
     out[#out + 1] = sub(repl, i, j - 1)
     local d = byte(repl, j + 1)
@@ -552,6 +600,11 @@ local function gsub(s, p, repl, max_n)
   end
   if max_n ~= nil and math_type(max_n) ~= "integer" then max_n = checkint(max_n, 4, "gsub") end
   if #s < (caps[p] or cap_of(p)) then return c_gsub(s, p, repl, max_n) end
+  local steps = cost(p, #s)
+  if steps <= STEP_LIMIT then
+    charge(steps)
+    return c_gsub(s, p, repl, max_n)
+  end
   local ls = #s
   if max_n == nil then max_n = ls + 1 end
   if tr == "number" then repl, tr = tostring(repl), "string" end
@@ -593,6 +646,7 @@ local function rep(s, n, sep)
   if sep ~= nil and type(sep) ~= "string" then sep = check_str(sep, 3, "rep") end
   -- C loops n times even when every copy is empty: string.rep("", 2^62) never ended.
   if s == "" and (sep == nil or sep == "") then return "" end
+  if n > 4096 then charge((#s + (sep and #sep or 0)) * n // 16) end -- bytes copied
   return c_rep(s, n, sep)
 end
 
@@ -601,7 +655,9 @@ return { find = find, match = match_, gmatch = gmatch, gsub = gsub, rep = rep },
   -- sends every search to the Lua matcher (to compare it with C).
   cap = cap_of,
   force_lua = function(on)
-    compiled, caps, compiled_count = {}, {}, 0
+    compiled, coefs, degs, caps, compiled_count = {}, {}, {}, {}, 0
     forced = on
   end,
+  -- sandbox.lua's budget check (raises once the call's budget is used up)
+  set_check = function(f) budget_check = f end,
 }

@@ -215,6 +215,7 @@ class LuaSandbox:
             {
                 "json": json_lib,
                 "safe_string": safe_string,
+                "pattern_control": self._pattern_probe,
                 "json_control": json_control,
                 "interval": int(self.limits.hook_interval),
                 # ~640 bytes of stack and CallInfo per frame: stop recursion well before the cap.

@@ -60,6 +60,17 @@ hook = function()
   if debug_getinfo(max_depth, "l") then error(DEPTH_MSG, 2) end
 end
 
+-- The same check for patterns.lua's C calls that may take milliseconds each: one VM instruction
+-- may be such a call, and the count hook above only fires every `interval` instructions.
+cfg.pattern_control.set_check(function()
+  if running and (timed_out or py_check()) then
+    timed_out = true
+    local co = co_running()
+    if not hot[co] then hot[co] = true; debug_sethook(co, hook, "", 1) end
+    error(TIMEOUT, 0)
+  end
+end)
+
 -------------------------------------------------------------------------------- sandbox env
 local env = {}
 local function deny(what)
