@@ -137,19 +137,28 @@ def _watch_sigint(budget: Budget) -> _SigHandler | None:
     """While a hook runs in the main thread: make SIGINT stop it.
 
     Python runs a signal handler at the next Python instruction of the main thread; while Lua
-    runs, that is inside the hook's budget check. The default handler raises KeyboardInterrupt
-    there (the check records it). Other handlers (an async Jupyter cell's, which only asks the
-    event loop to cancel the cell, i.e. after the hook returned) are wrapped for the call, so
-    the signal also stops the hook. Returns the handler to put back, or None."""
+    runs, that is in a callback of the script (the budget check): an exception raised there
+    would enter Lua, where the script's ``pcall`` could swallow it, and an async Jupyter cell's
+    handler only asks the event loop to cancel the cell, which cannot happen before the hook
+    returns. So for the call, SIGINT goes to a handler that marks the budget (the next check
+    ends the call) and calls the previous handler unless it is Python's default; any exception
+    it raises is kept and becomes a ``KeyboardInterrupt`` once the call is over. Returns the
+    handler to put back, or None (SIG_IGN / SIG_DFL / a handler set outside Python)."""
     prev = signal.getsignal(signal.SIGINT)
-    if prev is signal.default_int_handler or not callable(prev):
+    if not callable(prev):
         return None
     chained: _SigHandler = prev
 
-    def on_sigint(signum: int, frame: Any) -> Any:
+    def on_sigint(signum: int, frame: Any) -> None:
         budget.stopped = budget.over = True
+        if chained is signal.default_int_handler:
+            budget.interrupted = True
+            return
         budget.signalled = True
-        return chained(signum, frame)
+        try:
+            chained(signum, frame)
+        except BaseException:  # e.g. KeyboardInterrupt: raised once the hook call is over
+            budget.interrupted = True
 
     signal.signal(signal.SIGINT, on_sigint)
     return chained
