@@ -52,7 +52,10 @@ CASES: dict[str, tuple[str, str]] = {
         'local s = ("a"):rep(20000000) return (s:find(("a"):rep(10000000) .. "b", 1, true))',
         T,
     ),
-    "bounded-calls-in-a-loop": ("local s = (' '):rep(1500) while true do s:find('[^\"]*\"') end", T),
+    "bounded-calls-in-a-loop": (
+        "local s = (' '):rep(1500) while true do s:find('[^\"]*\"') end",
+        T,
+    ),
     "rep-empty": ('return #string.rep("", 1 << 62) + #string.rep("", 1 << 62, "")', "OK"),
     "rep-huge": ('return (string.rep("x", 1 << 40))', A),
     "rep-big": ('return #string.rep("xy", 40 * 1024 * 1024)', M),
@@ -137,7 +140,8 @@ def test_each_case_ends_within_its_cpu_limit_with_the_right_error(
     code, msg, _cpu = results[name]
     assert code == CASES[name][1], msg
     if code == T:  # names the hook and the script's line
-        assert "hook 'transform_request'" in msg and "at line 2" in msg, msg
+        assert "hook 'transform_request'" in msg, msg
+        assert "at line 2" in msg, msg
 
 
 def test_the_runner_process_ended_normally(results: dict[str, tuple[str, str, float]]) -> None:
@@ -267,7 +271,8 @@ def test_a_sigint_handler_that_only_schedules_a_cancel_still_stops_the_hook() ->
         _later(0.3, lambda: os.kill(os.getpid(), signal.SIGINT))
         with pytest.raises(LlmError) as info:
             sb.call("transform_request", "{}")
-        assert info.value.code == ErrorCode.ABORTED and "interrupted" in str(info.value)
+        assert info.value.code == ErrorCode.ABORTED
+        assert "interrupted" in str(info.value)
         assert calls == [signal.SIGINT]  # the kernel's own handler still ran
         assert signal.getsignal(signal.SIGINT) is not None
     finally:

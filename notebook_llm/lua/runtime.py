@@ -35,6 +35,7 @@ the GIL while Lua runs). One sandbox is not meant for concurrent calls; lupa ser
 from __future__ import annotations
 
 import functools
+import importlib
 import json
 import re
 import signal
@@ -129,39 +130,62 @@ def _tuple(result: Any) -> tuple[Any, Any, Any, Any]:
 
 # ---------------------------------------------------------------------------- interrupts
 
-_MAIN_THREAD = threading.main_thread()
+_MAIN_IDENT = threading.main_thread().ident
 _SigHandler = Callable[[int, Any], Any]
 
 
-def _watch_sigint(budget: Budget) -> _SigHandler | None:
-    """While a hook runs in the main thread: make SIGINT stop it.
+class _SigintRelay:
+    """The SIGINT handler while hooks run in the main thread: it makes SIGINT stop the hook.
 
     Python runs a signal handler at the next Python instruction of the main thread; while Lua
-    runs, that is in a callback of the script (the budget check): an exception raised there
-    would enter Lua, where the script's ``pcall`` could swallow it, and an async Jupyter cell's
-    handler only asks the event loop to cancel the cell, which cannot happen before the hook
-    returns. So for the call, SIGINT goes to a handler that marks the budget (the next check
-    ends the call) and calls the previous handler unless it is Python's default; any exception
-    it raises is kept and becomes a ``KeyboardInterrupt`` once the call is over. Returns the
-    handler to put back, or None (SIG_IGN / SIG_DFL / a handler set outside Python)."""
-    prev = signal.getsignal(signal.SIGINT)
-    if not callable(prev):
-        return None
-    chained: _SigHandler = prev
+    runs, that is inside a callback of the script (the budget check). The default handler would
+    raise KeyboardInterrupt there, into Lua, where the script's ``pcall`` could swallow it; an
+    async Jupyter cell's handler only asks the event loop to cancel the cell, which cannot
+    happen before the hook returns. So during a hook call in the main thread, the relay marks
+    the call's budget (its next check ends the call) and calls the handler it replaced unless
+    that is Python's default one; a KeyboardInterrupt is raised once the hook call is over.
+    Outside hook calls it just calls the replaced handler.
 
-    def on_sigint(signum: int, frame: Any) -> None:
+    It is installed once and left in place (installing a handler costs tens of microseconds,
+    too much for every call); whoever replaces it later (ipykernel swaps handlers per cell) gets
+    it wrapped again at the next hook call.
+    """
+
+    __slots__ = ("prev",)
+    budget: Budget | None = None  # the hook call running in the main thread, if any
+
+    def __init__(self, prev: _SigHandler) -> None:
+        self.prev = prev
+
+    def __call__(self, signum: int, frame: Any) -> Any:
+        budget = _SigintRelay.budget
+        if budget is None:
+            return self.prev(signum, frame)
         budget.stopped = budget.over = True
-        if chained is signal.default_int_handler:
+        if self.prev is signal.default_int_handler:
             budget.interrupted = True
-            return
+            return None
         budget.signalled = True
         try:
-            chained(signum, frame)
+            return self.prev(signum, frame)
         except BaseException:  # e.g. KeyboardInterrupt: raised once the hook call is over
             budget.interrupted = True
+            return None
 
-    signal.signal(signal.SIGINT, on_sigint)
-    return chained
+
+# signal.getsignal() maps the handler onto an enum by catching a ValueError for every Python
+# handler: ~20 us, measured, too slow for every hook call; the C function it wraps takes 0.1 us.
+_getsignal: Callable[[int], Any] = getattr(
+    importlib.import_module("_signal"), "getsignal", signal.getsignal
+)
+_SIGINT = int(signal.SIGINT)
+
+
+def _enter_main(budget: Budget) -> None:
+    handler = _getsignal(_SIGINT)
+    if callable(handler) and not isinstance(handler, _SigintRelay):
+        signal.signal(signal.SIGINT, _SigintRelay(handler))
+    _SigintRelay.budget = budget
 
 
 # ---------------------------------------------------------------------------- the sandbox
@@ -297,7 +321,9 @@ class LuaSandbox:
         Raises ``LlmError`` ``ADAPTER_ERROR`` / ``ADAPTER_TIMEOUT`` / ``ADAPTER_MEMORY``.
         """
         self._budget.begin()
-        restore = _watch_sigint(self._budget) if threading.current_thread() is _MAIN_THREAD else None
+        main = threading.get_ident() == _MAIN_IDENT
+        if main:
+            _enter_main(self._budget)
         try:
             lua_args = [self._to_lua(a) for a in args]
             result = self._entry_call(hook, *lua_args)
@@ -306,8 +332,10 @@ class LuaSandbox:
         except Exception as exc:  # raised outside the protected call (e.g. out of memory)
             raise self._call_error(hook, self._classify(exc), str(exc), None) from None
         finally:
-            if restore is not None:
-                signal.signal(signal.SIGINT, restore)
+            if main:
+                _SigintRelay.budget = None
+        if self._budget.interrupted:  # a kernel interrupt arrived during the call
+            raise KeyboardInterrupt
         status, value, line, _tb = _tuple(result)
         if status == "ok" and not self._budget.over:
             return value
@@ -323,7 +351,9 @@ class LuaSandbox:
         succeeded (strings; ``""`` where the hook returned nil) and the error of the item after
         them, if one failed."""
         self._budget.begin()
-        restore = _watch_sigint(self._budget) if threading.current_thread() is _MAIN_THREAD else None
+        main = threading.get_ident() == _MAIN_IDENT
+        if main:
+            _enter_main(self._budget)
         try:
             status, value, line, _tb, results, count, joined = self._entry_call_each(
                 hook, self._lua.table_from(items)
@@ -331,8 +361,10 @@ class LuaSandbox:
         except Exception as exc:  # raised outside the protected call (e.g. out of memory)
             return [], self._call_error(hook, self._classify(exc), str(exc), None)
         finally:
-            if restore is not None:
-                signal.signal(signal.SIGINT, restore)
+            if main:
+                _SigintRelay.budget = None
+        if self._budget.interrupted:  # a kernel interrupt arrived during the call
+            raise KeyboardInterrupt
         count = int(count)
         out: list[Any] = joined.split("\0") if joined is not None and count else []
         if len(out) != count:  # a result held a NUL byte, or was not a string
