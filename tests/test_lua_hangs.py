@@ -83,6 +83,21 @@ CASES: dict[str, tuple[str, str]] = {
         T,
     ),
     "gc-loop": ("setmetatable({}, {__gc = function() while true do end end})", A),
+    # one VM instruction may be a C call of milliseconds: thousands of them between two count
+    # hook checks used to take minutes
+    "upper-in-a-loop": ("local s = ('x'):rep(2e7) while true do local t = s:upper() end", T),
+    "format-in-a-loop": (
+        "local s = ('x'):rep(2e7) while true do local t = string.format('%s', s) end",
+        T,
+    ),
+    "concat-in-a-loop": (
+        "local s = ('x'):rep(2e7) while true do local t = table.concat({s}) end",
+        T,
+    ),
+    "sort-in-a-loop": (
+        "local t = {} for i = 1, 1e6 do t[i] = i end while true do table.sort(t) end",
+        T,
+    ),
 }
 
 RUNNER = textwrap.dedent(
@@ -212,6 +227,13 @@ def test_the_lua_matcher_gives_what_c_gives() -> None:
     got = json.loads(lua_side.call("transform_request", json.dumps(cases)))
     diffs = [(c, w, g) for c, w, g in zip(cases, want, got, strict=True) if w != g]
     assert not diffs, diffs[:3]
+
+
+def test_c_errors_under_the_wrappers_still_name_the_function() -> None:
+    src = "return { transform_request = function(r)\n local x = string.format('%d', 'x') end }"
+    with pytest.raises(LlmError) as info:
+        LuaSandbox(src).call("transform_request", "{}")
+    assert "at line 2: bad argument #2 to 'format' (number expected" in str(info.value)
 
 
 def test_patterns_that_cannot_explode_keep_the_c_path() -> None:

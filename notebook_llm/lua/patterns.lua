@@ -26,8 +26,9 @@
 -- Run by runtime.py in the real globals before sandbox.lua (it captures what it needs in
 -- locals); returns the replacement functions, which sandbox.lua installs in the string table. The character classes are computed by the C matcher itself (one C call per byte
 -- and class, cached), so %a, [%w_], ... mean exactly what they mean in C.
-local string, error, pcall, type, tostring, tonumber, math_type, pack, unpack, huge =
-  string, error, pcall, type, tostring, tonumber, math.type, table.pack, table.unpack, math.huge
+local string, error, pcall, type, tostring, tonumber, math_type, pack, unpack, huge, select =
+  string, error, pcall, type, tostring, tonumber, math.type, table.pack, table.unpack, math.huge,
+  select
 local c_find, c_match, c_gmatch, c_gsub, c_rep = string.find, string.match, string.gmatch,
   string.gsub, string.rep
 local byte, char, sub, concat = string.byte, string.char, string.sub, table.concat
@@ -650,7 +651,48 @@ local function rep(s, n, sep)
   return c_rep(s, n, sep)
 end
 
-return { find = find, match = match_, gmatch = gmatch, gsub = gsub, rep = rep }, {
+-- Other C functions whose time grows with their input (a 20 MiB s:upper() takes ~20 ms, and a
+-- loop makes thousands of such calls between two count-hook checks): charged by size.
+local c_sort, c_concat, c_utf8_len, c_utf8_offset = table.sort, table.concat, utf8.len, utf8.offset
+local c_upper, c_lower, c_reverse, c_format, c_sub = string.upper, string.lower, string.reverse,
+  string.format, string.sub
+local BIG = 65536
+
+local function sort(t, comp)
+  if type(t) == "table" then
+    local n = #t
+    if n > 4096 then charge(n * 24) end -- n log n comparisons
+  end
+  return c_sort(t, comp)
+end
+local function sized(f, div) -- charged by the length of the first argument
+  return function(s, ...)
+    if type(s) == "string" and #s > BIG then charge(#s // div) end
+    return f(s, ...) -- a tail call: a C error then names the function (see sandbox.lua)
+  end
+end
+local function format(fmt, ...)
+  for i = 1, select("#", ...) do
+    local v = select(i, ...)
+    if type(v) == "string" and #v > BIG then charge(#v // 8) end
+  end
+  return c_format(fmt, ...)
+end
+local function concat_(t, ...) -- the parts' sizes are known once it is done
+  local r = c_concat(t, ...)
+  if #r > BIG then charge(#r // 8) end
+  return r
+end
+
+return {
+  string = {
+    find = find, match = match_, gmatch = gmatch, gsub = gsub, rep = rep,
+    upper = sized(c_upper, 8), lower = sized(c_lower, 8), reverse = sized(c_reverse, 8),
+    sub = sized(c_sub, 16), format = format,
+  },
+  table = { sort = sort, concat = concat_ },
+  utf8 = { len = sized(c_utf8_len, 4), offset = sized(c_utf8_offset, 4) },
+}, {
   -- For tests: the largest subject length + 1 the C path takes for a pattern; and a switch that
   -- sends every search to the Lua matcher (to compare it with C).
   cap = cap_of,

@@ -182,9 +182,17 @@ env.coroutine = {
   close = co_close,
 }
 string.dump = nil -- the real table is the one strings index; no bytecode can be produced
--- find/match/gmatch/gsub/rep that the budget can stop (patterns.lua); trusted code above and
--- json.lua keep the C functions.
-for k, v in next, cfg.safe_string do string[k] = v end
+-- String, table and utf8 functions that the budget can stop (patterns.lua); trusted code above
+-- and json.lua keep the C functions.
+-- Called from the wrappers, a C function's "bad argument" error names it '?': the handler below
+-- puts the name back.
+local c_names = {}
+for lib, fns in next, cfg.safe_string do
+  for k, v in next, fns do
+    c_names[_G[lib][k]] = k
+    _G[lib][k] = v
+  end
+end
 env.string = string
 table.getn = function(t) return #t end
 table.maxn = table.maxn or function(t)
@@ -242,6 +250,11 @@ local function describe(e)
 end
 
 handler = function(e)
+  if type(e) == "string" and gsub(e, "^bad argument #%d+ to '%?'", "") ~= e then
+    local info = debug_getinfo(2, "f") -- the C function that raised it
+    local name = info and c_names[info.func]
+    if name then e = gsub(e, "'%?'", "'" .. name .. "'", 1) end
+  end
   local line
   for level = 2, 200 do
     local info = debug_getinfo(level, "Sl")
