@@ -19,14 +19,19 @@ payload, which measured about a third of the per-chunk cost):
 * CPU: a count hook every ``hook_interval`` VM instructions compares the calling thread's CPU time
   (``time.thread_time``, minus time spent in ``http_get``/``http_post``/``log``) with
   ``cpu_seconds``. Over budget, it raises on every instruction, so ``pcall`` can't swallow it;
-  every coroutine gets the hook too. -> ``ADAPTER_TIMEOUT``.
+  every coroutine gets the hook too. -> ``ADAPTER_TIMEOUT``. One instruction can be a long C
+  call: ``patterns.lua`` replaces the string library's pattern functions (a bounded C call, or
+  a Lua matcher the hook can stop) and charges the C calls whose time grows with their input,
+  checking the budget every ~2e6 charged steps (docs/reliability.md has the figures).
+* Stop: the same check asks the stream's ``StopSignal`` (:meth:`LuaSandbox.set_stop`) and, for
+  calls in the main thread, notices SIGINT (:class:`_SigintRelay`) -> ``ABORTED`` /
+  ``KeyboardInterrupt`` after the call.
 * Memory: ``LuaRuntime(max_memory=...)`` for the whole state. -> ``ADAPTER_MEMORY``.
 * Stack overflow / any other Lua error -> ``ADAPTER_ERROR`` naming adapter, hook and line.
 
 After a limit error the sandbox stays USABLE: the error unwinds the Lua stack normally, so the state
 is consistent and the next :meth:`LuaSandbox.call` gets a fresh budget (the script's own variables
-may hold whatever it had written before it was stopped). Known limit: a single C-level operation
-(e.g. a pathological ``string.find`` pattern) runs to its end before the hook can fire.
+may hold whatever it had written before it was stopped).
 
 Thread safety: separate sandboxes can be used from separate threads in parallel (lupa releases
 the GIL while Lua runs). One sandbox is not meant for concurrent calls; lupa serialises them.
