@@ -11,21 +11,27 @@
 --   item cannot start where it repeats (disjoint character sets, or the end of the pattern)
 --   adds N to the cost; any other one multiplies the rest by N; '?' doubles it; %b and
 --   back-references add N; an unanchored search multiplies by N (every start).
--- * If the bound for this subject is under STEP_LIMIT, the C function runs as it is (the fast
---   path: one table lookup, one comparison). STEP_LIMIT is sized so that no C call exceeds a
---   few milliseconds even in its worst case.
--- * Otherwise the SEARCH runs here, in Lua, as a faithful port of lstrlib.c's matcher (same
---   order of attempts, same errors), where the count hook (CPU budget, wall budget, stop
---   signal, kernel interrupt) can stop it. Once it knows where the first match starts, the C
---   function is called anchored at that start to produce the results (captures, positions,
---   replacement text): it takes exactly the path the Lua search took, so it is fast too.
+-- * Under CHEAP_STEPS the C function runs as it is (the fast path: one table lookup, one
+--   comparison). Under STEP_LIMIT it runs in C too, and its bound is charged (below). Measured,
+--   no C call allowed by STEP_LIMIT took more than ~60 ms.
+-- * Otherwise the search runs here, in Lua, as a faithful port of lstrlib.c's matcher (same
+--   order of attempts, same errors, same captures), where the count hook (CPU budget, wall
+--   budget, stop signal, kernel interrupt) can stop it. Linear parts go back to C: the run of a
+--   repeated class, %b, the next start worth trying.
+-- * Charging: C calls add their bound (or their input size, for rep/upper/sub/format/
+--   table.concat/table.sort/utf8.len...) to a counter; past DEBT_STEPS the sandbox's budget
+--   check runs. One VM instruction may be such a call, and the count hook only fires every
+--   10,000 instructions: thousands of 20 ms calls in between would add up to minutes.
 -- * A plain search (find with plain=true, or a pattern without specials) costs #s * #p in the
 --   worst case; over PLAIN_LIMIT it runs in windows, one bounded C call per window.
 -- * string.rep with an empty string and separator returns "" at once (C loops n times).
 --
 -- Run by runtime.py in the real globals before sandbox.lua (it captures what it needs in
--- locals); returns the replacement functions, which sandbox.lua installs in the string table. The character classes are computed by the C matcher itself (one C call per byte
--- and class, cached), so %a, [%w_], ... mean exactly what they mean in C.
+-- locals) and loaded WITHOUT debug information, so a C error raised under a wrapper carries no
+-- position inside this file. Returns the replacement functions (sandbox.lua installs them in
+-- the string, table and utf8 tables) and a control table. The character classes are computed
+-- by the C matcher itself (one C call per byte and class, cached), so %a, [%w_], ... mean
+-- exactly what they mean in C.
 local string, error, pcall, type, tostring, tonumber, math_type, pack, unpack, huge, select =
   string, error, pcall, type, tostring, tonumber, math.type, table.pack, table.unpack, math.huge,
   select
