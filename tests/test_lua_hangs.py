@@ -233,7 +233,8 @@ def test_c_errors_under_the_wrappers_still_name_the_function() -> None:
     src = "return { transform_request = function(r)\n local x = string.format('%d', 'x') end }"
     with pytest.raises(LlmError) as info:
         LuaSandbox(src).call("transform_request", "{}")
-    assert "at line 2: bad argument #2 to 'format' (number expected" in str(info.value)
+    # as when Lua calls the C function itself: position prefix and name
+    assert "at line 2: adapter:2: bad argument #2 to 'format' (number expected" in str(info.value)
 
 
 def test_patterns_that_cannot_explode_keep_the_c_path() -> None:

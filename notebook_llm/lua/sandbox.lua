@@ -249,11 +249,29 @@ local function describe(e)
   return "error object is a " .. t .. ": " .. tostring(e)
 end
 
+-- An error raised by a C function under patterns.lua's wrappers (no debug information there)
+-- lacks what Lua gives it when the script calls the function itself: the "chunk:line:" prefix,
+-- and the name in "bad argument ... to '?'". Put both back, from the script's frame.
+local function as_if_called_by_the_script(e)
+  local c, wrapper = debug_getinfo(3, "Sf"), debug_getinfo(4, "S")
+  if not (c and c.what == "C" and wrapper and wrapper.source == "=?") then return e end
+  local name = c_names[c.func]
+  if name then e = gsub(e, "^(bad argument #%d+ to )'%?'", "%1'" .. name .. "'", 1) end
+  for level = 5, 250 do
+    local info = debug_getinfo(level, "Sl")
+    if not info then break end
+    if info.source == chunk_source then
+      if info.currentline > 0 then e = info.short_src .. ":" .. info.currentline .. ": " .. e end
+      break
+    end
+    if info.source ~= "=?" then break end
+  end
+  return e
+end
+
 handler = function(e)
-  if type(e) == "string" and gsub(e, "^bad argument #%d+ to '%?'", "") ~= e then
-    local info = debug_getinfo(2, "f") -- the C function that raised it
-    local name = info and c_names[info.func]
-    if name then e = gsub(e, "'%?'", "'" .. name .. "'", 1) end
+  if type(e) == "string" and e ~= TIMEOUT and e ~= NOMEM and not timed_out then
+    e = as_if_called_by_the_script(e)
   end
   local line
   for level = 2, 200 do
