@@ -94,6 +94,12 @@ CASES: dict[str, tuple[str, str]] = {
         "local s = ('x'):rep(2e7) while true do local t = table.concat({s}) end",
         T,
     ),
+    "dotdot-in-a-loop": ("local s = ('x'):rep(2e7) while true do local t = s .. 'y' end", T),
+    "compare-in-a-loop": (
+        "local a = ('x'):rep(2e7) local b = ('x'):rep(2e7 - 1) .. 'x'"
+        " while true do local t = (a == b) end",
+        T,
+    ),
     "sort-in-a-loop": (
         "local t = {} for i = 1, 1e6 do t[i] = i end while true do table.sort(t) end",
         T,

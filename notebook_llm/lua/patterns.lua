@@ -52,7 +52,8 @@ local MAXCAPTURES = 32
 -- the count hook only fires every so many instructions. Past DEBT_STEPS, the sandbox's budget
 -- check runs (it raises once the budget is used up).
 local debt = 0
-local budget_check = function() end
+local budget_check, go_heavy = function() end, function() end
+local HEAVY = 4 * 1024 * 1024 -- a string this big: the sandbox then checks every 100 instructions
 local function charge(steps)
   debt = debt + steps
   if debt > DEBT_STEPS then
@@ -653,7 +654,11 @@ local function rep(s, n, sep)
   if sep ~= nil and type(sep) ~= "string" then sep = check_str(sep, 3, "rep") end
   -- C loops n times even when every copy is empty: string.rep("", 2^62) never ended.
   if s == "" and (sep == nil or sep == "") then return "" end
-  if n > 4096 then charge((#s + (sep and #sep or 0)) * n // 16) end -- bytes copied
+  if n > 4096 then -- bytes copied
+    local bytes = (#s + (sep and #sep or 0)) * n
+    charge(bytes // 16)
+    if bytes > HEAVY then go_heavy() end
+  end
   return c_rep(s, n, sep)
 end
 
@@ -673,20 +678,29 @@ local function sort(t, comp)
 end
 local function sized(f, div) -- charged by the length of the first argument
   return function(s, ...)
-    if type(s) == "string" and #s > BIG then charge(#s // div) end
+    if type(s) == "string" and #s > BIG then
+      charge(#s // div)
+      if #s > HEAVY then go_heavy() end
+    end
     return f(s, ...) -- a tail call: a C error then names the function (see sandbox.lua)
   end
 end
 local function format(fmt, ...)
   for i = 1, select("#", ...) do
     local v = select(i, ...)
-    if type(v) == "string" and #v > BIG then charge(#v // 8) end
+    if type(v) == "string" and #v > BIG then
+      charge(#v // 8)
+      if #v > HEAVY then go_heavy() end
+    end
   end
   return c_format(fmt, ...)
 end
 local function concat_(t, ...) -- the parts' sizes are known once it is done
   local r = c_concat(t, ...)
-  if #r > BIG then charge(#r // 8) end
+  if #r > BIG then
+    charge(#r // 8)
+    if #r > HEAVY then go_heavy() end
+  end
   return r
 end
 
@@ -707,5 +721,6 @@ return {
     forced = on
   end,
   -- sandbox.lua's budget check (raises once the call's budget is used up)
-  set_check = function(f) budget_check = f end,
+  -- and its switch to fine-grained checks (a big string can make one `..` take milliseconds)
+  set_check = function(f, heavy) budget_check, go_heavy = f, heavy end,
 }

@@ -39,11 +39,24 @@ local running = false -- inside run(): only there may the hook fire (trusted cod
 local hot = setmetatable({}, { __mode = "k" })
 local handler, run -- forward: exempt from the hook once over budget (they report the timeout)
 
+-- A state holding big strings may copy megabytes in ONE instruction (s .. t, s == t): 10,000 of
+-- them between two checks took 23 s for 20 MiB strings. Holding more than HEAVY_KB, a coroutine
+-- is hooked every FINE instructions, and Python is asked once the CPU clock moved 2 ms.
+local HEAVY_KB, FINE = 16 * 1024, 100
+local heavy = setmetatable({}, { __mode = "k" })
+local last_clock = 0
+local os_clock = os.clock
+
 local hook
 hook = function()
   if not running then -- a hook left on a thread outside run(): switch it off, never raise
     debug_sethook()
     return
+  end
+  if not timed_out and heavy[co_running()] then
+    local now = os_clock()
+    if now - last_clock < 0.002 then return end
+    last_clock = now
   end
   if timed_out or py_check() then
     timed_out = true
@@ -55,6 +68,11 @@ hook = function()
   end
   local co = co_running()
   if hot[co] then hot[co] = nil; debug_sethook(co, hook, "", interval) end
+  local big = raw_collectgarbage("count") > HEAVY_KB
+  if big ~= (heavy[co] or false) then
+    heavy[co] = big or nil
+    debug_sethook(co, hook, "", big and FINE or interval)
+  end
   -- Deep recursion: stop it before the stack's growth hits the memory cap (Lua's own
   -- "stack overflow" comes at 1e6 slots, later than 64 MiB of frames).
   if debug_getinfo(max_depth, "l") then error(DEPTH_MSG, 2) end
@@ -68,6 +86,12 @@ cfg.pattern_control.set_check(function()
     local co = co_running()
     if not hot[co] then hot[co] = true; debug_sethook(co, hook, "", 1) end
     error(TIMEOUT, 0)
+  end
+end, function() -- a wrapper made or took a big string: check finely from now on
+  local co = co_running()
+  if running and not timed_out and not heavy[co] and not hot[co] then
+    heavy[co] = true
+    debug_sethook(co, hook, "", FINE)
   end
 end)
 
@@ -302,7 +326,13 @@ end
 run = function(fn, ...)
   timed_out = false
   running = true
-  debug_sethook(hook, "", interval)
+  if raw_collectgarbage("count") > HEAVY_KB then -- e.g. a big response body as the argument
+    heavy[co_running()] = true
+    debug_sethook(hook, "", FINE)
+  else
+    heavy[co_running()] = nil
+    debug_sethook(hook, "", interval)
+  end
   local r = pack(xpcall(fn, handler, ...))
   running = false
   debug_sethook() -- this thread stops checking; the next run() installs the hook again
