@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
+import weakref
 
 
 class StopSignal:
@@ -48,17 +49,38 @@ class StopSignal:
         if task is not None:
             with self._lock:
                 self._waiting.add(task)
+            _by_task[task] = self
 
     def _detach(self, task: asyncio.Task[object] | None) -> None:
         if task is not None:
             with self._lock:
                 self._waiting.discard(task)
+            if _by_task.get(task) is self:
+                del _by_task[task]
 
     def wait(self, timeout: float | None = None) -> bool:
         return self._event.wait(timeout)
 
 
 _STOP_MESSAGE = "notebook_llm.StopSignal"
+
+#: The signal each engine task is attached to right now (while it waits inside the engine).
+_by_task: weakref.WeakKeyDictionary[asyncio.Task[object], StopSignal] = weakref.WeakKeyDictionary()
+
+
+def current_stop() -> StopSignal | None:
+    """The stop signal of the engine stream the calling task is running, if any.
+
+    An adapter's code runs synchronously inside the engine's wait for its next event (the
+    engine attaches the task to the signal meanwhile), so a Lua sandbox can poll the signal
+    from its CPU hook: a Stop, or a kernel interrupt (which sets it), ends even a hook that never
+    gives control back to the event loop.
+    """
+    try:
+        task = asyncio.current_task()
+    except RuntimeError:  # no running loop
+        return None
+    return _by_task.get(task) if task is not None else None
 
 
 async def sleep_unless_stopped(delay: float, stop: StopSignal | None) -> bool:

@@ -268,6 +268,65 @@ ESCAPES = [
         A,
         r"sandbox held: no userdata reachable",
     ),
+    # ------------------------------------------------------------- CPU: one C call that explodes
+    # (issue 18: the string library's matcher used to run to its end, ignoring the budget)
+    Escape(
+        "pattern-find",
+        "transform_request",
+        'return string.find(string.rep("a", 40), string.rep("a-", 40) .. "b")',
+        T,
+        r"CPU time budget of 0.2 s at line \d+",
+    ),
+    Escape(
+        "pattern-match-method",
+        "transform_stream_chunk",
+        'local s = string.rep("a", 40) return s:match(("a*"):rep(40) .. "b")',
+        T,
+        r"CPU time budget",
+    ),
+    Escape(
+        "pattern-gmatch",
+        "transform_response",
+        'for x in string.gmatch(string.rep("a", 40), ("a?"):rep(40) .. ("a"):rep(40) .. "b") do'
+        " return x end",
+        T,
+        r"CPU time budget",
+    ),
+    Escape(
+        "pattern-gsub",
+        "build_headers",
+        'return (string.gsub(string.rep("ab", 30), ("[ab]-"):rep(30) .. "c", "x"))',
+        T,
+        r"CPU time budget",
+    ),
+    Escape(
+        "rep-empty-huge-count",
+        "transform_request",
+        f"""local s = string.rep("", 1 << 62) {HELD}'empty rep of ' .. #s)""",
+        A,
+        r"sandbox held: empty rep of 0",
+    ),
+    Escape(
+        "concat-huge-table",
+        "transform_request",
+        'local t = {} for i = 1, 1e8 do t[i] = "0123456789abcdef" end return table.concat(t)',
+        M,
+        r"memory limit",
+    ),
+    Escape(
+        "pcall-recursion-tree",
+        "transform_request",
+        "local function f() pcall(f) pcall(f) end f()",
+        T,
+        r"CPU time budget",
+    ),
+    Escape(
+        "close-metamethod-loop",
+        "transform_request",
+        "do local x <close> = setmetatable({}, {__close = function() while true do end end}) end",
+        T,
+        r"CPU time budget",
+    ),
     # ------------------------------------------------------------- CPU: loops in each hook
     Escape(
         "loop-build_headers", "build_headers", "while true do end", T, r"CPU time budget of 0.2 s"

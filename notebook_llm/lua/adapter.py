@@ -36,6 +36,7 @@ from typing import Any, cast
 import httpx
 
 from ..adapter import LlmAdapter
+from ..cancel import current_stop
 from ..errors import ErrorCode, LlmError
 from ..protocol import Event, GenerateOptions
 from ..secrets import redact
@@ -333,6 +334,7 @@ class LuaAdapter(LlmAdapter):
         with self._lock:
             source = self.source
         sandbox = self._sandbox(source)  # one Lua state per stream
+        sandbox.set_stop(current_stop())  # a Stop / kernel interrupt ends a running hook
         url, headers, body, streaming = self._prepare(sandbox, options)
         mapper = ChunkMapper(provider=options.provider, adapter=self.name)
         client, owned = self._client()

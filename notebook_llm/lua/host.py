@@ -108,7 +108,19 @@ class Budget:
     costs no CPU time, and the CPU time spent inside the HTTP bridge is subtracted as well.
     """
 
-    __slots__ = ("excluded", "limit", "over", "over_wall", "start", "wall_limit", "wall_start")
+    __slots__ = (
+        "excluded",
+        "interrupted",
+        "limit",
+        "over",
+        "over_wall",
+        "signalled",
+        "start",
+        "stop",
+        "stopped",
+        "wall_limit",
+        "wall_start",
+    )
 
     def __init__(self, limit: float, wall_limit: float = 30.0) -> None:
         self.limit = limit
@@ -120,6 +132,13 @@ class Budget:
         self.excluded = 0.0
         self.over = False
         self.over_wall = False
+        #: Asked at every check: True stops the call (the stream's ``StopSignal.is_set``).
+        self.stop: Callable[[], bool] | None = None
+        #: The call was stopped by ``stop`` / by a kernel interrupt (KeyboardInterrupt) that
+        #: arrived while Lua ran in this thread; the sandbox raises ABORTED / re-raises it.
+        self.stopped = False
+        self.interrupted = False
+        self.signalled = False
 
     def begin(self) -> None:
         self.start = time.thread_time()
@@ -127,6 +146,13 @@ class Budget:
         self.excluded = 0.0
         self.over = False
         self.over_wall = False
+        self.stopped = False
+        self.interrupted = False
+        self.signalled = False
+
+    def interrupt(self) -> None:
+        """A KeyboardInterrupt arrived inside a callback: end the call, re-raise it after."""
+        self.interrupted = self.stopped = self.over = True
 
     def wall_exceeded(self) -> bool:
         if not self.over_wall and time.monotonic() - self.wall_start > self.wall_limit:
@@ -134,13 +160,20 @@ class Budget:
         return self.over_wall
 
     def check(self) -> bool:
-        """Called by the count hook: True once this call's budget is used up (sticky)."""
-        if not self.over:
-            if time.thread_time() - self.start - self.excluded > self.limit:
-                self.over = True
-            else:
-                self.wall_exceeded()
-        return self.over
+        """Called by the count hook: True once this call's budget is used up or it was stopped
+        (sticky). Never raises: a kernel interrupt that lands here (SIGINT's handler runs at the
+        next Python instruction of the main thread, i.e. here while Lua runs) is recorded; an
+        exception crossing into Lua could be swallowed by the script's ``pcall``."""
+        try:
+            if not self.over:
+                if time.thread_time() - self.start - self.excluded > self.limit:
+                    self.over = True
+                elif not self.wall_exceeded() and self.stop is not None and self.stop():
+                    self.stopped = self.over = True
+            return self.over
+        except KeyboardInterrupt:
+            self.interrupt()
+            return True
 
     def used(self) -> float:
         return time.thread_time() - self.start - self.excluded
@@ -181,6 +214,8 @@ class Host:
                 self.log_callback(level, msg)
         except Exception:  # a failing log sink must not break (or escape into) the script
             pass
+        except KeyboardInterrupt:
+            self.budget.interrupt()
         finally:
             self.budget.excluded += time.thread_time() - t0
 
@@ -202,6 +237,9 @@ class Host:
             envelope: dict[str, Any] = {"url": url, "status": int(status), "body": str(text)}
         except Exception as exc:
             envelope = {"url": url, "error": redact(str(exc)) or type(exc).__name__}
+        except KeyboardInterrupt:
+            self.budget.interrupt()
+            envelope = {"url": url, "error": "interrupted"}
         finally:
             self.budget.excluded += time.thread_time() - t0
         try:

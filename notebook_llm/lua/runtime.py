@@ -19,14 +19,19 @@ payload, which measured about a third of the per-chunk cost):
 * CPU: a count hook every ``hook_interval`` VM instructions compares the calling thread's CPU time
   (``time.thread_time``, minus time spent in ``http_get``/``http_post``/``log``) with
   ``cpu_seconds``. Over budget, it raises on every instruction, so ``pcall`` can't swallow it;
-  every coroutine gets the hook too. -> ``ADAPTER_TIMEOUT``.
+  every coroutine gets the hook too. -> ``ADAPTER_TIMEOUT``. One instruction can be a long C
+  call: ``patterns.lua`` replaces the string library's pattern functions (a bounded C call, or
+  a Lua matcher the hook can stop) and charges the C calls whose time grows with their input,
+  checking the budget every ~2e6 charged steps (docs/reliability.md has the figures).
+* Stop: the same check asks the stream's ``StopSignal`` (:meth:`LuaSandbox.set_stop`) and, for
+  calls in the main thread, notices SIGINT (:class:`_SigintRelay`) -> ``ABORTED`` /
+  ``KeyboardInterrupt`` after the call.
 * Memory: ``LuaRuntime(max_memory=...)`` for the whole state. -> ``ADAPTER_MEMORY``.
 * Stack overflow / any other Lua error -> ``ADAPTER_ERROR`` naming adapter, hook and line.
 
 After a limit error the sandbox stays USABLE: the error unwinds the Lua stack normally, so the state
 is consistent and the next :meth:`LuaSandbox.call` gets a fresh budget (the script's own variables
-may hold whatever it had written before it was stopped). Known limit: a single C-level operation
-(e.g. a pathological ``string.find`` pattern) runs to its end before the hook can fire.
+may hold whatever it had written before it was stopped).
 
 Thread safety: separate sandboxes can be used from separate threads in parallel (lupa releases
 the GIL while Lua runs). One sandbox is not meant for concurrent calls; lupa serialises them.
@@ -35,15 +40,19 @@ the GIL while Lua runs). One sandbox is not meant for concurrent calls; lupa ser
 from __future__ import annotations
 
 import functools
+import importlib
 import json
 import re
+import signal
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
 from lupa import lua54
 
+from ..cancel import StopSignal
 from ..errors import ErrorCode, LlmError
 from .host import Budget, Host, HttpBridge, LogCallback
 
@@ -75,8 +84,8 @@ def _compile_fn() -> Any:
     if _compiler is None:
         rt = lua54.LuaRuntime(encoding=None, register_eval=False, register_builtins=False)
         _compiler = rt.eval(
-            "function(src, name) local f, err = load(src, name, 't')"
-            " if not f then return nil, err end return string.dump(f) end"
+            "function(src, name, strip) local f, err = load(src, name, 't')"
+            " if not f then return nil, err end return string.dump(f, strip) end"
         )
     return _compiler
 
@@ -86,10 +95,11 @@ class _SyntaxFailure(Exception):
 
 
 @functools.lru_cache(maxsize=256)
-def _compile(source: str, chunkname: str) -> bytes:
-    """Compile Lua source to bytecode in a compile-only state (never runs code)."""
+def _compile(source: str, chunkname: str, strip: bool = False) -> bytes:
+    """Compile Lua source to bytecode in a compile-only state (never runs code). ``strip``
+    drops the debug information (line numbers, local names)."""
     with _compile_lock:
-        result = _compile_fn()(source.encode("utf-8"), chunkname.encode("utf-8"))
+        result = _compile_fn()(source.encode("utf-8"), chunkname.encode("utf-8"), strip)
     code, err = result if isinstance(result, tuple) else (result, None)
     if code is None:
         raise _SyntaxFailure(bytes(err or b"syntax error").decode("utf-8", "replace"))
@@ -99,7 +109,9 @@ def _compile(source: str, chunkname: str) -> bytes:
 @functools.cache
 def _builtin(name: str) -> bytes:
     text = resources.files(__package__).joinpath(name).read_text("utf-8")
-    return _compile(text, f"=nbllm.{name}")
+    # patterns.lua runs without line information: a C error raised under its wrappers then
+    # carries no position inside the trusted code (the handler finds the script's line).
+    return _compile(text, f"=nbllm.{name}", name == "patterns.lua")
 
 
 def _deny_attribute(obj: Any, attr_name: Any, is_setting: bool) -> Any:
@@ -119,6 +131,66 @@ def _tuple(result: Any) -> tuple[Any, Any, Any, Any]:
     items = list(result) if isinstance(result, tuple) else [result]
     items += [None] * (4 - len(items))
     return items[0], items[1], items[2], items[3]
+
+
+# ---------------------------------------------------------------------------- interrupts
+
+_MAIN_IDENT = threading.main_thread().ident
+_SigHandler = Callable[[int, Any], Any]
+
+
+class _SigintRelay:
+    """The SIGINT handler while hooks run in the main thread: it makes SIGINT stop the hook.
+
+    Python runs a signal handler at the next Python instruction of the main thread; while Lua
+    runs, that is inside a callback of the script (the budget check). The default handler would
+    raise KeyboardInterrupt there, into Lua, where the script's ``pcall`` could swallow it; an
+    async Jupyter cell's handler only asks the event loop to cancel the cell, which cannot
+    happen before the hook returns. So during a hook call in the main thread, the relay marks
+    the call's budget (its next check ends the call) and calls the handler it replaced unless
+    that is Python's default one; a KeyboardInterrupt is raised once the hook call is over.
+    Outside hook calls it just calls the replaced handler.
+
+    It is installed once and left in place (installing a handler costs tens of microseconds,
+    too much for every call); whoever replaces it later (ipykernel swaps handlers per cell) gets
+    it wrapped again at the next hook call.
+    """
+
+    __slots__ = ("prev",)
+    budget: Budget | None = None  # the hook call running in the main thread, if any
+
+    def __init__(self, prev: _SigHandler) -> None:
+        self.prev = prev
+
+    def __call__(self, signum: int, frame: Any) -> Any:
+        budget = _SigintRelay.budget
+        if budget is None:
+            return self.prev(signum, frame)
+        budget.stopped = budget.over = True
+        if self.prev is signal.default_int_handler:
+            budget.interrupted = True
+            return None
+        budget.signalled = True
+        try:
+            return self.prev(signum, frame)
+        except BaseException:  # e.g. KeyboardInterrupt: raised once the hook call is over
+            budget.interrupted = True
+            return None
+
+
+# signal.getsignal() maps the handler onto an enum by catching a ValueError for every Python
+# handler: ~20 us, measured, too slow for every hook call; the C function it wraps takes 0.1 us.
+_getsignal: Callable[[int], Any] = getattr(
+    importlib.import_module("_signal"), "getsignal", signal.getsignal
+)
+_SIGINT = int(signal.SIGINT)
+
+
+def _enter_main(budget: Budget) -> None:
+    handler = _getsignal(_SIGINT)
+    if callable(handler) and not isinstance(handler, _SigintRelay):
+        signal.signal(signal.SIGINT, _SigintRelay(handler))
+    _SigintRelay.budget = budget
 
 
 # ---------------------------------------------------------------------------- the sandbox
@@ -149,6 +221,7 @@ class LuaSandbox:
         self._http = http
         self._log = log
         self._budget = Budget(self.limits.cpu_seconds, self.limits.wall_seconds)
+        self._stop: StopSignal | None = None
         self._host = Host(self._name, self._budget, http, log)
         self._meta: dict[str, Any] = {}
 
@@ -175,9 +248,12 @@ class LuaSandbox:
         json_lib, json_control = load(_builtin("json.lua"), "=nbllm.json", "b")(
             g.debug.getmetatable, g.debug.setmetatable
         )
+        safe_string, self._pattern_probe = load(_builtin("patterns.lua"), "=nbllm.patterns", "b")()
         cfg = lua.table_from(
             {
                 "json": json_lib,
+                "safe_string": safe_string,
+                "pattern_control": self._pattern_probe,
                 "json_control": json_control,
                 "interval": int(self.limits.hook_interval),
                 # ~640 bytes of stack and CallInfo per frame: stop recursion well before the cap.
@@ -250,6 +326,9 @@ class LuaSandbox:
         Raises ``LlmError`` ``ADAPTER_ERROR`` / ``ADAPTER_TIMEOUT`` / ``ADAPTER_MEMORY``.
         """
         self._budget.begin()
+        main = threading.get_ident() == _MAIN_IDENT
+        if main:
+            _enter_main(self._budget)
         try:
             lua_args = [self._to_lua(a) for a in args]
             result = self._entry_call(hook, *lua_args)
@@ -257,6 +336,11 @@ class LuaSandbox:
             raise
         except Exception as exc:  # raised outside the protected call (e.g. out of memory)
             raise self._call_error(hook, self._classify(exc), str(exc), None) from None
+        finally:
+            if main:
+                _SigintRelay.budget = None
+        if self._budget.interrupted:  # a kernel interrupt arrived during the call
+            raise KeyboardInterrupt
         status, value, line, _tb = _tuple(result)
         if status == "ok" and not self._budget.over:
             return value
@@ -272,12 +356,20 @@ class LuaSandbox:
         succeeded (strings; ``""`` where the hook returned nil) and the error of the item after
         them, if one failed."""
         self._budget.begin()
+        main = threading.get_ident() == _MAIN_IDENT
+        if main:
+            _enter_main(self._budget)
         try:
             status, value, line, _tb, results, count, joined = self._entry_call_each(
                 hook, self._lua.table_from(items)
             )
         except Exception as exc:  # raised outside the protected call (e.g. out of memory)
             return [], self._call_error(hook, self._classify(exc), str(exc), None)
+        finally:
+            if main:
+                _SigintRelay.budget = None
+        if self._budget.interrupted:  # a kernel interrupt arrived during the call
+            raise KeyboardInterrupt
         count = int(count)
         out: list[Any] = joined.split("\0") if joined is not None and count else []
         if len(out) != count:  # a result held a NUL byte, or was not a string
@@ -287,6 +379,13 @@ class LuaSandbox:
         if self._budget.over:
             status = "timeout"
         return out, self._call_error(hook, status, value, line)
+
+    def set_stop(self, stop: StopSignal | None) -> None:
+        """Stop the running (and every later) hook call once ``stop`` is set: the count hook
+        asks it at every budget check (~every ``hook_interval`` instructions), so a call stops
+        within milliseconds (``ABORTED``), whatever the script does."""
+        self._stop = stop
+        self._budget.stop = stop.is_set if stop is not None else None
 
     def clone(self) -> LuaSandbox:
         """A new, independent sandbox running the same script (cheap: bytecode is cached)."""
@@ -351,6 +450,23 @@ class LuaSandbox:
         return ErrorCode.ADAPTER_ERROR, f"failed{at}: {msg}", line
 
     def _call_error(self, hook: str, status: str, value: Any, line: int | None) -> LlmError:
+        if self._budget.interrupted:  # a kernel interrupt stopped the call: hand it on
+            raise KeyboardInterrupt
+        if self._budget.stopped:
+            if line is None:
+                line = _line_of(str(value or ""), self._chunkname)
+            at = f" at line {line}" if line is not None else ""
+            if self._budget.signalled:
+                reason = "interrupted"
+            else:
+                reason = self._stop.reason if self._stop is not None else "stopped"
+            return LlmError(
+                f"adapter '{self._name}' hook '{hook}' was stopped{at}: {reason}",
+                ErrorCode.ABORTED,
+                adapter=self._name,
+                hook=hook,
+                lua_line=line,
+            )
         code, text, line = self._describe(status, value, line)
         return LlmError(
             f"adapter '{self._name}' hook '{hook}' {text}",

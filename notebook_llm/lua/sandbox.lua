@@ -39,11 +39,24 @@ local running = false -- inside run(): only there may the hook fire (trusted cod
 local hot = setmetatable({}, { __mode = "k" })
 local handler, run -- forward: exempt from the hook once over budget (they report the timeout)
 
+-- A state holding big strings may copy megabytes in ONE instruction (s .. t, s == t): 10,000 of
+-- them between two checks took 23 s for 20 MiB strings. Holding more than HEAVY_KB, a coroutine
+-- is hooked every FINE instructions, and Python is asked once the CPU clock moved 2 ms.
+local HEAVY_KB, FINE = 16 * 1024, 100
+local heavy = setmetatable({}, { __mode = "k" })
+local last_clock = 0
+local os_clock = os.clock
+
 local hook
 hook = function()
   if not running then -- a hook left on a thread outside run(): switch it off, never raise
     debug_sethook()
     return
+  end
+  if not timed_out and heavy[co_running()] then
+    local now = os_clock()
+    if now - last_clock < 0.002 then return end
+    last_clock = now
   end
   if timed_out or py_check() then
     timed_out = true
@@ -55,10 +68,32 @@ hook = function()
   end
   local co = co_running()
   if hot[co] then hot[co] = nil; debug_sethook(co, hook, "", interval) end
+  local big = raw_collectgarbage("count") > HEAVY_KB
+  if big ~= (heavy[co] or false) then
+    heavy[co] = big or nil
+    debug_sethook(co, hook, "", big and FINE or interval)
+  end
   -- Deep recursion: stop it before the stack's growth hits the memory cap (Lua's own
   -- "stack overflow" comes at 1e6 slots, later than 64 MiB of frames).
   if debug_getinfo(max_depth, "l") then error(DEPTH_MSG, 2) end
 end
+
+-- The same check for patterns.lua's C calls that may take milliseconds each: one VM instruction
+-- may be such a call, and the count hook above only fires every `interval` instructions.
+cfg.pattern_control.set_check(function()
+  if running and (timed_out or py_check()) then
+    timed_out = true
+    local co = co_running()
+    if not hot[co] then hot[co] = true; debug_sethook(co, hook, "", 1) end
+    error(TIMEOUT, 0)
+  end
+end, function() -- a wrapper made or took a big string: check finely from now on
+  local co = co_running()
+  if running and not timed_out and not heavy[co] and not hot[co] then
+    heavy[co] = true
+    debug_sethook(co, hook, "", FINE)
+  end
+end)
 
 -------------------------------------------------------------------------------- sandbox env
 local env = {}
@@ -171,6 +206,17 @@ env.coroutine = {
   close = co_close,
 }
 string.dump = nil -- the real table is the one strings index; no bytecode can be produced
+-- String, table and utf8 functions that the budget can stop (patterns.lua); trusted code above
+-- and json.lua keep the C functions.
+-- Called from the wrappers, a C function's "bad argument" error names it '?': the handler below
+-- puts the name back.
+local c_names = {}
+for lib, fns in next, cfg.safe_string do
+  for k, v in next, fns do
+    c_names[_G[lib][k]] = k
+    _G[lib][k] = v
+  end
+end
 env.string = string
 table.getn = function(t) return #t end
 table.maxn = table.maxn or function(t)
@@ -227,7 +273,30 @@ local function describe(e)
   return "error object is a " .. t .. ": " .. tostring(e)
 end
 
+-- An error raised by a C function under patterns.lua's wrappers (no debug information there)
+-- lacks what Lua gives it when the script calls the function itself: the "chunk:line:" prefix,
+-- and the name in "bad argument ... to '?'". Put both back, from the script's frame.
+local function as_if_called_by_the_script(e)
+  local c, wrapper = debug_getinfo(3, "Sf"), debug_getinfo(4, "S")
+  if not (c and c.what == "C" and wrapper and wrapper.source == "=?") then return e end
+  local name = c_names[c.func]
+  if name then e = gsub(e, "^(bad argument #%d+ to )'%?'", "%1'" .. name .. "'", 1) end
+  for level = 5, 250 do
+    local info = debug_getinfo(level, "Sl")
+    if not info then break end
+    if info.source == chunk_source then
+      if info.currentline > 0 then e = info.short_src .. ":" .. info.currentline .. ": " .. e end
+      break
+    end
+    if info.source ~= "=?" then break end
+  end
+  return e
+end
+
 handler = function(e)
+  if type(e) == "string" and e ~= TIMEOUT and e ~= NOMEM and not timed_out then
+    e = as_if_called_by_the_script(e)
+  end
   local line
   for level = 2, 200 do
     local info = debug_getinfo(level, "Sl")
@@ -257,7 +326,13 @@ end
 run = function(fn, ...)
   timed_out = false
   running = true
-  debug_sethook(hook, "", interval)
+  if raw_collectgarbage("count") > HEAVY_KB then -- e.g. a big response body as the argument
+    heavy[co_running()] = true
+    debug_sethook(hook, "", FINE)
+  else
+    heavy[co_running()] = nil
+    debug_sethook(hook, "", interval)
+  end
   local r = pack(xpcall(fn, handler, ...))
   running = false
   debug_sethook() -- this thread stops checking; the next run() installs the hook again
