@@ -84,9 +84,9 @@ class Engine:
                 Path(env_file) if isinstance(env_file, str | Path) else Path(".env")
             )
         self._register_known_keys()
-        from .builtins import install_builtins
+        from .plugins import install_plugins
 
-        install_builtins(self)
+        install_plugins(self)
 
     def _register_known_keys(self) -> None:
         """Tell the scrubber about every key the environment holds for a known provider, before
@@ -563,21 +563,6 @@ class Engine:
         return run_sync(
             self.complete(provider, model, stop_signal=stop, **kwargs), on_interrupt=stop.set
         )
-
-    def stream_tools(
-        self, provider: str, model: str | None = None, **kwargs: Any
-    ) -> AsyncIterator[Any]:
-        """The tool-calling loop as a stream of events (see :func:`notebook_llm.tools.stream_tools`)."""
-        from .tools import stream_tools
-
-        return stream_tools(self, provider, model, **kwargs)
-
-    async def run_tools(self, provider: str, model: str | None = None, **kwargs: Any) -> Completion:
-        """Run the tool-calling loop to the end: ``tools=[f, g]`` plus the options of
-        :meth:`complete`; returns the final completion with ``.steps`` and ``.transcript``."""
-        from .tools import run_tools
-
-        return await run_tools(self, provider, model, **kwargs)
 
     async def list_models(self, provider: str) -> list[ModelInfo]:
         """The models of ``provider``: the adapter's list; for an OpenAI-compatible server (a
