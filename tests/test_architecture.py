@@ -34,7 +34,6 @@ KNOWN_LARGE = frozenset(
         "lua/adapter.py",
         "widgets/stream_view.py",
         "magics/adapter.py",
-        "record.py",
     }
 )
 
