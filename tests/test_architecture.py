@@ -33,7 +33,6 @@ KNOWN_LARGE = frozenset(
         "engine.py",
         "lua/adapter.py",
         "widgets/stream_view.py",
-        "magics/adapter.py",
     }
 )
 

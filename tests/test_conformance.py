@@ -24,8 +24,8 @@ from notebook_llm.conformance import (
 )
 from notebook_llm.errors import ErrorCode, LlmError
 from notebook_llm.lua.adapter import LuaAdapter
+from notebook_llm.lua.lines import lua_line_of
 from notebook_llm.lua.runtime import LuaLimits
-from notebook_llm.magics.adapter import lua_line_of
 from notebook_llm.protocol import Event, Finish
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import functools
 import json
-import re
 import threading
 from dataclasses import dataclass
 from importlib import resources
@@ -46,6 +45,7 @@ from lupa import lua54
 
 from ..errors import ErrorCode, LlmError
 from .host import Budget, Host, HttpBridge, LogCallback
+from .lines import line_of as _line_of
 
 DEFAULT_ENDPOINT = "/chat/completions"
 
@@ -104,15 +104,6 @@ def _builtin(name: str) -> bytes:
 
 def _deny_attribute(obj: Any, attr_name: Any, is_setting: bool) -> Any:
     raise AttributeError("Python attribute access is not available in the sandbox")
-
-
-def _display(chunkname: str) -> str:
-    return chunkname[1:] if chunkname[:1] in ("=", "@") else chunkname
-
-
-def _line_of(message: str, chunkname: str) -> int | None:
-    m = re.search(re.escape(_display(chunkname)) + r":(\d+):", message)
-    return int(m.group(1)) if m else None
 
 
 def _tuple(result: Any) -> tuple[Any, Any, Any, Any]:
