@@ -308,7 +308,7 @@ class LuaAdapter(LlmAdapter):
         headers = self._headers(sandbox, options, meta, url, body, streaming)
         return url, headers, body, streaming
 
-    def _client(self, options: GenerateOptions) -> tuple[httpx.AsyncClient, bool]:
+    def _client(self, options: GenerateOptions | None = None) -> tuple[httpx.AsyncClient, bool]:
         """An HTTP client for this stream, and whether the caller owns (must close) it.
 
         On the package's long-lived background loop (sync calls, magics, batches) one client per
@@ -316,7 +316,7 @@ class LuaAdapter(LlmAdapter):
         (an ``asyncio.run`` of the user's, a test's loop) the client lives for one stream: a
         pooled connection must not outlive the loop it was opened on.
         """
-        make = options.make_transport  # the engine's transport, recording or replay
+        make = options.make_transport if options is not None else None  # the engine's, or its tap
         transport = self.transport or (make() if make is not None else None)
         if transport is None:
             pooled = scoped_client()

@@ -296,10 +296,6 @@ class LuaSandbox:
         hits, learned, paused = self._lua_json_stats()
         return {"hits": int(hits), "learned": int(learned), "paused": int(paused)}
 
-    def memory_used(self) -> int:
-        """Bytes currently allocated by the Lua state."""
-        return int(self._lua.get_memory_used())
-
     def __repr__(self) -> str:
         return f"<LuaSandbox adapter={self._name!r}>"
 
