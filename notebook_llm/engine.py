@@ -15,8 +15,6 @@ from contextlib import aclosing
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import httpx
-
 from ._sync import run_sync
 from .adapter import LlmAdapter
 from .cancel import StopSignal, sleep_unless_stopped
@@ -37,6 +35,8 @@ from .validate import Completion, StreamValidator, assemble
 from .wire.http_errors import backoff_delay
 
 if TYPE_CHECKING:
+    import httpx
+
     from .wire.tap import Recorder, Replayer
 
     Tap = Recorder | Replayer
