@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from ._sync import run_sync
-from .cancel import StopSignal
+from .cancel import StopSignal, until_stopped
 from .engine import Engine
 from .errors import ErrorCode, LlmError
 from .protocol import Message
@@ -45,8 +45,6 @@ ProgressFn = Callable[[int, int], None]
 BatchResult = Completion | LlmError
 #: A prompt: text, one message, or a conversation.
 Prompt = str | Message | Sequence[Message]
-
-_STOP_POLL = 0.05
 
 
 def _engine(engine: Engine | None) -> Engine:
@@ -196,10 +194,7 @@ async def amap(
             tick()
 
     async def watch_stop(signal: StopSignal) -> None:
-        # StopSignal is a threading.Event (set from any thread, e.g. an interrupt handler), so
-        # it is polled rather than awaited.
-        while not signal.is_set():  # noqa: ASYNC110
-            await asyncio.sleep(_STOP_POLL)
+        await until_stopped(signal)
         for child in list(children):
             child.set(signal.reason)
 

@@ -1,15 +1,14 @@
-"""What every Engine knows from the start: the adapter catalog and the offline mock providers."""
+"""The built-in plugin: what every Engine knows from the start, the adapter catalog and the
+offline mock providers. Installed through the same ``register(host)`` hook as entry-point
+plugins (:mod:`notebook_llm.plugins`), so this module never imports the engine."""
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING
 
 from .adapter import LlmAdapter
+from .plugins import PluginHost
 from .protocol import Event, GenerateOptions, ModelInfo
-
-if TYPE_CHECKING:
-    from .engine import Engine
 
 MOCK_MODELS = ["echo", "reasoning", "tools", "lorem"]
 
@@ -25,7 +24,7 @@ class LoopbackMock(LlmAdapter):
     name = "mock"
     version = "1"
 
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: PluginHost) -> None:
         self._engine = engine
 
     async def stream(self, options: GenerateOptions) -> AsyncIterator[Event]:
@@ -46,7 +45,7 @@ class LoopbackMock(LlmAdapter):
         return await MockAdapter().resolve_model(provider, model)
 
 
-def install_builtins(engine: Engine) -> None:
+def register(engine: PluginHost) -> None:
     """Add the adapter catalog, and the ``mock`` / ``mock-direct`` providers (no key, no network)."""
     from .lua.loader import AdapterCatalog
     from .mock.adapter import MockAdapter

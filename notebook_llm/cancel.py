@@ -107,3 +107,15 @@ async def sleep_unless_stopped(delay: float, stop: StopSignal | None) -> bool:
 def is_stop_cancellation(exc: BaseException, stop: StopSignal | None) -> bool:
     """Whether a ``CancelledError`` was caused by ``stop.set()``."""
     return stop is not None and stop.is_set() and isinstance(exc, asyncio.CancelledError)
+
+
+#: How often :func:`until_stopped` looks at the signal (seconds).
+STOP_POLL = 0.05
+
+
+async def until_stopped(stop: StopSignal, poll: float = STOP_POLL) -> None:
+    """Return once ``stop`` is set. A ``StopSignal`` is a ``threading.Event`` (set from any
+    thread: a button, an interrupt handler), so it is polled, not awaited: the one stop-polling
+    loop (the batch's stop watcher and the tool loop's wait for results both use it)."""
+    while not stop.is_set():  # noqa: ASYNC110
+        await asyncio.sleep(poll)

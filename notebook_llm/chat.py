@@ -18,102 +18,32 @@ close the view's widgets, so a saved notebook holds no widget reference::
 from __future__ import annotations
 
 import asyncio
-import inspect
-import typing
 from collections.abc import AsyncIterator, Callable, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 from .cancel import StopSignal
 from .engine import Engine
-from .errors import ErrorCode, LlmError
+from .errors import ErrorCode
 from .loop_events import LoopEvent
-from .pricing import price_for
 from .protocol import Message, ToolSchema
-from .session import default_engine, set_default_engine
+from .session import Turn, default_engine, set_default_engine
+from .tools import as_tool, stream_tools
 from .validate import Completion
-
-
-@dataclass
-class Turn:
-    """What one generation asks for (the options of ``%%llm`` / ``Chat.send``)."""
-
-    provider: str
-    model: str | None = None
-    messages: list[Message] = field(default_factory=list)
-    system: str | None = None
-    tools: list[Callable[..., Any]] = field(default_factory=list)
-    temperature: float | None = None
-    max_tokens: int | None = None
-    reasoning_effort: str | None = None
-    confirm: bool | Callable[..., Any] = False
-    max_steps: int = 8
-
-    @property
-    def label(self) -> str:
-        return f"{self.provider}:{self.model}" if self.model else self.provider
-
 
 # --------------------------------------------------------------------------------------------
 # tools (the tool loop lives in notebook_llm.tools; this is only the hook)
 
-_JSON_TYPES = {
-    int: "integer",
-    float: "number",
-    str: "string",
-    bool: "boolean",
-    list: "array",
-    dict: "object",
-}
-
 
 def tool_schema(fn: Callable[..., Any]) -> ToolSchema:
-    """A ToolSchema for ``fn``: ``notebook_llm.tools.as_tool`` when available, else a minimal one
-    from the signature (parameter names, simple types, required = no default) and docstring."""
-    try:
-        from .tools import as_tool
-
-        schema = as_tool(fn).schema
-        if isinstance(schema, ToolSchema):
-            return schema
-    except (ImportError, AttributeError):
-        pass
-    try:
-        hints = typing.get_type_hints(fn)
-    except Exception:
-        hints = {}
-    props: dict[str, Any] = {}
-    required = []
-    for name, param in inspect.signature(fn).parameters.items():
-        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
-            continue
-        hint = hints.get(name)
-        origin = typing.get_origin(hint) or hint
-        kind = _JSON_TYPES.get(origin) if isinstance(origin, type) else None
-        props[name] = {"type": kind} if kind else {}
-        if param.default is param.empty:
-            required.append(name)
-    doc = inspect.getdoc(fn) or ""
-    params: dict[str, Any] = {"type": "object", "properties": props}
-    if required:
-        params["required"] = required
-    return ToolSchema(getattr(fn, "__name__", "tool"), doc.split("\n\n")[0], params)
-
-
-def _stream_tools() -> Callable[..., AsyncIterator[LoopEvent]] | None:
-    try:
-        from . import tools
-    except ImportError:
-        return None
-    found = getattr(tools, "stream_tools", None)
-    return found if callable(found) else None
+    """The ToolSchema the model sees for ``fn`` (:func:`notebook_llm.tools.as_tool`)."""
+    return as_tool(fn).schema
 
 
 def make_source(
     engine: Engine, turn: Turn, stop: StopSignal, confirm: Callable[..., Any] | None = None
 ) -> Callable[[], AsyncIterator[LoopEvent]]:
-    """A function that starts the event stream of ``turn`` (the tool loop when tools are given
-    and ``notebook_llm.tools.stream_tools`` exists; else one plain stream)."""
+    """A function that starts the event stream of ``turn`` (the tool loop when tools are given;
+    else one plain stream)."""
     common: dict[str, Any] = {
         "messages": turn.messages,
         "system": turn.system,
@@ -122,11 +52,10 @@ def make_source(
         "reasoning_effort": turn.reasoning_effort,
         "stop_signal": stop,
     }
-    loop = _stream_tools() if turn.tools else None
-    if loop is not None:
+    if turn.tools:
 
         def start_loop() -> AsyncIterator[LoopEvent]:
-            return loop(
+            return stream_tools(
                 engine,
                 turn.provider,
                 turn.model,
@@ -142,10 +71,9 @@ def make_source(
             )
 
         return start_loop
-    schemas = [tool_schema(fn) for fn in turn.tools] or None
 
     def start() -> AsyncIterator[LoopEvent]:
-        return engine.stream(turn.provider, turn.model, tools=schemas, **common)
+        return engine.stream(turn.provider, turn.model, **common)
 
     return start
 
@@ -286,17 +214,6 @@ class Chat:
         if not display:
             return False
         return _has_kernel() if self.live is None else self.live
-
-
-def price_of(engine: Engine, turn: Turn) -> tuple[float, float] | None:
-    """The price used for ``turn``'s cost (``None`` if unknown)."""
-    model = turn.model
-    if model is None:
-        try:
-            model = engine.provider(turn.provider).model
-        except LlmError:
-            return None
-    return price_for(model, turn.provider, engine)
 
 
 __all__ = [

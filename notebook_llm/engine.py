@@ -6,13 +6,14 @@ Nothing here knows about notebooks; the magics and widgets consume the events it
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import random
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable, Iterator, Sequence
 from contextlib import aclosing
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ._sync import run_sync
 from .adapter import LlmAdapter
@@ -32,6 +33,13 @@ from .registry import AdapterHandle, Registry
 from .secrets import Secret, register_secret
 from .validate import Completion, StreamValidator, assemble
 from .wire.http_errors import backoff_delay
+
+if TYPE_CHECKING:
+    import httpx
+
+    from .wire.tap import Recorder, Replayer
+
+    Tap = Recorder | Replayer
 
 log = logging.getLogger("notebook_llm.engine")
 
@@ -58,9 +66,11 @@ class Engine:
         retry_base: float = 0.5,
         retry_cap: float = 30.0,
         env_file: Path | str | bool | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
         """``config_file=False`` ignores the user's config file (tests); ``retries`` is the number
-        of extra attempts for retryable errors that happen before any event was yielded."""
+        of extra attempts for retryable errors that happen before any event was yielded;
+        ``transport`` carries this engine's HTTP requests (httpx-style; default: the network)."""
         self.registry = Registry()
         self.retries = retries
         self.retry_base = retry_base
@@ -72,6 +82,8 @@ class Engine:
         self._session_keys: dict[str, Secret] = {}
         self._resolvers: list[AdapterResolver] = []
         self._overridden: dict[str, tuple[str, str, Path | None]] = {}
+        self.transport = transport
+        self._tap: Tap | None = None
         if config_file is False:
             self.file_config = FileConfig()
         else:
@@ -84,9 +96,9 @@ class Engine:
                 Path(env_file) if isinstance(env_file, str | Path) else Path(".env")
             )
         self._register_known_keys()
-        from .builtins import install_builtins
+        from .plugins import install_plugins
 
-        install_builtins(self)
+        install_plugins(self)
 
     def _register_known_keys(self) -> None:
         """Tell the scrubber about every key the environment holds for a known provider, before
@@ -378,6 +390,10 @@ class Engine:
                 f"temperature must be within 0..2, not {temperature}", ErrorCode.INVALID_OPTIONS
             )
         api_key = self._key_for(config)
+        if api_key is None and config.needs_key and self.is_replaying:
+            from .wire.cassette import REPLAY_KEY  # a placeholder: replay sends nothing out
+
+            api_key = REPLAY_KEY
         if api_key is None and config.needs_key:
             raise LlmError(
                 f"no API key for provider {provider!r}: {self.key_hint(provider)}",
@@ -400,6 +416,7 @@ class Engine:
             base_url=config.base_url,
             headers=dict(config.headers),
             api_key=api_key,
+            make_transport=self._make_transport(),
         )
         return adapter, options
 
@@ -564,20 +581,64 @@ class Engine:
             self.complete(provider, model, stop_signal=stop, **kwargs), on_interrupt=stop.set
         )
 
-    def stream_tools(
-        self, provider: str, model: str | None = None, **kwargs: Any
-    ) -> AsyncIterator[Any]:
-        """The tool-calling loop as a stream of events (see :func:`notebook_llm.tools.stream_tools`)."""
-        from .tools import stream_tools
+    # ------------------------------------------------------------------ transport, record, replay
 
-        return stream_tools(self, provider, model, **kwargs)
+    @property
+    def tap(self) -> Tap | None:
+        """This engine's active recording or replay (``None`` when neither)."""
+        return self._tap
 
-    async def run_tools(self, provider: str, model: str | None = None, **kwargs: Any) -> Completion:
-        """Run the tool-calling loop to the end: ``tools=[f, g]`` plus the options of
-        :meth:`complete`; returns the final completion with ``.steps`` and ``.transcript``."""
-        from .tools import run_tools
+    @property
+    def is_replaying(self) -> bool:
+        """Whether requests are answered from a recording (then no key is needed)."""
+        return self._tap is not None and self._tap.replays
 
-        return await run_tools(self, provider, model, **kwargs)
+    def set_tap(self, tap: Tap | None) -> Tap | None:
+        """Send this engine's requests through ``tap`` (a ``Recorder`` or ``Replayer`` of
+        :mod:`notebook_llm.wire.tap`; ``None``: the engine's own transport again) and return the
+        previous one. Other engines are not affected. :meth:`recording` and :meth:`replaying`
+        are the ``with`` forms."""
+        previous, self._tap = self._tap, tap
+        return previous
+
+    @contextlib.contextmanager
+    def recording(self, path: str | Path) -> Iterator[Recorder]:
+        """``with engine.recording(path):`` writes every HTTP exchange of this engine to
+        ``path`` (no keys; see :mod:`notebook_llm.record`)."""
+        from .wire.tap import Recorder
+
+        with self._tapped(Recorder(path)) as recorder:
+            yield recorder
+
+    @contextlib.contextmanager
+    def replaying(
+        self, path: str | Path, *, strict: bool = False, chunk_delay: float = 0.0
+    ) -> Iterator[Replayer]:
+        """``with engine.replaying(path):`` answers this engine's requests from ``path``: no
+        network, and providers that need a key run without one."""
+        from .wire.tap import Replayer
+
+        with self._tapped(Replayer(path, strict=strict, chunk_delay=chunk_delay)) as replayer:
+            yield replayer
+
+    @contextlib.contextmanager
+    def _tapped(self, tap: Any) -> Iterator[Any]:
+        previous = self.set_tap(tap)
+        try:
+            yield tap
+        finally:
+            if self._tap is tap:
+                self.set_tap(previous)
+
+    def _make_transport(self) -> Callable[[], httpx.AsyncBaseTransport] | None:
+        """What makes one request's transport (a fresh one per stream, as httpx clients close
+        theirs); ``None`` for the adapter's default network transport."""
+        tap, own = self._tap, self.transport
+        if tap is not None:
+            return lambda: tap.transport(own)
+        if own is not None:
+            return lambda: own
+        return None
 
     async def list_models(self, provider: str) -> list[ModelInfo]:
         """The models of ``provider``: the adapter's list; for an OpenAI-compatible server (a
@@ -601,6 +662,7 @@ class Engine:
                     provider=provider,
                     api_key=self._key_for(config),
                     headers=config.headers,
+                    transport=(make := self._make_transport()) and make(),
                 )
             except LlmError:
                 if not config.models:

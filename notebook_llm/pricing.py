@@ -69,6 +69,17 @@ def price_for(
     return BUILTIN_PRICES.get(model)
 
 
+def price_of(engine: Engine, provider: str, model: str | None) -> Price | None:
+    """The price used for a turn's cost: ``model``, or the provider's default model when it is
+    ``None`` (``None`` if unknown). Widgets and ``Chat`` both ask here (no upward import)."""
+    if model is None:
+        try:
+            model = engine.provider(provider).model
+        except Exception:  # an unknown provider simply has no price
+            return None
+    return price_for(model, provider, engine)
+
+
 def cost(usage: TokenUsage, price: Price) -> float:
     """Dollars for ``usage`` at ``price`` (reasoning tokens are part of the output tokens)."""
     return (usage.input_tokens * price[0] + usage.output_tokens * price[1]) / 1_000_000

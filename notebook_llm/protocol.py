@@ -18,7 +18,7 @@ A stream is a sequence of events obeying five rules (checked by
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
 
@@ -435,6 +435,9 @@ class GenerateOptions:
     base_url: str | None = None
     headers: dict[str, str] = field(default_factory=dict)
     api_key: str | None = field(default=None, repr=False)
+    #: Set by the engine: makes the HTTP transport of one stream (the engine's own, or its
+    #: recording / replay); ``None`` is the default network transport.
+    make_transport: Callable[[], Any] | None = field(default=None, repr=False, compare=False)
 
     def __repr__(self) -> str:  # never show the key
         return (

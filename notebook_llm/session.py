@@ -15,12 +15,16 @@ Kept tiny on purpose: the later redesign (issue 15) moves ``Turn``, pricing and 
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
 
 from .engine import Engine
 from .errors import LlmError
+from .protocol import Message
 from .providers import notice
 
-__all__ = ["default_engine", "set_default_engine"]
+__all__ = ["Turn", "default_engine", "set_default_engine"]
 
 _engine: Engine | None = None
 _lock = threading.Lock()
@@ -46,3 +50,23 @@ def set_default_engine(engine: Engine | None) -> None:
     global _engine
     with _lock:
         _engine = engine
+
+
+@dataclass
+class Turn:
+    """What one generation asks for (the options of ``%%llm`` / ``Chat.send``)."""
+
+    provider: str
+    model: str | None = None
+    messages: list[Message] = field(default_factory=list)
+    system: str | None = None
+    tools: list[Callable[..., Any]] = field(default_factory=list)
+    temperature: float | None = None
+    max_tokens: int | None = None
+    reasoning_effort: str | None = None
+    confirm: bool | Callable[..., Any] = False
+    max_steps: int = 8
+
+    @property
+    def label(self) -> str:
+        return f"{self.provider}:{self.model}" if self.model else self.provider

@@ -23,18 +23,9 @@ PACKAGE = Path(__file__).resolve().parent.parent / "notebook_llm"
 MAX_LINES = 500
 
 #: Import cycles in ``notebook_llm`` today, each written from its alphabetically first module.
-#: Not fixed yet: the layering of issue 15 (protocol -> completion -> engine -> tools -> chat ->
-#: widgets -> magics) removes them. Delete a line when its cycle is gone.
-KNOWN_CYCLES = frozenset(
-    {
-        # the built-in adapters/providers are installed by engine, and import engine back
-        "builtins -> engine -> builtins",
-        # Engine.run_tools / stream_tools call into tools, whose loop imports engine
-        "engine -> tools -> tools.loop -> engine",
-        # chat renders through widgets.present, which reads chat's prices
-        "chat -> widgets.present -> chat",
-    }
-)
+#: Empty since issue 15 (built-ins arrive as a plugin, the tool loop is only ``tools.run_tools``,
+#: widgets get prices from ``pricing``): keep it so.
+KNOWN_CYCLES: frozenset[str] = frozenset()
 
 #: Modules over ``MAX_LINES`` lines today (paths below ``notebook_llm/``), not split yet.
 KNOWN_LARGE = frozenset(
@@ -42,8 +33,6 @@ KNOWN_LARGE = frozenset(
         "engine.py",
         "lua/adapter.py",
         "widgets/stream_view.py",
-        "magics/adapter.py",
-        "record.py",
     }
 )
 

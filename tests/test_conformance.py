@@ -24,8 +24,8 @@ from notebook_llm.conformance import (
 )
 from notebook_llm.errors import ErrorCode, LlmError
 from notebook_llm.lua.adapter import LuaAdapter
+from notebook_llm.lua.lines import lua_line_of
 from notebook_llm.lua.runtime import LuaLimits
-from notebook_llm.magics.adapter import lua_line_of
 from notebook_llm.protocol import Event, Finish
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -342,8 +342,8 @@ def test_a_recording_of_a_mock_session_is_a_set_of_fixtures(tmp_path: Path) -> N
     from notebook_llm.mock import MockServer
 
     path = tmp_path / "session.jsonl"
-    with MockServer() as srv, rec.record(path):
-        engine = Engine(config_file=False, env_file=False)
+    engine = Engine(config_file=False, env_file=False)
+    with MockServer() as srv, rec.record(path, engine=engine):
         engine.add_provider("m", adapter="openai", base_url=srv.url + "/v1", model="echo")
         engine.complete_sync("m", "echo", prompt="recorded for the kit")
         engine.complete_sync("m", "reasoning", prompt="think first")

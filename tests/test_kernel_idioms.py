@@ -23,8 +23,8 @@ import pytest
 
 from notebook_llm.conformance import check_adapter, cli_check, load_fixture, replay_fixture
 from notebook_llm.lua.adapter import LuaAdapter
-from notebook_llm.magics.adapter import report_html
 from notebook_llm.validate import Completion
+from notebook_llm.widgets.adapter_view import report_html
 
 HERE = Path(__file__).parent
 SCRIPTS = HERE / "kernel_idiom"

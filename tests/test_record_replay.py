@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 from collections.abc import Iterator
@@ -10,10 +11,10 @@ from pathlib import Path
 import httpx
 import pytest
 
-from notebook_llm import Engine, LlmError, ToolSchema
+from notebook_llm import Engine, LlmError, ToolSchema, session
 from notebook_llm import record as rec
 from notebook_llm.mock import MockServer
-from notebook_llm.wire.transport import current_transport
+from notebook_llm.wire import transport as wire_transport
 
 KEY = "sk-test-RECORDME-0123456789abcdef"
 OTHER_KEY = "sk-test-OTHERKEY-9876543210fedcba"
@@ -32,9 +33,12 @@ PROMPTS = [
 
 
 @pytest.fixture(autouse=True)
-def _no_leftover_session() -> Iterator[None]:
+def _session_engine() -> Iterator[None]:
+    """``rec.record`` / ``rec.replay`` act on the session engine: a fresh one per test."""
+    session.set_default_engine(Engine(config_file=False, env_file=False, retries=0))
     yield
     rec.stop()
+    session.set_default_engine(None)
 
 
 @pytest.fixture
@@ -44,7 +48,7 @@ def server() -> Iterator[MockServer]:
 
 
 def _engine() -> Engine:
-    return Engine(config_file=False, env_file=False, retries=0)
+    return session.default_engine()
 
 
 async def _run(engine: Engine, provider: str = "openai") -> list[list[dict[str, object]]]:
@@ -97,12 +101,13 @@ async def test_record_then_replay_gives_identical_events_without_key_or_server(
 
     server.stop()
     monkeypatch.delenv("OPENAI_API_KEY")
+    environ = dict(os.environ)
     with rec.replay(path):
-        assert os.environ["OPENAI_API_KEY"] == rec.REPLAY_KEY  # placeholder, not a key
+        assert os.environ == environ  # no placeholder key: the engine knows it replays
         replayed = await _run(_engine())
     assert replayed == live
-    assert "OPENAI_API_KEY" not in os.environ  # placeholder removed by stop()
-    assert current_transport() is None
+    assert "OPENAI_API_KEY" not in os.environ
+    assert _engine().tap is None
 
 
 async def test_request_without_recording_fails_clearly(
@@ -172,7 +177,7 @@ async def test_query_key_is_redacted_and_replay_matches_with_another_key(tmp_pat
     assert data[0]["url"].endswith("/v1/chat/completions?key=***")
     assert "token=***" in json.dumps(data[0]["request"])
 
-    engine = _engine()
+    engine = Engine(config_file=False, env_file=False, retries=0)
     engine.load_adapter(source, name="qkey")
     engine.add_provider("qkey", adapter="qkey", base_url="http://127.0.0.1:9/v1", api_key=OTHER_KEY)
     with rec.replay(path, engine=engine):
@@ -270,10 +275,10 @@ def test_magic_command_api(tmp_path: Path) -> None:
     assert "recording provider exchanges to" in msg
     assert "no keys" in msg
     assert isinstance(rec.active(), rec.Recorder)
-    assert current_transport() is not None
+    assert _engine().tap is rec.active()
     assert rec.magic_command("record").startswith("recording to")
     assert rec.magic_command("record stop") == f"recorded 0 exchanges to {path}"
-    assert current_transport() is None
+    assert _engine().tap is None
     assert "replaying 0 recorded exchanges" in rec.magic_command(["replay", str(path), "--strict"])
     assert rec.magic_command("replay").startswith("replaying")
     assert rec.magic_command("stop").startswith("stopped replaying")
@@ -289,5 +294,118 @@ def test_starting_one_session_stops_the_other(tmp_path: Path) -> None:
     assert isinstance(rec.active(), rec.Replayer)
     rec.stop()
     assert rec.active() is None
-    assert current_transport() is None
+    assert _engine().tap is None
     assert rec.stop() == ""
+
+
+# ------------------------------------------------------------------ transport per engine
+
+
+def _module_state() -> dict[str, object]:
+    """Every module-level value of the record/replay modules (and the transport module)."""
+    from notebook_llm.wire import cassette, tap
+
+    return {
+        f"{mod.__name__}.{name}": value
+        for mod in (rec, cassette, tap, wire_transport)
+        for name, value in vars(mod).items()
+        if not name.startswith("__")
+    }
+
+
+async def test_two_engines_one_replaying_one_live_at_the_same_time(
+    server: MockServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "run.jsonl"
+    monkeypatch.setenv("NOTEBOOK_LLM_OPENAI_BASE_URL", server.url + "/v1")
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    recorder_engine = Engine(config_file=False, env_file=False, retries=0)
+    with recorder_engine.recording(path):
+        await recorder_engine.complete("openai", "echo", prompt="recorded prompt")
+    live = Engine(config_file=False, env_file=False, retries=0)
+    replaying = Engine(config_file=False, env_file=False, retries=0)
+    before = len(server.requests)
+    with replaying.replaying(path, strict=True):
+        assert replaying.is_replaying
+        assert not live.is_replaying
+        replayed, fresh = await asyncio.gather(
+            replaying.complete("openai", "echo", prompt="recorded prompt"),
+            live.complete("openai", "echo", prompt="a new prompt"),
+        )
+        # The live engine reached the server; the replaying one did not (strict: one answer).
+        assert len(server.requests) == before + 1
+        with pytest.raises(LlmError) as info:
+            await replaying.complete("openai", "echo", prompt="a new prompt")
+        assert info.value.code == rec.REPLAY_MISS
+    assert replayed.text == "recorded prompt"
+    assert fresh.text == "a new prompt"
+    assert replaying.tap is None
+
+
+async def test_replay_needs_no_key_in_the_environment(
+    server: MockServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "run.jsonl"
+    monkeypatch.setenv("NOTEBOOK_LLM_OPENAI_BASE_URL", server.url + "/v1")
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    engine = Engine(config_file=False, env_file=False, retries=0)
+    with engine.recording(path):
+        await engine.complete("openai", "echo", prompt="hello")
+    monkeypatch.delenv("OPENAI_API_KEY")
+    server.stop()
+    fresh = Engine(config_file=False, env_file=False, retries=0)
+    with pytest.raises(LlmError) as info:  # not replaying: the key check stands
+        await fresh.complete("openai", "echo", prompt="hello")
+    assert info.value.code == "MISSING_CREDENTIAL"
+    environ = dict(os.environ)
+    with fresh.replaying(path):
+        assert (await fresh.complete("openai", "echo", prompt="hello")).text == "hello"
+    assert dict(os.environ) == environ
+
+
+async def test_recording_and_replay_change_no_module_state(
+    server: MockServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "run.jsonl"
+    monkeypatch.setenv("NOTEBOOK_LLM_OPENAI_BASE_URL", server.url + "/v1")
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    for gone in ("_active", "_previous_factory", "_placeholder_vars", "_state_lock"):
+        assert not hasattr(rec, gone)
+    for gone in ("_factory", "use_transport", "current_transport", "reset_transport"):
+        assert not hasattr(wire_transport, gone)
+    engine = Engine(config_file=False, env_file=False, retries=0)
+    before = _module_state()
+    environ = dict(os.environ)
+    with engine.recording(path):
+        assert _module_state() == before
+        await engine.complete("openai", "echo", prompt="hello")
+    with rec.record(tmp_path / "session.jsonl"):  # the session API too
+        await _engine().complete("openai", "echo", prompt="hello")
+        assert _module_state() == before
+    with rec.replay(path):
+        assert _module_state() == before
+    assert _module_state() == before
+    assert dict(os.environ) == environ
+
+
+async def test_engine_transport_is_used_and_wrapped_by_a_recording(tmp_path: Path) -> None:
+    seen: list[str] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request.url.path)
+        body = (
+            'data: {"choices":[{"index":0,"delta":{"content":"hi"}}]}\n\n'
+            'data: {"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}\n\n'
+            "data: [DONE]\n\n"
+        )
+        return httpx.Response(200, text=body, headers={"content-type": "text/event-stream"})
+
+    engine = Engine(
+        config_file=False, env_file=False, retries=0, transport=httpx.MockTransport(handler)
+    )
+    engine.add_provider("fake", adapter="openai", base_url="http://fake/v1", needs_key=False)
+    assert (await engine.complete("fake", "m", prompt="x")).text == "hi"
+    with engine.recording(tmp_path / "r.jsonl") as recorder:
+        assert (await engine.complete("fake", "m", prompt="x")).text == "hi"
+    assert seen == ["/v1/chat/completions"] * 2
+    assert len(recorder.exchanges) == 1

@@ -24,7 +24,6 @@ from notebook_llm.conformance import (
 from notebook_llm.lua.adapter import LuaAdapter
 from notebook_llm.mock.server import MockServer
 from notebook_llm.providers import PRESETS
-from notebook_llm.wire.transport import use_transport
 
 ADAPTERS = Path(__file__).resolve().parent.parent / "adapters"
 #: provider -> path of its generation route on the mock server (others get a 404)
@@ -138,19 +137,17 @@ async def test_provider_echoing_the_key_is_redacted(
         }
         return httpx.Response(401, json=body, headers={"x-request-id": "req_1", "x-echo": key})
 
-    previous = use_transport(lambda: httpx.MockTransport(handler))
-    try:
-        eng = Engine(config_file=False, env_file=False, retries=0)
-        for provider in ("openai", "anthropic", "deepseek", "groq", "mistral", "github"):
-            events = await drain(eng, provider)
-            last = events[-1]
-            assert isinstance(last, Finish)
-            assert last.reason.failure is not None
-            assert last.reason.failure.code == "AUTH"
-            assert "Incorrect API key provided: ***" in last.reason.failure.message
-            assert_clean(event_dump(events), last.reason.failure)
-    finally:
-        use_transport(previous)
+    eng = Engine(
+        config_file=False, env_file=False, retries=0, transport=httpx.MockTransport(handler)
+    )
+    for provider in ("openai", "anthropic", "deepseek", "groq", "mistral", "github"):
+        events = await drain(eng, provider)
+        last = events[-1]
+        assert isinstance(last, Finish)
+        assert last.reason.failure is not None
+        assert last.reason.failure.code == "AUTH"
+        assert "Incorrect API key provided: ***" in last.reason.failure.message
+        assert_clean(event_dump(events), last.reason.failure)
     assert_clean(caplog.text)
 
 

@@ -12,6 +12,7 @@ from notebook_llm import Engine, LuaAdapter, validate_stream
 from notebook_llm.loop_events import StepStart, ToolResult, ToolRun
 from notebook_llm.lua.loader import builtin_adapters_dir
 from notebook_llm.protocol import Finish
+from notebook_llm.tools import run_tools, stream_tools
 
 WIRE = Path(__file__).parent / "fixtures" / "wire" / "openai"
 # Both bodies come from one simonw/llm cassette (see tests/fixtures/wire/SOURCES.md).
@@ -52,7 +53,7 @@ async def test_recorded_tool_call_runs_the_function_and_the_recorded_answer_uses
 
     events = [
         ev
-        async for ev in engine.stream_tools("rec", prompt="What is 1231 * 2331?", tools=[multiply])
+        async for ev in stream_tools(engine, "rec", prompt="What is 1231 * 2331?", tools=[multiply])
     ]
     calls_seen = [e for e in events if isinstance(e, ToolRun)]
     results = [e for e in events if isinstance(e, ToolResult)]
@@ -83,7 +84,7 @@ async def test_recorded_tool_call_runs_the_function_and_the_recorded_answer_uses
     }
 
 
-async def test_engine_run_tools_returns_the_final_answer_and_transcript() -> None:
+async def test_run_tools_returns_the_final_answer_and_transcript() -> None:
     served = iter(STEP_BODIES)
     adapter = LuaAdapter.from_file(
         builtin_adapters_dir() / "openai.lua",
@@ -95,7 +96,7 @@ async def test_engine_run_tools_returns_the_final_answer_and_transcript() -> Non
     )
     engine = Engine(config_file=False, env_file=False)
     engine.add_provider("rec", adapter=adapter, base_url="https://api.invalid/v1", model="m")
-    completion = await engine.run_tools("rec", prompt="What is 1231 * 2331?", tools=[multiply])
+    completion = await run_tools(engine, "rec", prompt="What is 1231 * 2331?", tools=[multiply])
     assert "2,869,461" in completion.text
     assert len(completion.steps) == 2
     assert [m.role for m in completion.transcript] == ["assistant", "user", "assistant"]

@@ -7,7 +7,7 @@ position); an error that ended the stream becomes its error ``finish``, as the e
 tool_calls: [{name, args}], usage, finish, error_code}`` (each optional) with the completion.
 :class:`CheckReport` gathers one adapter's fixture and request results; :func:`render_text` is
 the plain-text report the CLI prints (the notebook's HTML view is built from :func:`event_rows`
-and :func:`summarize` by ``magics.adapter.report_html``).
+and :func:`summarize` by ``widgets.adapter_view.report_html``).
 """
 
 from __future__ import annotations
@@ -288,6 +288,15 @@ def summarize(completion: Completion) -> str:
     return redact(", ".join(parts))
 
 
+def fixture_state(f: FixtureResult) -> str:
+    """A fixture's verdict word in a report: skipped, ok, warning or FAIL (text and HTML)."""
+    if f.ok and f.warnings:
+        return "warning"
+    if f.skipped:
+        return "skipped"
+    return "ok" if f.ok else "FAIL"
+
+
 def render_text(report: CheckReport, *, events: bool = True) -> str:
     """The plain-text report: a verdict line, then each fixture and request."""
     lines: list[str] = []
@@ -303,9 +312,7 @@ def render_text(report: CheckReport, *, events: bool = True) -> str:
     if report.load_error is not None:
         lines.append(f"  load error: {report.load_error}")
     for f in report.fixtures:
-        state = "skipped" if f.skipped else ("ok" if f.ok else "FAIL")
-        if f.ok and f.warnings:
-            state = "warning"
+        state = fixture_state(f)
         lines.append(f"\n[{state}] {f.fixture} ({f.framing}, HTTP {f.status})")
         if f.skipped:
             lines.append(f"  {f.skipped}")

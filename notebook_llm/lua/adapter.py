@@ -43,7 +43,7 @@ from ..secrets import redact
 from ..wire.http_errors import error_from_http
 from ..wire.ndjson import NDJSONDecoder
 from ..wire.sse import SSEDecoder
-from ..wire.transport import current_transport, scoped_client, shared_ssl_context
+from ..wire.transport import scoped_client, shared_ssl_context
 from .contract import ChunkMapper, build_request, map_response
 from .runtime import LuaLimits, LuaSandbox
 
@@ -309,7 +309,7 @@ class LuaAdapter(LlmAdapter):
         headers = self._headers(sandbox, options, meta, url, body, streaming)
         return url, headers, body, streaming
 
-    def _client(self) -> tuple[httpx.AsyncClient, bool]:
+    def _client(self, options: GenerateOptions | None = None) -> tuple[httpx.AsyncClient, bool]:
         """An HTTP client for this stream, and whether the caller owns (must close) it.
 
         On the package's long-lived background loop (sync calls, magics, batches) one client per
@@ -317,7 +317,8 @@ class LuaAdapter(LlmAdapter):
         (an ``asyncio.run`` of the user's, a test's loop) the client lives for one stream: a
         pooled connection must not outlive the loop it was opened on.
         """
-        transport = self.transport or current_transport()
+        make = options.make_transport if options is not None else None  # the engine's, or its tap
+        transport = self.transport or (make() if make is not None else None)
         if transport is None:
             pooled = scoped_client()
             if pooled is not None:
@@ -337,7 +338,7 @@ class LuaAdapter(LlmAdapter):
         sandbox.set_stop(current_stop())  # a Stop / kernel interrupt ends a running hook
         url, headers, body, streaming = self._prepare(sandbox, options)
         mapper = ChunkMapper(provider=options.provider, adapter=self.name)
-        client, owned = self._client()
+        client, owned = self._client(options)
         async with contextlib.AsyncExitStack() as stack:
             if owned:
                 await stack.enter_async_context(client)

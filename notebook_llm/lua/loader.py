@@ -21,6 +21,9 @@ log = logging.getLogger("notebook_llm.adapters")
 
 ENTRY_POINT_GROUP = "notebook_llm.adapters"
 
+#: The starting point of a new adapter (``%adapter new``, the playground).
+ADAPTER_TEMPLATE = Path(__file__).resolve().parent.parent / "templates" / "adapter_template.lua"
+
 
 def builtin_adapters_dir() -> Path:
     """The shipped ``*.lua`` scripts: inside the wheel, or the repository's ``adapters/``."""

@@ -42,7 +42,6 @@ from __future__ import annotations
 import functools
 import importlib
 import json
-import re
 import signal
 import threading
 from collections.abc import Callable
@@ -55,6 +54,7 @@ from lupa import lua54
 from ..cancel import StopSignal
 from ..errors import ErrorCode, LlmError
 from .host import Budget, Host, HttpBridge, LogCallback
+from .lines import line_of as _line_of
 
 DEFAULT_ENDPOINT = "/chat/completions"
 
@@ -116,15 +116,6 @@ def _builtin(name: str) -> bytes:
 
 def _deny_attribute(obj: Any, attr_name: Any, is_setting: bool) -> Any:
     raise AttributeError("Python attribute access is not available in the sandbox")
-
-
-def _display(chunkname: str) -> str:
-    return chunkname[1:] if chunkname[:1] in ("=", "@") else chunkname
-
-
-def _line_of(message: str, chunkname: str) -> int | None:
-    m = re.search(re.escape(_display(chunkname)) + r":(\d+):", message)
-    return int(m.group(1)) if m else None
 
 
 def _tuple(result: Any) -> tuple[Any, Any, Any, Any]:
@@ -403,10 +394,6 @@ class LuaSandbox:
         by a learned shape, shapes learned, and times the cache paused itself for missing."""
         hits, learned, paused = self._lua_json_stats()
         return {"hits": int(hits), "learned": int(learned), "paused": int(paused)}
-
-    def memory_used(self) -> int:
-        """Bytes currently allocated by the Lua state."""
-        return int(self._lua.get_memory_used())
 
     def __repr__(self) -> str:
         return f"<LuaSandbox adapter={self._name!r}>"

@@ -10,7 +10,9 @@ here is what ``%%llm`` calls. Found in this order: the ``engine`` given to the c
 Adapter ``log()`` calls: a ``logging`` handler on ``notebook_llm.adapter`` collects them per
 cell (see :class:`CellLogCollector`) and shows them under the cell after it ran.
 
-``%adapter watch PATH``: a daemon thread polls the file's mtime every 0.5 s and hot-reloads it.
+``%adapter watch PATH``: a :class:`notebook_llm.watch.FileWatcher` polls the file's mtime every
+0.5 s; its ``changed`` signal hot-reloads the adapter. The views (error with the Lua line in
+context, tables, the test report) are in :mod:`notebook_llm.widgets.adapter_view`.
 Its results are shown in ONE status display in the cell that started the watch, updated in
 place through a display id (``update_display``): output from a background thread would otherwise
 land in whichever cell happens to run; updating one display keeps reload results next to the
@@ -39,8 +41,18 @@ from IPython.utils.process import arg_split  # type: ignore[attr-defined]
 from ..engine import Engine
 from ..errors import LlmError
 from ..lua.adapter import LuaAdapter, declared_name, read_adapter_file
-from ..lua.loader import builtin_adapters_dir
+from ..lua.lines import lua_line_of
+from ..lua.loader import ADAPTER_TEMPLATE, builtin_adapters_dir
 from ..secrets import redact
+from ..watch import FileWatcher
+from ..widgets.adapter_view import (
+    Rich,
+    error_view,
+    highlight_lua,
+    html_table,
+    report_html,
+    text_table,
+)
 
 __all__ = [
     "AdapterMagics",
@@ -53,7 +65,7 @@ __all__ = [
     "report_html",
 ]
 
-TEMPLATE = Path(__file__).resolve().parent.parent / "templates" / "adapter_template.lua"
+TEMPLATE = ADAPTER_TEMPLATE  # older name
 
 
 def _show(obj: Any, **kwargs: Any) -> Any:
@@ -69,127 +81,7 @@ def default_engine() -> Engine:
 
 
 # -------------------------------------------------------------------------------- rendering
-
-
-class Rich:
-    """A displayable with ``text/html`` and a ``text/plain`` fallback (both redacted)."""
-
-    def __init__(self, plain: str, html_text: str | None = None) -> None:
-        self.plain = redact(plain)
-        self.html = redact(html_text) if html_text is not None else None
-
-    def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, str]:
-        out = {"text/plain": self.plain}
-        if self.html is not None:
-            out["text/html"] = self.html
-        return out
-
-    def __repr__(self) -> str:
-        return self.plain
-
-
-def highlight_lua(source: str) -> str | None:
-    """Source as highlighted HTML (inline styles), or ``None`` without pygments."""
-    try:
-        from pygments import highlight
-        from pygments.formatters import HtmlFormatter
-        from pygments.lexers import LuaLexer
-    except ImportError:  # pragma: no cover - pygments comes with IPython
-        return None
-    return str(highlight(source, LuaLexer(), HtmlFormatter(noclasses=True, linenos="inline")))
-
-
-def lua_line_of(err: LlmError) -> int | None:
-    """The Lua line an error points at (from ``lua_line`` or the Lua message)."""
-    if err.lua_line is not None:
-        return err.lua_line
-    m = re.search(r"(?:\"\]|\.lua|^[\w.-]+):(\d+):", err.message)
-    return int(m.group(1)) if m else None
-
-
-def error_view(err: LlmError, source: str | None, *, note: str = "", context: int = 3) -> Rich:
-    """An adapter error: code, adapter, hook, message and the Lua line with context around it."""
-    line = lua_line_of(err)
-    where = ", ".join(
-        f"{k} {v}" for k, v in (("adapter", err.adapter), ("hook", err.hook), ("line", line)) if v
-    )
-    head = f"{err.code}: {err.message}" + (f" ({where})" if where else "")
-    plain = [head]
-    rows: list[str] = []
-    if source is not None and line is not None:
-        lines = source.splitlines()
-        for n in range(max(1, line - context), min(len(lines), line + context) + 1):
-            mark = ">" if n == line else " "
-            plain.append(f"{mark} {n:4} | {lines[n - 1]}")
-            style = "background:#fdd;font-weight:bold" if n == line else ""
-            rows.append(
-                f'<div style="{style}"><span style="color:#888">{n:4} </span>'
-                f"{html.escape(lines[n - 1]) or '&nbsp;'}</div>"
-            )
-    if note:
-        plain.append(note)
-    body = (
-        '<div style="border-left:4px solid #c00;padding:4px 8px">'
-        f"<b>{html.escape(head)}</b>"
-        + (f'<pre style="margin:4px 0">{"".join(rows)}</pre>' if rows else "")
-        + (f"<div><i>{html.escape(note)}</i></div>" if note else "")
-        + "</div>"
-    )
-    return Rich("\n".join(plain), body)
-
-
-def _table(headers: list[str], rows: list[list[str]]) -> str:
-    head = "".join(f"<th style='text-align:left'>{html.escape(h)}</th>" for h in headers)
-    body = "".join(
-        "<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>" for row in rows
-    )
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
-
-
-def report_html(report: Any) -> str:
-    """A :class:`~notebook_llm.conformance.CheckReport` as HTML tables."""
-    from ..conformance import event_rows, summarize
-
-    color = "#070" if report.ok else "#c00"
-    n_warn = len(report.warnings)
-    warned = f", {n_warn} warning{'s' if n_warn != 1 else ''}" if n_warn else ""
-    parts = [
-        f"<h4 style='color:{color}'>adapter {html.escape(report.adapter)} "
-        f"{html.escape(report.version)}: {'PASS' if report.ok else 'FAIL'}{warned}</h4>"
-    ]
-    if report.load_error is not None:
-        parts.append(f"<pre>{html.escape(str(report.load_error))}</pre>")
-    for f in report.fixtures:
-        state = "skipped" if f.skipped else ("ok" if f.ok else "FAIL")
-        if f.ok and f.warnings:
-            state = "warning"
-        parts.append(
-            f"<details {'open' if not f.ok or f.warnings else ''}><summary><b>[{state}]</b> "
-            f"{html.escape(f.fixture)} ({f.framing}, HTTP {f.status}) - "
-            f"{html.escape(summarize(f.completion))}</summary>"
-        )
-        verdict = "passes" if f.verdict is None else f"rule {f.rule} at event #{f.position}"
-        parts.append(f"<div>validate_stream: {html.escape(verdict)}</div>")
-        parts.extend(f"<div style='color:#c00'>{html.escape(p)}</div>" for p in f.problems)
-        parts.extend(f"<div style='color:#a60'>warning: {html.escape(w)}</div>" for w in f.warnings)
-        parts.extend(f"<div>log {html.escape(lv)}: {html.escape(m)}</div>" for lv, m in f.logs)
-        rows = [[str(p), t, i, d] for p, t, i, d in event_rows(f.events)]
-        parts.append(_table(["#", "event", "index", "detail"], rows) + "</details>")
-    for r in report.requests:
-        state = "ok" if r.ok else "FAIL"
-        parts.append(
-            f"<details><summary><b>[{state}]</b> request {html.escape(r.case)}: "
-            f"{html.escape(r.description)}</summary>"
-        )
-        if r.error is not None:
-            parts.append(f"<pre style='color:#c00'>{html.escape(str(r.error))}</pre></details>")
-            continue
-        hdrs = "\n".join(f"{k}: {v}" for k, v in r.headers.items())
-        parts.append(
-            f"<pre>{html.escape(r.method)} {html.escape(r.url)}\n{html.escape(hdrs)}\n\n"
-            f"{html.escape(r.body_json())}</pre></details>"
-        )
-    return "".join(parts)
+# (the views live in notebook_llm.widgets.adapter_view; re-exported here for older imports)
 
 
 # -------------------------------------------------------------------------------- logs
@@ -242,7 +134,7 @@ class CellLogCollector(logging.Handler):
         rows = [[a, lv, m] for a, lv, m in entries]
         return Rich(
             "adapter log:\n" + plain,
-            "<b>adapter log</b>" + _table(["adapter", "level", "message"], rows),
+            "<b>adapter log</b>" + html_table(["adapter", "level", "message"], rows),
         )
 
 
@@ -280,8 +172,9 @@ def _remove_collector(shell: Any) -> None:
 # -------------------------------------------------------------------------------- watching
 
 
-class _Watcher:
-    """Polls one file's mtime in a daemon thread and hot-reloads the adapter on change."""
+class _Watch:
+    """One ``%adapter watch``: a :class:`~notebook_llm.watch.FileWatcher` whose ``changed``
+    signal hot-reloads the adapter and updates the status display; keeps the last result."""
 
     def __init__(
         self,
@@ -290,43 +183,26 @@ class _Watcher:
         update: Callable[[Rich], None],
         interval: float,
     ) -> None:
-        self.path = path
-        self.interval = interval
-        self._reload = reload
-        self._update = update
-        self._stop = threading.Event()
+        self.watcher = FileWatcher(path, interval=interval)
+        self.thread = self.watcher.thread
         self.reloads = 0
         self.last: Rich | None = None
-        self._mtime = self._stat()
-        self.thread = threading.Thread(
-            target=self._run, name=f"adapter-watch:{path.name}", daemon=True
-        )
+        self._reload, self._update = reload, update
+        self.watcher.changed.connect(self._on_change)
 
-    def _stat(self) -> float:
+    def _on_change(self, path: Path) -> None:
+        self.reloads += 1
+        self.last = self._reload()
         try:
-            return self.path.stat().st_mtime_ns / 1e9
-        except OSError:
-            return -1.0
-
-    def _run(self) -> None:
-        while not self._stop.wait(self.interval):
-            mtime = self._stat()
-            if mtime == self._mtime or mtime < 0:
-                continue
-            self._mtime = mtime
-            self.reloads += 1
-            self.last = self._reload()
-            try:
-                self._update(self.last)
-            except Exception:  # the front end went away: keep watching
-                logging.getLogger("notebook_llm.adapter.watch").debug("display update failed")
+            self._update(self.last)
+        except Exception:  # the front end went away: keep watching
+            logging.getLogger("notebook_llm.adapter.watch").debug("display update failed")
 
     def start(self) -> None:
-        self.thread.start()
+        self.watcher.start()
 
     def stop(self) -> None:
-        self._stop.set()
-        self.thread.join(timeout=2)
+        self.watcher.stop()
 
 
 # -------------------------------------------------------------------------------- the magics
@@ -385,7 +261,7 @@ class AdapterMagics(Magics):
         #: The name the last load gave (``None`` if it failed).
         self.loaded: str | None = None
         self.last_report: Any = None
-        self.watchers: dict[Path, _Watcher] = {}
+        self.watchers: dict[Path, _Watch] = {}
         self.collector = _install_collector(shell) if shell is not None else None
 
     @property
@@ -492,11 +368,7 @@ class AdapterMagics(Magics):
                 [name, a.version, origin, endpoint, ", ".join(sorted(routes.get(name, [])))]
             )
         head = ["name", "version", "origin", "endpoint", "routes"]
-        widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
-        plain = "\n".join(
-            "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in [head, *rows]
-        )
-        _show(Rich(plain, _table(head, rows)))
+        _show(Rich(text_table(head, rows), html_table(head, rows)))
 
     def _cmd_load(self, args: Any) -> None:
         path = Path(args.path).expanduser()
@@ -594,7 +466,7 @@ class AdapterMagics(Magics):
             if handle is not None:
                 handle.update(view)
 
-        watcher = _Watcher(path, reload, update, max(0.05, args.interval))
+        watcher = _Watch(path, reload, update, max(0.05, args.interval))
         self.watchers[path] = watcher
         watcher.start()
 

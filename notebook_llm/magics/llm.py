@@ -24,6 +24,7 @@ from ..protocol import Message, ToolCallBlock, ToolResultBlock
 from ..secrets import redact
 from ..session import default_engine
 from ..validate import Completion
+from ..widgets.adapter_view import text_table
 from ..widgets.present import show_output
 from ..widgets.render import ErrorBox
 from . import args as margs
@@ -351,9 +352,5 @@ class _ProviderTable:
             "| " + " | ".join(f"`{c}`" if i < 3 and c else c for i, c in enumerate(r)) + " |"
             for r in self.rows
         ]
-        widths = [max(len(r[i]) for r in [header, *self.rows]) for i in range(4)]
-        plain = [
-            "  ".join(c.ljust(widths[i]) for i, c in enumerate(r)).rstrip()
-            for r in [header, *self.rows]
-        ]
-        return {"text/markdown": redact("\n".join(md)), "text/plain": redact("\n".join(plain))}
+        plain = text_table(header, self.rows)
+        return {"text/markdown": redact("\n".join(md)), "text/plain": redact(plain)}

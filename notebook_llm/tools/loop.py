@@ -33,7 +33,7 @@ from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, 
 from contextlib import aclosing
 from typing import TYPE_CHECKING, Any, cast
 
-from ..cancel import StopSignal
+from ..cancel import StopSignal, until_stopped
 from ..errors import ErrorCode, LlmError
 from ..loop_events import LoopEvent, StepStart, ToolResult, ToolRun
 from ..protocol import (
@@ -61,8 +61,6 @@ ConfirmFn = Callable[[ToolCallBlock], "bool | Awaitable[bool]"]
 #: What the model is told when the user skips a call.
 DECLINED = "the user declined to run this tool"
 STOPPED = "not run: the tool loop was stopped"
-
-_STOP_POLL = 0.05
 
 
 def _tool_table(tools: Iterable[Tool | Callable[..., Any]]) -> dict[str, Tool]:
@@ -215,21 +213,9 @@ async def stream_tools(
     the stream with a ``Finish`` (see the module docs). Callers read the transcript through
     :func:`run_tools`, ``transcript=``, or rebuild it from the events.
     """
+    state = _LoopState(transcript)
     async with aclosing(
-        _loop(
-            engine,
-            provider,
-            model,
-            tools=tools,
-            max_steps=max_steps,
-            concurrency=concurrency,
-            confirm=confirm,
-            stop_signal=stop_signal,
-            messages=messages,
-            prompt=prompt,
-            state=_LoopState(transcript),
-            kwargs=complete_kwargs,
-        )
+        _loop(engine, provider, model, state=state, **_options(locals()))
     ) as events:
         async for event in events:
             yield event
@@ -351,16 +337,35 @@ async def _next(
     """The next tool event; ``None`` when the step's calls are done or ``stop`` was set."""
     if stop is None:
         return await queue.get()
-    getter = asyncio.ensure_future(queue.get())
-    try:
-        while not stop.is_set():
-            done, _ = await asyncio.wait({getter}, timeout=_STOP_POLL)
-            if done:
-                return getter.result()
+    if stop.is_set():
         return None
+    getter = asyncio.ensure_future(queue.get())
+    stopped = asyncio.ensure_future(until_stopped(stop))
+    try:
+        done, _ = await asyncio.wait({getter, stopped}, return_when=asyncio.FIRST_COMPLETED)
+        return getter.result() if getter in done else None
     finally:
-        if not getter.done():
-            getter.cancel()
+        for waiter in (getter, stopped):
+            if not waiter.done():
+                waiter.cancel()
+
+
+#: The options ``stream_tools`` and ``run_tools`` hand to ``_loop`` as they are.
+_LOOP_OPTIONS = (
+    "tools",
+    "max_steps",
+    "concurrency",
+    "confirm",
+    "stop_signal",
+    "messages",
+    "prompt",
+)
+
+
+def _options(args: dict[str, Any]) -> dict[str, Any]:
+    """The loop options among a public entry point's arguments (written out once, here), and
+    the rest of its keywords for :meth:`Engine.stream` as ``kwargs``."""
+    return {**{k: args[k] for k in _LOOP_OPTIONS}, "kwargs": args["complete_kwargs"]}
 
 
 def _sum_usage(steps: Sequence[Completion]) -> TokenUsage | None:
@@ -398,20 +403,7 @@ async def run_tools(
     """
     state = _LoopState()
     async with aclosing(
-        _loop(
-            engine,
-            provider,
-            model,
-            tools=tools,
-            max_steps=max_steps,
-            concurrency=concurrency,
-            confirm=confirm,
-            stop_signal=stop_signal,
-            messages=messages,
-            prompt=prompt,
-            state=state,
-            kwargs=complete_kwargs,
-        )
+        _loop(engine, provider, model, state=state, **_options(locals()))
     ) as events:
         async for event in events:
             if on_event is not None:

@@ -40,10 +40,11 @@ from ..conformance import (
 from ..engine import Engine
 from ..errors import ErrorCode, LlmError
 from ..lua.adapter import LuaAdapter
-from ..magics.adapter import TEMPLATE, Rich, error_view, report_html
+from ..lua.loader import ADAPTER_TEMPLATE as TEMPLATE
 from ..protocol import Event
 from ..secrets import redact
 from ..validate import assemble
+from .adapter_view import Rich, error_view, report_html
 
 __all__ = ["MOCK", "AdapterPlayground"]
 

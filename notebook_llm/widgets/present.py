@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from ..cancel import StopSignal
 from ..errors import ErrorCode, LlmError
 from ..loop_events import LoopEvent, ToolResult
+from ..pricing import cost, price_of
 from ..protocol import ToolCallBlock
 from ..secrets import redact
 from ..validate import Completion
@@ -27,8 +28,8 @@ from .runner import Source, completion_from, run_async, run_blocking, ui_poller
 from .stream_view import StreamView
 
 if TYPE_CHECKING:
-    from ..chat import Turn
     from ..engine import Engine
+    from ..session import Turn
 
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 
@@ -103,15 +104,18 @@ class Presenter:
         max_rate: float = 20.0,
         poll: Callable[[], None] | None = None,
     ) -> None:
-        from ..chat import price_of
-
         self.engine = engine
         self.turn = turn
         self.display = display
         self.stop = StopSignal()
         self.poll = poll
         self.view = (
-            StreamView(turn.label, stop=self.stop, price=price_of(engine, turn), max_rate=max_rate)
+            StreamView(
+                turn.label,
+                stop=self.stop,
+                price=price_of(engine, turn.provider, turn.model),
+                max_rate=max_rate,
+            )
             if live
             else None
         )
@@ -269,11 +273,9 @@ class Presenter:
         return calls
 
     def _footer(self, completion: Completion, status: str) -> str:
-        from ..chat import price_of
-        from ..pricing import cost
 
         usage = completion.usage
-        price = price_of(self.engine, self.turn)
+        price = price_of(self.engine, self.turn.provider, self.turn.model)
         amount = cost(usage, price) if usage is not None and price is not None else None
         return footer_line(
             self.turn.label, status, usage, amount, finished=completion.error is None

@@ -17,7 +17,7 @@ from ..errors import ErrorCode, LlmError
 from ..protocol import ModelInfo
 from ..secrets import redact
 from .http_errors import error_from_http
-from .transport import current_transport, shared_ssl_context
+from .transport import shared_ssl_context
 
 __all__ = ["fetch_openai_models", "parse_model_list"]
 
@@ -44,13 +44,14 @@ async def fetch_openai_models(
     provider: str,
     api_key: str | None = None,
     headers: dict[str, str] | None = None,
+    transport: httpx.AsyncBaseTransport | None = None,
 ) -> list[ModelInfo]:
     """``GET {base_url}/models`` and the models it lists; ``LlmError`` when the server fails."""
     url = base_url.rstrip("/") + "/models"
     sent = {"accept": "application/json", **(headers or {})}
     if api_key and not {k.lower() for k in sent} & {"authorization", "x-api-key"}:
         sent["authorization"] = f"Bearer {api_key}"
-    transport = current_transport() or httpx.AsyncHTTPTransport(verify=shared_ssl_context())
+    transport = transport or httpx.AsyncHTTPTransport(verify=shared_ssl_context())
     try:
         async with httpx.AsyncClient(transport=transport, timeout=LIST_TIMEOUT) as client:
             response = await client.get(url, headers=sent)

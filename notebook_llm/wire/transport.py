@@ -1,8 +1,9 @@
-"""The HTTP transport every Lua adapter uses, overridable for record/replay and tests.
+"""Shared HTTP plumbing of the Lua adapters: one SSL context, and optional connection pools.
 
-``LuaAdapter`` asks :func:`current_transport` for a transport when it was not given one. A
-wrapper (a recorder, a replayer) is installed with :func:`use_transport` for the whole process
-(``%llm record`` / ``%llm replay``) and removed with :func:`reset_transport`.
+Which transport a request uses is not chosen here: it is the engine's, httpx-style
+(``Engine(transport=...)``, ``engine.recording(path)``, ``engine.replaying(path)``), handed to
+the adapter with each request (``GenerateOptions.make_transport``). Nothing here changes how
+one engine's requests travel behind another's back.
 """
 
 from __future__ import annotations
@@ -11,33 +12,9 @@ import contextlib
 import contextvars
 import ssl
 import threading
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 
 import httpx
-
-TransportFactory = Callable[[], httpx.AsyncBaseTransport]
-
-_lock = threading.Lock()
-_factory: TransportFactory | None = None
-
-
-def use_transport(factory: TransportFactory | None) -> TransportFactory | None:
-    """Make every adapter without its own transport use ``factory()``; returns the previous one."""
-    global _factory
-    with _lock:
-        previous, _factory = _factory, factory
-        return previous
-
-
-def reset_transport() -> None:
-    use_transport(None)
-
-
-def current_transport() -> httpx.AsyncBaseTransport | None:
-    """A transport from the installed factory, or ``None`` for the default network transport."""
-    factory = _factory
-    return factory() if factory is not None else None
-
 
 _ssl_lock = threading.Lock()
 _ssl_context: ssl.SSLContext | None = None

@@ -216,7 +216,7 @@ def test_record_then_stop_the_server_then_replay_gives_the_same_answers(
     engine = own_server.engine()
     path = tmp_path / "session.jsonl"
     prompts = [STORY, "The three primary colours are"]
-    with record.record(path):
+    with record.record(path, engine=engine):
         live = [
             engine.complete_sync("local", prompt=p, max_tokens=12, temperature=0.0) for p in prompts
         ]
@@ -224,7 +224,7 @@ def test_record_then_stop_the_server_then_replay_gives_the_same_answers(
     with pytest.raises(LlmError) as info:  # the server is really gone
         engine.complete_sync("local", prompt=prompts[0], max_tokens=12, temperature=0.0)
     assert info.value.code == ErrorCode.TRANSPORT
-    with record.replay(path):
+    with record.replay(path, engine=engine):
         replayed = [
             engine.complete_sync("local", prompt=p, max_tokens=12, temperature=0.0) for p in prompts
         ]

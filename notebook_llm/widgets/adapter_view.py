@@ -1,0 +1,150 @@
+"""How adapters look in a notebook: a Lua error with its line in context, adapter tables, and
+a conformance report, each as one :class:`Rich` output (``text/html`` + ``text/plain``, both
+redacted). Used by ``%%adapter`` / ``%adapter`` and the adapter playground; nothing here
+runs an adapter or knows about magics.
+
+:func:`report_html` is the HTML twin of :func:`notebook_llm.conformance.report.render_text`:
+both take a fixture's state from :func:`~notebook_llm.conformance.report.fixture_state`.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Sequence
+from typing import Any
+
+from ..errors import LlmError
+from ..lua.lines import lua_line_of
+from ..secrets import redact
+
+__all__ = [
+    "Rich",
+    "error_view",
+    "highlight_lua",
+    "html_table",
+    "report_html",
+    "text_table",
+]
+
+
+def text_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """``rows`` under ``headers`` as aligned plain-text columns (two spaces apart, no trailing
+    blanks): the one text-table writer of ``%adapter list`` and ``%llm providers``."""
+    table = [list(headers), *(list(r) for r in rows)]
+    widths = [max(len(r[i]) for r in table) for i in range(len(headers))]
+    return "\n".join(
+        "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in table
+    )
+
+
+class Rich:
+    """A displayable with ``text/html`` and a ``text/plain`` fallback (both redacted)."""
+
+    def __init__(self, plain: str, html_text: str | None = None) -> None:
+        self.plain = redact(plain)
+        self.html = redact(html_text) if html_text is not None else None
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, str]:
+        out = {"text/plain": self.plain}
+        if self.html is not None:
+            out["text/html"] = self.html
+        return out
+
+    def __repr__(self) -> str:
+        return self.plain
+
+
+def highlight_lua(source: str) -> str | None:
+    """Source as highlighted HTML (inline styles), or ``None`` without pygments."""
+    try:
+        from pygments import highlight
+        from pygments.formatters import HtmlFormatter
+        from pygments.lexers import LuaLexer
+    except ImportError:  # pragma: no cover - pygments comes with IPython
+        return None
+    return str(highlight(source, LuaLexer(), HtmlFormatter(noclasses=True, linenos="inline")))
+
+
+def error_view(err: LlmError, source: str | None, *, note: str = "", context: int = 3) -> Rich:
+    """An adapter error: code, adapter, hook, message and the Lua line with context around it."""
+    line = lua_line_of(err)
+    where = ", ".join(
+        f"{k} {v}" for k, v in (("adapter", err.adapter), ("hook", err.hook), ("line", line)) if v
+    )
+    head = f"{err.code}: {err.message}" + (f" ({where})" if where else "")
+    plain = [head]
+    rows: list[str] = []
+    if source is not None and line is not None:
+        lines = source.splitlines()
+        for n in range(max(1, line - context), min(len(lines), line + context) + 1):
+            mark = ">" if n == line else " "
+            plain.append(f"{mark} {n:4} | {lines[n - 1]}")
+            style = "background:#fdd;font-weight:bold" if n == line else ""
+            rows.append(
+                f'<div style="{style}"><span style="color:#888">{n:4} </span>'
+                f"{html.escape(lines[n - 1]) or '&nbsp;'}</div>"
+            )
+    if note:
+        plain.append(note)
+    body = (
+        '<div style="border-left:4px solid #c00;padding:4px 8px">'
+        f"<b>{html.escape(head)}</b>"
+        + (f'<pre style="margin:4px 0">{"".join(rows)}</pre>' if rows else "")
+        + (f"<div><i>{html.escape(note)}</i></div>" if note else "")
+        + "</div>"
+    )
+    return Rich("\n".join(plain), body)
+
+
+def html_table(headers: list[str], rows: list[list[str]]) -> str:
+    """``rows`` under ``headers`` as an HTML table (cells escaped)."""
+    head = "".join(f"<th style='text-align:left'>{html.escape(h)}</th>" for h in headers)
+    body = "".join(
+        "<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>" for row in rows
+    )
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def report_html(report: Any) -> str:
+    """A :class:`~notebook_llm.conformance.CheckReport` as HTML tables."""
+    from ..conformance import event_rows, summarize
+    from ..conformance.report import fixture_state
+
+    color = "#070" if report.ok else "#c00"
+    n_warn = len(report.warnings)
+    warned = f", {n_warn} warning{'s' if n_warn != 1 else ''}" if n_warn else ""
+    parts = [
+        f"<h4 style='color:{color}'>adapter {html.escape(report.adapter)} "
+        f"{html.escape(report.version)}: {'PASS' if report.ok else 'FAIL'}{warned}</h4>"
+    ]
+    if report.load_error is not None:
+        parts.append(f"<pre>{html.escape(str(report.load_error))}</pre>")
+    for f in report.fixtures:
+        state = fixture_state(f)
+        parts.append(
+            f"<details {'open' if not f.ok or f.warnings else ''}><summary><b>[{state}]</b> "
+            f"{html.escape(f.fixture)} ({f.framing}, HTTP {f.status}) - "
+            f"{html.escape(summarize(f.completion))}</summary>"
+        )
+        verdict = "passes" if f.verdict is None else f"rule {f.rule} at event #{f.position}"
+        parts.append(f"<div>validate_stream: {html.escape(verdict)}</div>")
+        parts.extend(f"<div style='color:#c00'>{html.escape(p)}</div>" for p in f.problems)
+        parts.extend(f"<div style='color:#a60'>warning: {html.escape(w)}</div>" for w in f.warnings)
+        parts.extend(f"<div>log {html.escape(lv)}: {html.escape(m)}</div>" for lv, m in f.logs)
+        rows = [[str(p), t, i, d] for p, t, i, d in event_rows(f.events)]
+        parts.append(html_table(["#", "event", "index", "detail"], rows) + "</details>")
+    for r in report.requests:
+        state = "ok" if r.ok else "FAIL"
+        parts.append(
+            f"<details><summary><b>[{state}]</b> request {html.escape(r.case)}: "
+            f"{html.escape(r.description)}</summary>"
+        )
+        if r.error is not None:
+            parts.append(f"<pre style='color:#c00'>{html.escape(str(r.error))}</pre></details>")
+            continue
+        hdrs = "\n".join(f"{k}: {v}" for k, v in r.headers.items())
+        parts.append(
+            f"<pre>{html.escape(r.method)} {html.escape(r.url)}\n{html.escape(hdrs)}\n\n"
+            f"{html.escape(r.body_json())}</pre></details>"
+        )
+    return "".join(parts)

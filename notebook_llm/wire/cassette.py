@@ -1,0 +1,243 @@
+"""The recording file (a "cassette"): one :class:`Exchange` per HTTP request and response,
+redacted before it is written, read back for replay. No engine, no globals.
+
+The format and what is never written are described in :mod:`notebook_llm.record`; the
+transports that fill and read a cassette are in :mod:`notebook_llm.wire.tap`.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from ..errors import ErrorCode, LlmError
+from ..secrets import SENSITIVE_HEADERS, redact, redact_obj, register_secret
+
+log = logging.getLogger("notebook_llm.record")
+
+#: Error code of a request that has no recording in replay mode (the one in ``ErrorCode``).
+REPLAY_MISS = ErrorCode.REPLAY_MISS
+#: The key a provider that needs one gets while its engine replays (no real key is needed; this
+#: one is registered as a secret, so it never shows either).
+REPLAY_KEY = "notebook-llm-replay-placeholder-key"
+FORMAT_VERSION = 1
+
+#: Response headers never written to a recording (credentials, cookies, account ids) and those
+#: that describe the transfer rather than the body (recomputed on replay).
+_DROP_RESPONSE_HEADERS = SENSITIVE_HEADERS | {
+    "set-cookie",
+    "set-cookie2",
+    "www-authenticate",
+    "proxy-authenticate",
+    "openai-organization",
+    "openai-project",
+    "anthropic-organization-id",
+    "x-goog-api-key",
+}
+_TRANSFER_HEADERS = {"content-length", "transfer-encoding", "connection", "keep-alive"}
+
+
+# --------------------------------------------------------------------------------- exchanges
+
+
+@dataclass
+class Exchange:
+    """One recorded HTTP request and its response (already redacted)."""
+
+    method: str
+    url: str
+    path: str
+    request: Any
+    status: int
+    headers: dict[str, str]
+    body: bytes
+    complete: bool = True
+    used: bool = field(default=False, compare=False)
+
+    def match_key(self) -> tuple[str, str, str]:
+        return (self.method.upper(), self.path, _canonical(self.request))
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "method": self.method,
+            "url": self.url,
+            "path": self.path,
+        }
+        if isinstance(self.request, str):
+            out["request_text"] = self.request
+        else:
+            out["request"] = self.request
+        out["status"] = self.status
+        out["headers"] = self.headers
+        try:
+            out["body"] = self.body.decode("utf-8")
+        except UnicodeDecodeError:
+            out["body_base64"] = base64.b64encode(self.body).decode("ascii")
+        out["complete"] = self.complete
+        return out
+
+    @classmethod
+    def from_json(cls, obj: dict[str, Any]) -> Exchange:
+        if "body_base64" in obj:
+            body = base64.b64decode(obj["body_base64"])
+        else:
+            body = str(obj.get("body", "")).encode("utf-8")
+        request = obj["request"] if "request" in obj else obj.get("request_text")
+        url = str(obj.get("url", ""))
+        return cls(
+            method=str(obj.get("method", "POST")),
+            url=url,
+            path=str(obj.get("path") or httpx.URL(url).path),
+            request=request,
+            status=int(obj.get("status", 200)),
+            headers={str(k): str(v) for k, v in (obj.get("headers") or {}).items()},
+            body=body,
+            complete=bool(obj.get("complete", True)),
+        )
+
+
+def _strip_strings(obj: Any) -> Any:
+    if isinstance(obj, str):
+        return obj.strip()
+    if isinstance(obj, dict):
+        return {k: _strip_strings(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_strip_strings(v) for v in obj]
+    return obj
+
+
+def _canonical(body: Any) -> str:
+    """The request body as compared on replay: key order and the whitespace around strings
+    (a cell's trailing newline) do not matter."""
+    if isinstance(body, str) or body is None:
+        return (body or "").strip()
+    return json.dumps(
+        _strip_strings(body), sort_keys=True, ensure_ascii=False, separators=(",", ":")
+    )
+
+
+def _remember_credentials(request: httpx.Request) -> None:
+    """Register the credential values a request carries, so redaction hides them everywhere."""
+    for name, value in request.headers.items():
+        if name.lower() in SENSITIVE_HEADERS:
+            token = value.split(None, 1)[1] if value.lower().startswith("bearer ") else value
+            register_secret(token.strip())
+
+
+def _request_body(request: httpx.Request) -> Any:
+    """The request body as redacted JSON (or redacted text when it is not JSON)."""
+    raw = request.content
+    if not raw:
+        return None
+    text = raw.decode("utf-8", errors="replace")
+    try:
+        return redact_obj(json.loads(text))
+    except ValueError:
+        return redact(text)
+
+
+def _redacted_url(url: httpx.URL) -> tuple[str, str]:
+    return redact(str(url)), redact(url.path)
+
+
+def _response_headers(headers: httpx.Headers) -> dict[str, str]:
+    return {
+        k: redact(v)
+        for k, v in headers.items()
+        if k.lower() not in _DROP_RESPONSE_HEADERS and k.lower() not in _TRANSFER_HEADERS
+    }
+
+
+# --------------------------------------------------------------------------------- files
+
+
+def load_exchanges(path: str | Path) -> list[Exchange]:
+    """Read a recording (JSON lines, or one JSON array); header lines are skipped.
+
+    A missing, unreadable or malformed file raises ``LlmError(REPLAY_FILE)`` (with the line
+    number of a bad JSON line)."""
+    return _read_recording(Path(path).expanduser())[0]
+
+
+def _read_recording(p: Path) -> tuple[list[Exchange], list[str]]:
+    """The exchanges of recording ``p`` and warnings about it (no header, no exchanges)."""
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise LlmError(
+            f"cannot read recording {p}: {exc.strerror}", ErrorCode.REPLAY_FILE
+        ) from None
+    except UnicodeDecodeError:
+        raise LlmError(f"recording {p} is not UTF-8 text", ErrorCode.REPLAY_FILE) from None
+    items: list[Any] = []
+    stripped = text.lstrip()
+    if stripped.startswith("["):
+        try:
+            items = json.loads(stripped)
+        except ValueError as exc:
+            raise LlmError(
+                f"recording {p} is not valid JSON: {exc}", ErrorCode.REPLAY_FILE
+            ) from None
+    else:
+        for number, line in enumerate(text.splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                items.append(json.loads(line))
+            except json.JSONDecodeError as exc:
+                raise LlmError(
+                    f"recording {p}, line {number}: not a JSON object ({exc.msg})",
+                    ErrorCode.REPLAY_FILE,
+                ) from None
+    warnings = []
+    if not any(isinstance(obj, dict) and "notebook_llm_recording" in obj for obj in items) and not (
+        stripped.startswith("[")
+    ):
+        warnings.append(f"{p} has no notebook_llm_recording header: is it a recording?")
+    try:
+        exchanges = [
+            Exchange.from_json(obj) for obj in items if isinstance(obj, dict) and "method" in obj
+        ]
+    except (KeyError, TypeError, ValueError) as exc:
+        raise LlmError(
+            f"recording {p} holds an exchange that cannot be read: {type(exc).__name__}: {exc}",
+            ErrorCode.REPLAY_FILE,
+        ) from None
+    if not exchanges:
+        warnings.append(f"{p} holds no exchanges: every request will be a REPLAY_MISS")
+    return exchanges, warnings
+
+
+class _Writer:
+    """Appends exchanges to the recording file as they end (thread-safe)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.as_array = path.suffix.lower() == ".json"
+        self._lock = threading.Lock()
+        self.exchanges: list[Exchange] = []
+        path.parent.mkdir(parents=True, exist_ok=True)
+        header = {"notebook_llm_recording": FORMAT_VERSION}
+        if self.as_array:
+            path.write_text("[]\n", encoding="utf-8")
+        else:
+            path.write_text(json.dumps(header) + "\n", encoding="utf-8")
+
+    def write(self, exchange: Exchange) -> None:
+        with self._lock:
+            self.exchanges.append(exchange)
+            if self.as_array:
+                data = [e.to_json() for e in self.exchanges]
+                self.path.write_text(
+                    json.dumps(data, ensure_ascii=False, indent=1) + "\n", encoding="utf-8"
+                )
+            else:
+                with self.path.open("a", encoding="utf-8") as fh:
+                    fh.write(json.dumps(exchange.to_json(), ensure_ascii=False) + "\n")
