@@ -28,7 +28,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class
@@ -36,11 +36,14 @@ from IPython.core.magic_arguments import MagicArgumentParser
 from IPython.display import display as _display
 from IPython.utils.process import arg_split  # type: ignore[attr-defined]
 
-from ..engine import Engine
 from ..errors import LlmError
-from ..lua.adapter import LuaAdapter, declared_name, read_adapter_file
-from ..lua.loader import builtin_adapters_dir
 from ..secrets import redact
+
+if TYPE_CHECKING:
+    # The engine (httpx) and the Lua runtime (lupa) are imported when a magic first needs
+    # them, not by %load_ext (issue 16: the extension loads in well under 100 ms).
+    from ..engine import Engine
+    from ..lua.adapter import LuaAdapter
 
 __all__ = [
     "AdapterMagics",
@@ -59,6 +62,26 @@ TEMPLATE = Path(__file__).resolve().parent.parent / "templates" / "adapter_templ
 def _show(obj: Any, **kwargs: Any) -> Any:
     """``IPython.display.display`` (typed wrapper)."""
     return _display(obj, **kwargs)  # type: ignore[no-untyped-call]
+
+
+def declared_name(source: str) -> str | None:
+    """:func:`notebook_llm.lua.adapter.declared_name`, imported on first use."""
+    from ..lua.adapter import declared_name as declared
+
+    return declared(source)
+
+
+def read_adapter_file(path: Path) -> str:
+    """:func:`notebook_llm.lua.adapter.read_adapter_file`, imported on first use."""
+    from ..lua.adapter import read_adapter_file as read
+
+    return read(path)
+
+
+def _lua_adapter_class() -> type[LuaAdapter]:
+    from ..lua.adapter import LuaAdapter
+
+    return LuaAdapter
 
 
 def default_engine() -> Engine:
@@ -395,6 +418,8 @@ class AdapterMagics(Magics):
             return self._engine
         registry = getattr(getattr(self.shell, "magics_manager", None), "registry", {})
         shared = getattr(registry.get("LlmMagics"), "engine", None)
+        from ..engine import Engine
+
         return shared if isinstance(shared, Engine) else default_engine()
 
     # ------------------------------------------------------------------ entry point
@@ -461,7 +486,7 @@ class AdapterMagics(Magics):
             adapter = self.engine.adapter(name)
         except LlmError as err:
             raise UsageError(err.message) from None
-        if not isinstance(adapter, LuaAdapter):
+        if not isinstance(adapter, _lua_adapter_class()):
             raise UsageError(
                 f"adapter {name!r} is a Python adapter ({type(adapter).__name__}), not Lua"
             )
@@ -487,7 +512,7 @@ class AdapterMagics(Magics):
                 rows.append([name, "", "broken", "", redact(err.message)[:80]])
                 continue
             origin = getattr(a, "origin", "python")
-            endpoint = a.info().endpoint if isinstance(a, LuaAdapter) else ""
+            endpoint = a.info().endpoint if isinstance(a, _lua_adapter_class()) else ""
             rows.append(
                 [name, a.version, origin, endpoint, ", ".join(sorted(routes.get(name, [])))]
             )
@@ -543,6 +568,8 @@ class AdapterMagics(Magics):
         if not re.fullmatch(r"[A-Za-z_][\w-]*", args.name):
             raise UsageError(f"not an adapter name: {args.name!r}")
         if args.base:
+            from ..lua.loader import builtin_adapters_dir
+
             base = builtin_adapters_dir() / f"{args.base}.lua"
             if not base.is_file():
                 raise UsageError(f"no built-in adapter {args.base!r}")
