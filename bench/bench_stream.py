@@ -1,7 +1,7 @@
 """Streaming throughput, side by side: notebook_llm vs plain httpx + json.loads vs the openai SDK
 vs LiteLLM; and (``--profile``) where notebook_llm's time per chunk goes.
 
-Run: python bench/bench_stream.py [--chunks 20000] [--repeat 5] [--text uniform|varied|both]
+Run: python bench/bench_stream.py [--chunks 20000] [--repeat 11] [--text uniform|varied|both]
                                   [--profile] [--no-litellm]
 
 A loopback server streams the same body of N OpenAI-style chunks to each client. The clients
@@ -15,7 +15,8 @@ baseline, the openai SDK at least 8x slower than notebook_llm):
   engine's retry and guard layers -> protocol events (what a user's ``async for`` sees);
 * the ``openai`` SDK iterating chunks, and LiteLLM's ``acompletion(stream=True)`` (both
   bench-only dependencies: ``pip install notebook_llm[bench]``; a missing one is skipped).
-  LiteLLM is slow (about 1 ms a chunk), so it streams a tenth of the body (same chunks).
+  The openai SDK streams a quarter of the body and LiteLLM (about 0.5-1 ms a chunk) a tenth
+  (the same chunks; figures are per chunk), so rounds stay short and there can be many.
 
 ``--profile`` times each stage of the pipeline on its own over the same body (see
 :func:`profile`): SSE framing, the crossing into Lua, Lua's json.decode, the script's own
@@ -34,6 +35,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import random
 import statistics
 import threading
@@ -248,20 +250,29 @@ def bench_body(n: int, text: str, repeat: int, litellm: bool) -> None:
     base = f"http://127.0.0.1:{server.server_address[1]}/v1"
     url = base + "/chat/completions"
     engine = bench_engine(base)
+    # The SDK costs ~15x more per chunk: it streams a quarter of the body (the same chunks), so
+    # a round stays short and the cheap clients get many rounds on a noisy machine.
+    small = max(500, n // 4)
+    small_server = serve(make_body(small, text))
+    small_base = f"http://127.0.0.1:{small_server.server_address[1]}/v1"
     names = ["httpx + json.loads (no events)", "notebook_llm Engine.stream (openai.lua)"]
     clients = [lambda: run_baseline(url), lambda: run_engine(engine)]
+    sizes = [n, n]
     try:
         import openai  # noqa: F401
 
-        names.append("openai SDK")
-        clients.append(lambda: run_sdk(base))
+        names.append(f"openai SDK ({small} chunks)")
+        clients.append(lambda: run_sdk(small_base))
+        sizes.append(small)
     except ImportError:
         print("(openai SDK not installed: pip install openai to compare)")
     print(f"[{text}] {n} chunks, {len(body) / 1e6:.1f} MB body, median of {repeat} rounds")
-    # Per chunk of the body (n content chunks; the counts only check that each client read them).
-    rows = [(t, n) for t, count in interleaved(clients, repeat) if count >= n]
-    if len(rows) != len(clients):
+    measured = interleaved(clients, repeat)
+    if any(count < size for (_, count), size in zip(measured, sizes, strict=True)):
         raise SystemExit("a client did not read the whole stream")
+    # Per content chunk of the body (the counts only check that each client read them all).
+    rows = [(t, size) for (t, _), size in zip(measured, sizes, strict=True)]
+    small_server.shutdown()
     if litellm:
         rows += litellm_rows(n, text, repeat, names)
     base_t = rows[0][0] / rows[0][1]
@@ -289,6 +300,8 @@ def bench_body(n: int, text: str, repeat: int, litellm: bool) -> None:
 
 def litellm_rows(n: int, text: str, repeat: int, names: list[str]) -> list[tuple[float, int]]:
     """LiteLLM on a tenth of the body (it is ~100x slower), as (seconds, chunks) per chunk."""
+    # Offline: LiteLLM's price table from its own package, not fetched from GitHub.
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     try:
         import litellm
     except ImportError:
@@ -299,7 +312,7 @@ def litellm_rows(n: int, text: str, repeat: int, names: list[str]) -> list[tuple
     server = serve(make_body(small, text))
     base = f"http://127.0.0.1:{server.server_address[1]}/v1"
     try:
-        rows = interleaved([lambda: run_litellm(base)], max(1, repeat // 2))
+        rows = interleaved([lambda: run_litellm(base)], max(1, repeat // 4))
     finally:
         server.shutdown()
     names.append(f"LiteLLM ({small} chunks)")
@@ -309,7 +322,7 @@ def litellm_rows(n: int, text: str, repeat: int, names: list[str]) -> list[tuple
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--chunks", type=int, default=20_000)
-    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--repeat", type=int, default=11)
     ap.add_argument("--text", choices=["uniform", "varied", "both"], default="both")
     ap.add_argument("--profile", action="store_true", help="the per-stage breakdown only")
     ap.add_argument("--no-litellm", action="store_true", help="skip LiteLLM (slow)")
