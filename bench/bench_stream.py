@@ -4,7 +4,8 @@ vs LiteLLM; and (``--profile``) where notebook_llm's time per chunk goes.
 Run: python bench/bench_stream.py [--chunks 20000] [--repeat 11] [--text uniform|varied|both]
                                   [--profile] [--no-litellm]
 
-A loopback server streams the same body of N OpenAI-style chunks to each client. The clients
+A loopback server, in a child process (as a real provider is not in the client's process and
+its GIL), streams the same body of N OpenAI-style chunks to each client. The clients
 take turns, round after round (median per client), so the machine's noise hits all of them
 alike; the figures that matter are the ratios (issue 16, goal 1: notebook_llm at most 1.5x the
 baseline, the openai SDK at least 8x slower than notebook_llm):
@@ -38,6 +39,8 @@ import json
 import os
 import random
 import statistics
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import AsyncIterator, Callable, Coroutine
@@ -145,6 +148,25 @@ def serve(body: bytes) -> ThreadingHTTPServer:
     return server
 
 
+class _Served:
+    """A loopback server in a CHILD process (``--serve``): its work does not share this
+    process's GIL with the client being timed, as a real provider's would not."""
+
+    def __init__(self, n: int, text: str) -> None:
+        cmd = [sys.executable, __file__, "--serve", str(n), "--text", text]
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
+        assert self.proc.stdout is not None
+        self.server_address = ("127.0.0.1", int(self.proc.stdout.readline()))
+
+    def shutdown(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(10)
+
+
+def serve_elsewhere(n: int, text: str) -> _Served:
+    return _Served(n, text)
+
+
 async def run_baseline(url: str) -> int:
     n = 0
     async with (
@@ -246,14 +268,14 @@ def bench_engine(base: str) -> Engine:
 
 def bench_body(n: int, text: str, repeat: int, litellm: bool) -> None:
     body = make_body(n, text)
-    server = serve(body)
+    server = serve_elsewhere(n, text)
     base = f"http://127.0.0.1:{server.server_address[1]}/v1"
     url = base + "/chat/completions"
     engine = bench_engine(base)
     # The SDK costs ~15x more per chunk: it streams a quarter of the body (the same chunks), so
     # a round stays short and the cheap clients get many rounds on a noisy machine.
     small = max(500, n // 4)
-    small_server = serve(make_body(small, text))
+    small_server = serve_elsewhere(small, text)
     small_base = f"http://127.0.0.1:{small_server.server_address[1]}/v1"
     names = ["httpx + json.loads (no events)", "notebook_llm Engine.stream (openai.lua)"]
     clients = [lambda: run_baseline(url), lambda: run_engine(engine)]
@@ -309,7 +331,7 @@ def litellm_rows(n: int, text: str, repeat: int, names: list[str]) -> list[tuple
         return []
     litellm.suppress_debug_info = True
     small = max(200, n // 10)
-    server = serve(make_body(small, text))
+    server = serve_elsewhere(small, text)
     base = f"http://127.0.0.1:{server.server_address[1]}/v1"
     try:
         rows = interleaved([lambda: run_litellm(base)], max(1, repeat // 4))
@@ -326,7 +348,13 @@ def main() -> None:
     ap.add_argument("--text", choices=["uniform", "varied", "both"], default="both")
     ap.add_argument("--profile", action="store_true", help="the per-stage breakdown only")
     ap.add_argument("--no-litellm", action="store_true", help="skip LiteLLM (slow)")
+    ap.add_argument("--serve", type=int, help=argparse.SUPPRESS)  # the child server process
     args = ap.parse_args()
+    if args.serve:
+        served = serve(make_body(args.serve, args.text))
+        print(served.server_address[1], flush=True)
+        threading.Event().wait()
+        return
     texts = ("uniform", "varied") if args.text == "both" else (args.text,)
     if args.profile:
         for text in texts:
@@ -449,7 +477,7 @@ def profile(n: int, text: str, repeat: int) -> None:
             n += 1
         return n
 
-    server = serve(body)
+    server = serve_elsewhere(n, text)
     base = f"http://127.0.0.1:{server.server_address[1]}/v1"
     url = base + "/chat/completions"
     engine = bench_engine(base)
