@@ -7,42 +7,45 @@ widgets live in ``notebook_llm.magics`` and ``notebook_llm.widgets`` and are loa
 
 from __future__ import annotations
 
-from typing import Any
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
 
-from .adapter import LlmAdapter
-from .batch import amap
-from .batch import map_prompts as map
-from .cancel import StopSignal
-from .chat import Chat
-from .engine import Engine
-from .errors import ErrorCode, LlmError
-from .pricing import set_price
-from .protocol import (
-    Block,
-    BlockEnd,
-    BlockStart,
-    Event,
-    Finish,
-    FinishReason,
-    GenerateOptions,
-    ImageBlock,
-    Message,
-    ModelInfo,
-    ReasoningBlock,
-    ReasoningDelta,
-    TextBlock,
-    TextDelta,
-    TokenUsage,
-    ToolCallBlock,
-    ToolCallDelta,
-    ToolResultBlock,
-    ToolSchema,
-    Usage,
-    event_from_json,
-)
-from .registry import AdapterHandle
-from .tools import Tool, as_tool, run_tools, stream_tools, tool
-from .validate import Completion, StreamValidator, assemble, validate_stream
+if TYPE_CHECKING:
+    from .adapter import LlmAdapter
+    from .batch import amap
+    from .batch import map_prompts as map
+    from .cancel import StopSignal
+    from .chat import Chat
+    from .engine import Engine
+    from .errors import ErrorCode, LlmError
+    from .lua.adapter import LuaAdapter
+    from .pricing import set_price
+    from .protocol import (
+        Block,
+        BlockEnd,
+        BlockStart,
+        Event,
+        Finish,
+        FinishReason,
+        GenerateOptions,
+        ImageBlock,
+        Message,
+        ModelInfo,
+        ReasoningBlock,
+        ReasoningDelta,
+        TextBlock,
+        TextDelta,
+        TokenUsage,
+        ToolCallBlock,
+        ToolCallDelta,
+        ToolResultBlock,
+        ToolSchema,
+        Usage,
+        event_from_json,
+    )
+    from .registry import AdapterHandle
+    from .tools import Tool, as_tool, run_tools, stream_tools, tool
+    from .validate import Completion, StreamValidator, assemble, validate_stream
 
 __version__ = "0.1.0"
 
@@ -94,13 +97,65 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    # LuaAdapter pulls in lupa; import it on first use so `import notebook_llm` stays light.
-    if name == "LuaAdapter":
-        from .lua.adapter import LuaAdapter
+#: Where each public name lives, imported on first access (PEP 562): ``import notebook_llm`` and
+#: ``%load_ext notebook_llm`` load no engine, httpx, lupa or widgets (issue 16, goal 3).
+_LAZY: dict[str, tuple[str, str]] = {
+    "LlmAdapter": (".adapter", "LlmAdapter"),
+    "amap": (".batch", "amap"),
+    "map": (".batch", "map_prompts"),
+    "StopSignal": (".cancel", "StopSignal"),
+    "Chat": (".chat", "Chat"),
+    "Engine": (".engine", "Engine"),
+    "ErrorCode": (".errors", "ErrorCode"),
+    "LlmError": (".errors", "LlmError"),
+    "LuaAdapter": (".lua.adapter", "LuaAdapter"),
+    "set_price": (".pricing", "set_price"),
+    "AdapterHandle": (".registry", "AdapterHandle"),
+    "Completion": (".validate", "Completion"),
+    "StreamValidator": (".validate", "StreamValidator"),
+    "assemble": (".validate", "assemble"),
+    "validate_stream": (".validate", "validate_stream"),
+    **{
+        name: (".protocol", name)
+        for name in (
+            "Block",
+            "BlockEnd",
+            "BlockStart",
+            "Event",
+            "Finish",
+            "FinishReason",
+            "GenerateOptions",
+            "ImageBlock",
+            "Message",
+            "ModelInfo",
+            "ReasoningBlock",
+            "ReasoningDelta",
+            "TextBlock",
+            "TextDelta",
+            "TokenUsage",
+            "ToolCallBlock",
+            "ToolCallDelta",
+            "ToolResultBlock",
+            "ToolSchema",
+            "Usage",
+            "event_from_json",
+        )
+    },
+    **{name: (".tools", name) for name in ("Tool", "as_tool", "run_tools", "stream_tools", "tool")},
+}
 
-        return LuaAdapter
-    raise AttributeError(f"module 'notebook_llm' has no attribute {name!r}")
+
+def __getattr__(name: str) -> Any:
+    where = _LAZY.get(name)
+    if where is None:
+        raise AttributeError(f"module 'notebook_llm' has no attribute {name!r}")
+    value = getattr(import_module(where[0], __name__), where[1])
+    globals()[name] = value  # the next access is a plain module attribute
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
 
 
 def load_ipython_extension(ipython: Any) -> None:

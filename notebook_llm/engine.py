@@ -10,10 +10,18 @@ import contextlib
 import logging
 import os
 import random
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable, Iterator, Sequence
+from collections.abc import (
+    AsyncGenerator,
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Iterable,
+    Iterator,
+    Sequence,
+)
 from contextlib import aclosing
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from ._sync import run_sync
 from .adapter import LlmAdapter
@@ -438,7 +446,7 @@ class Engine:
                 provider=options.provider,
             )
 
-    async def stream(
+    def stream(
         self,
         provider: str,
         model: str | None = None,
@@ -465,37 +473,43 @@ class Engine:
         engine's one retry policy (``Engine(retries=, retry_base=, retry_cap=)``); ``retries``
         overrides the count for this call only.
         """
-        adapter, options = self._options(
-            provider,
-            model,
-            prompt,
-            messages,
-            system,
-            tools,
-            temperature,
-            max_tokens,
-            stop,
-            reasoning_effort,
-            extra_body,
-        )
-        await self._check_reasoning(adapter, options)
-        async with aclosing(self._attempts(adapter, options, stop_signal, retries, False)) as evs:
-            async for event in evs:
-                yield event
+
+        async def prepare() -> tuple[LlmAdapter, GenerateOptions]:
+            adapter, options = self._options(
+                provider,
+                model,
+                prompt,
+                messages,
+                system,
+                tools,
+                temperature,
+                max_tokens,
+                stop,
+                reasoning_effort,
+                extra_body,
+            )
+            await self._check_reasoning(adapter, options)
+            return adapter, options
+
+        # The retry loop's generator IS the stream (no pass-through layer per event); it runs
+        # prepare() at its first step, so a configuration error still raises from the first
+        # iteration, as it did from an async-generator method.
+        return self._attempts(prepare, stop_signal, retries, False)
 
     async def _attempts(
         self,
-        adapter: LlmAdapter,
-        options: GenerateOptions,
+        prepare: Callable[[], Awaitable[tuple[LlmAdapter, GenerateOptions]]],
         stop_signal: StopSignal | None,
         retries: int | None,
         whole: bool,
     ) -> AsyncGenerator[Event, None]:
         """THE retry loop (the only one in the package): at most ``1 + retries`` requests.
 
+        ``prepare()`` gives the adapter and the options (it raises configuration errors).
         ``whole=False`` (streaming) retries only before the first event reached the consumer;
         ``whole=True`` (``complete``) holds each attempt's events back, so a retryable error
         after some output is retried too: nothing had been shown."""
+        adapter, options = await prepare()
         limit = self.retries if retries is None else max(0, retries)
         attempt = 0
         while True:
@@ -558,7 +572,11 @@ class Engine:
             raise TypeError(f"complete() got unexpected keyword arguments: {', '.join(kwargs)}")
         adapter, options = self._options(provider, model, **opts)
         await self._check_reasoning(adapter, options)
-        async with aclosing(self._attempts(adapter, options, stop_signal, retries, True)) as evs:
+
+        async def ready() -> tuple[LlmAdapter, GenerateOptions]:
+            return adapter, options
+
+        async with aclosing(self._attempts(ready, stop_signal, retries, True)) as evs:
             events = [ev async for ev in evs]
         completion = assemble(events)
         completion.provider = provider
@@ -687,20 +705,21 @@ async def _guarded(
     task = asyncio.current_task()
     name = getattr(adapter, "name", type(adapter).__name__)
     failure: LlmError | None = None
+    batches = _batch_source(adapter)
     try:
-        agen = adapter.stream(options)
+        agen = batches(options) if batches is not None else adapter.stream(options)
     except Exception as exc:  # a stream() that is not an async generator and raises at once
         yield Finish.error(_adapter_failure(exc, name, options.provider))
         return
     try:
-        while True:
+        while failure is None:
             if stop is not None:
                 if stop.is_set():
                     failure = LlmError(stop.reason, ErrorCode.ABORTED, provider=options.provider)
                     break
                 stop._attach(task)
             try:
-                event = await agen.__anext__()
+                item: Any = await agen.__anext__()
             except StopAsyncIteration:
                 failure = LlmError(
                     f"adapter {name!r} ended its stream without a finish event (stream rule 5)",
@@ -726,16 +745,24 @@ async def _guarded(
             finally:
                 if stop is not None:
                     stop._detach(task)
-            try:
-                validator.check(event)
-            except LlmError as err:
-                err.provider = options.provider
-                err.adapter = name
-                failure = err
-                break
-            yield event
-            if validator.finished:
-                return
+            # A batch adapter hands over the events of one network read at once; they are
+            # checked and yielded one by one here, with the stop check between them that a
+            # one-event-per-read adapter gets before each read.
+            events: Sequence[Event] = item if batches is not None else (item,)
+            for event in events:
+                if stop is not None and stop.is_set():
+                    failure = LlmError(stop.reason, ErrorCode.ABORTED, provider=options.provider)
+                    break
+                try:
+                    validator.check(event)
+                except LlmError as err:
+                    err.provider = options.provider
+                    err.adapter = name
+                    failure = err
+                    break
+                yield event
+                if validator.finished:
+                    return
     finally:
         aclose = getattr(agen, "aclose", None)
         if aclose is not None:
@@ -743,7 +770,22 @@ async def _guarded(
                 await aclose()
             except Exception as exc:  # a failing cleanup must not replace the stream's outcome
                 log.warning("adapter %r failed while closing its stream: %r", name, exc)
+    assert failure is not None
     yield Finish(FinishReason("aborted" if failure.code == ErrorCode.ABORTED else "error", failure))
+
+
+def _batch_source(adapter: LlmAdapter) -> Callable[[GenerateOptions], AsyncIterator[Any]] | None:
+    """The adapter's ``stream_batches`` (lists of events, one per network read: see
+    :meth:`notebook_llm.lua.adapter.LuaAdapter.stream_batches`) when its ``stream`` is the one
+    that flattens them; ``None`` for every other adapter, whose ``stream`` is used as it is (a
+    subclass that overrides ``stream`` keeps its own)."""
+    batches = getattr(adapter, "stream_batches", None)
+    if batches is None or not callable(batches):
+        return None
+    owner = next((c for c in type(adapter).__mro__ if "stream_batches" in vars(c)), None)
+    if owner is None or getattr(type(adapter), "stream", None) is not vars(owner).get("stream"):
+        return None
+    return cast(Callable[[GenerateOptions], AsyncIterator[Any]], batches)
 
 
 def _check_unicode(system: str | None, messages: Sequence[Message]) -> None:

@@ -256,3 +256,50 @@ def test_kernel_faithful_edges(sb: LuaSandbox) -> None:
     # integers print and compare as the kernel's numbers do
     assert run(sb, "local n = json.decode('{\"n\":3}').n return tostring(n) .. ' ' .. n") == "3 3"
     assert run(sb, "return json.decode('3') == 3.0 and json.decode('2.5') * 2 == 5") is True
+
+
+ONE_FIELD = """
+local M = { name = "one-field" }
+-- The same json.encode under two hook names: transform_stream_chunk runs the hot path (where
+-- a one-string-field object has its own fast path), general the general encoder.
+local function enc(code) return assert(load(code))() end
+M.transform_stream_chunk = enc
+M.general = enc
+return M
+"""
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        'return json.encode({content = "tok "})',
+        'return json.encode({content = "a\\"b\\\\c\\n\\t\\1\\127 é 😀"})',
+        'return json.encode({["we\\"ird\\nkey"] = "v"})',
+        'return json.encode(json.object({content = ""}))',
+        # not one string field: the general path in both
+        "return json.encode({content = 1})",
+        "return json.encode({content = true})",
+        'return json.encode({content = "x", finish_reason = "stop"})',
+        "return json.encode(json.object({[1] = 'x'}))",
+        "return json.encode({})",
+        "return json.encode(json.array({}))",
+        'return json.encode({"x"})',
+    ],
+)
+def test_one_string_field_fast_path_encodes_like_the_general_path(code: str) -> None:
+    sb = LuaSandbox(ONE_FIELD, name="one-field")
+    results, error = sb.call_each("transform_stream_chunk", [code])
+    assert error is None
+    expected = sb.call("general", code)
+    assert json.loads(results[0]) == json.loads(expected)
+    if code.count("=") <= 1 and "json.array" not in code and '{"x"}' not in code:
+        assert results[0] == expected  # one key: the very same text
+
+
+def test_one_string_field_fast_path_keeps_the_encode_errors() -> None:
+    sb = LuaSandbox(ONE_FIELD, name="one-field")
+    bad = "return json.encode({content = 'x', [2] = 'y'})"
+    results, error = sb.call_each("transform_stream_chunk", [bad])
+    assert results == []
+    assert error is not None
+    assert "numeric key" in error.message

@@ -5,6 +5,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 import notebook_llm
 
 
@@ -66,3 +68,34 @@ def test_importing_the_engine_imports_no_notebook_code() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_load_ext_imports_neither_engine_nor_httpx_lupa_or_widgets() -> None:
+    """``%load_ext notebook_llm`` stays light (issue 16): the package root resolves its public
+    names on first access and the magics import the engine, the Lua runtime and the widgets
+    when a magic first needs them."""
+    code = (
+        "import sys\n"
+        "from IPython.core.interactiveshell import InteractiveShell\n"
+        "shell = InteractiveShell.instance()\n"
+        "shell.run_line_magic('load_ext', 'notebook_llm')\n"
+        "assert 'llm' in shell.magics_manager.magics['cell']\n"
+        "assert 'adapter' in shell.magics_manager.magics['cell']\n"
+        "heavy = ('httpx', 'lupa', 'ipywidgets', 'notebook_llm.engine', 'notebook_llm.protocol')\n"
+        "print(sorted(m for m in heavy if m in sys.modules))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_lazy_names_are_the_real_objects_and_listed_by_dir() -> None:
+    from notebook_llm.batch import map_prompts
+    from notebook_llm.engine import Engine
+    from notebook_llm.lua.adapter import LuaAdapter
+
+    assert notebook_llm.Engine is Engine
+    assert notebook_llm.map is map_prompts
+    assert notebook_llm.LuaAdapter is LuaAdapter
+    assert set(notebook_llm.__all__) <= set(dir(notebook_llm))
+    with pytest.raises(AttributeError, match="no_such_name"):
+        notebook_llm.no_such_name  # type: ignore[attr-defined]  # noqa: B018

@@ -8,7 +8,7 @@ here is what ``%%llm`` calls. Found in this order: the ``engine`` given to the c
 ``engine`` of a registered ``LlmMagics``, else :func:`default_engine` (one per process).
 
 Adapter ``log()`` calls: a ``logging`` handler on ``notebook_llm.adapter`` collects them per
-cell (see :class:`CellLogCollector`) and shows them under the cell after it ran.
+cell (:class:`~notebook_llm.magics.cell_logs.CellLogCollector`) and shows them under the cell.
 
 ``%adapter watch PATH``: a :class:`notebook_llm.watch.FileWatcher` polls the file's mtime every
 0.5 s; its ``changed`` signal hot-reloads the adapter. The views (error with the Lua line in
@@ -21,16 +21,13 @@ command that asked for them and does not pile up output. Errors show the Lua lin
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
 import html
 import logging
 import re
-import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class
@@ -38,11 +35,8 @@ from IPython.core.magic_arguments import MagicArgumentParser
 from IPython.display import display as _display
 from IPython.utils.process import arg_split  # type: ignore[attr-defined]
 
-from ..engine import Engine
 from ..errors import LlmError
-from ..lua.adapter import LuaAdapter, declared_name, read_adapter_file
 from ..lua.lines import lua_line_of
-from ..lua.loader import ADAPTER_TEMPLATE, builtin_adapters_dir
 from ..secrets import redact
 from ..watch import FileWatcher
 from ..widgets.adapter_view import (
@@ -53,6 +47,13 @@ from ..widgets.adapter_view import (
     report_html,
     text_table,
 )
+from .cell_logs import CellLogCollector, _install_collector, _remove_collector
+
+if TYPE_CHECKING:
+    # The engine (httpx) and the Lua runtime (lupa) are imported when a magic first needs
+    # them, not by %load_ext (issue 16: the extension loads in well under 100 ms).
+    from ..engine import Engine
+    from ..lua.adapter import LuaAdapter
 
 __all__ = [
     "AdapterMagics",
@@ -65,12 +66,30 @@ __all__ = [
     "report_html",
 ]
 
-TEMPLATE = ADAPTER_TEMPLATE  # older name
-
 
 def _show(obj: Any, **kwargs: Any) -> Any:
     """``IPython.display.display`` (typed wrapper)."""
     return _display(obj, **kwargs)  # type: ignore[no-untyped-call]
+
+
+def declared_name(source: str) -> str | None:
+    """:func:`notebook_llm.lua.adapter.declared_name`, imported on first use."""
+    from ..lua.adapter import declared_name as declared
+
+    return declared(source)
+
+
+def read_adapter_file(path: Path) -> str:
+    """:func:`notebook_llm.lua.adapter.read_adapter_file`, imported on first use."""
+    from ..lua.adapter import read_adapter_file as read
+
+    return read(path)
+
+
+def _lua_adapter_class() -> type[LuaAdapter]:
+    from ..lua.adapter import LuaAdapter
+
+    return LuaAdapter
 
 
 def default_engine() -> Engine:
@@ -85,88 +104,6 @@ def default_engine() -> Engine:
 
 
 # -------------------------------------------------------------------------------- logs
-
-
-_cell_logs: contextvars.ContextVar[list[tuple[str, str, str]] | None] = contextvars.ContextVar(
-    "notebook_llm_cell_logs", default=None
-)
-
-
-class CellLogCollector(logging.Handler):
-    """Collects ``notebook_llm.adapter.*`` records for the cell that caused them.
-
-    The buffer is a context variable set before each cell runs: the engine's background loop
-    runs coroutines in a copy of the calling cell's context, so a log from an adapter call lands
-    with the cell that made the call. Records from elsewhere (a thread without that context)
-    go to the cell running at the time, or, between cells, to the next cell's output.
-    """
-
-    def __init__(self) -> None:
-        super().__init__(logging.DEBUG)
-        self._running: list[tuple[str, str, str]] | None = None
-        self._pending: list[tuple[str, str, str]] = []
-        self._lock = threading.Lock()
-
-    def emit(self, record: logging.LogRecord) -> None:
-        name = record.name.removeprefix("notebook_llm.adapter.")
-        entry = (name, record.levelname.lower(), redact(record.getMessage()))
-        with self._lock:
-            target = _cell_logs.get() or self._running
-            (target if target is not None else self._pending).append(entry)
-
-    def start_cell(self, *args: Any) -> None:
-        with self._lock:
-            buf, self._pending = list(self._pending), []
-            self._running = buf
-        _cell_logs.set(buf)
-
-    def end_cell(self, *args: Any) -> list[tuple[str, str, str]]:
-        with self._lock:
-            buf, self._running = self._running or [], None
-        _cell_logs.set(None)
-        if buf:
-            _show(self.view(buf))
-        return buf
-
-    @staticmethod
-    def view(entries: list[tuple[str, str, str]]) -> Rich:
-        plain = "\n".join(f"[{a}] {lv}: {m}" for a, lv, m in entries)
-        rows = [[a, lv, m] for a, lv, m in entries]
-        return Rich(
-            "adapter log:\n" + plain,
-            "<b>adapter log</b>" + html_table(["adapter", "level", "message"], rows),
-        )
-
-
-_collectors: dict[int, CellLogCollector] = {}
-
-
-def _install_collector(shell: Any) -> CellLogCollector:
-    key = id(shell)
-    if key in _collectors:
-        return _collectors[key]
-    collector = CellLogCollector()
-    logger = logging.getLogger("notebook_llm.adapter")
-    if logger.level == logging.NOTSET:
-        logger.setLevel(logging.DEBUG)  # let info/debug from scripts reach the collector
-    logger.addHandler(collector)
-    shell.events.register("pre_run_cell", collector.start_cell)
-    shell.events.register("post_run_cell", collector.end_cell)
-    _collectors[key] = collector
-    return collector
-
-
-def _remove_collector(shell: Any) -> None:
-    collector = _collectors.pop(id(shell), None)
-    if collector is None:
-        return
-    logging.getLogger("notebook_llm.adapter").removeHandler(collector)
-    for event, callback in (
-        ("pre_run_cell", collector.start_cell),
-        ("post_run_cell", collector.end_cell),
-    ):
-        with contextlib.suppress(ValueError):
-            shell.events.unregister(event, callback)
 
 
 # -------------------------------------------------------------------------------- watching
@@ -271,6 +208,8 @@ class AdapterMagics(Magics):
             return self._engine
         registry = getattr(getattr(self.shell, "magics_manager", None), "registry", {})
         shared = getattr(registry.get("LlmMagics"), "engine", None)
+        from ..engine import Engine
+
         return shared if isinstance(shared, Engine) else default_engine()
 
     # ------------------------------------------------------------------ entry point
@@ -337,7 +276,7 @@ class AdapterMagics(Magics):
             adapter = self.engine.adapter(name)
         except LlmError as err:
             raise UsageError(err.message) from None
-        if not isinstance(adapter, LuaAdapter):
+        if not isinstance(adapter, _lua_adapter_class()):
             raise UsageError(
                 f"adapter {name!r} is a Python adapter ({type(adapter).__name__}), not Lua"
             )
@@ -363,7 +302,7 @@ class AdapterMagics(Magics):
                 rows.append([name, "", "broken", "", redact(err.message)[:80]])
                 continue
             origin = getattr(a, "origin", "python")
-            endpoint = a.info().endpoint if isinstance(a, LuaAdapter) else ""
+            endpoint = a.info().endpoint if isinstance(a, _lua_adapter_class()) else ""
             rows.append(
                 [name, a.version, origin, endpoint, ", ".join(sorted(routes.get(name, [])))]
             )
@@ -415,6 +354,8 @@ class AdapterMagics(Magics):
         if not re.fullmatch(r"[A-Za-z_][\w-]*", args.name):
             raise UsageError(f"not an adapter name: {args.name!r}")
         if args.base:
+            from ..lua.loader import builtin_adapters_dir
+
             base = builtin_adapters_dir() / f"{args.base}.lua"
             if not base.is_file():
                 raise UsageError(f"no built-in adapter {args.base!r}")
@@ -425,7 +366,9 @@ class AdapterMagics(Magics):
                 count=1,
             )
         else:
-            source = TEMPLATE.read_text("utf-8").replace("{{NAME}}", args.name)
+            from ..lua.loader import ADAPTER_TEMPLATE  # not at %load_ext: it imports the engine
+
+            source = ADAPTER_TEMPLATE.read_text("utf-8").replace("{{NAME}}", args.name)
         shell: Any = self.shell
         shell.set_next_input(f"%%adapter {args.name}\n{source}", replace=False)
         _show(Rich(f"a new %%adapter {args.name} cell was added below: edit it and run it"))

@@ -11,24 +11,24 @@ from __future__ import annotations
 
 import getpass
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from IPython.core.error import StdinNotImplementedError, UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class, no_var_expand
 from traitlets import Bool, CaselessStrEnum, Float, Unicode
 
-from ..chat import Chat
-from ..engine import Engine
 from ..errors import LlmError
-from ..protocol import Message, ToolCallBlock, ToolResultBlock
 from ..secrets import redact
-from ..session import default_engine
-from ..validate import Completion
-from ..widgets.adapter_view import text_table
-from ..widgets.present import show_output
-from ..widgets.render import ErrorBox
 from . import args as margs
 from .interpolate import interpolate
+
+if TYPE_CHECKING:
+    # The engine (httpx), the chat and the widgets (ipywidgets) are imported on the first
+    # %%llm, not by %load_ext: loading the extension stays well under 100 ms (issue 16).
+    from ..chat import Chat
+    from ..engine import Engine
+    from ..protocol import Message
+    from ..validate import Completion
 
 HINT = (
     "Using the offline mock provider. Choose a real one with `%llm use openai:gpt-4o-mini` "
@@ -65,6 +65,8 @@ class LlmMagics(Magics):
 
     @property
     def engine(self) -> Engine:
+        from ..session import default_engine
+
         return self._engine or default_engine()
 
     # ------------------------------------------------------------------ entry point
@@ -82,9 +84,11 @@ class LlmMagics(Magics):
             usage = margs.usage() if cell is not None else margs.line_help()
             print(f"UsageError: {redact(str(exc))}\n{usage}", file=sys.stderr)
         except LlmError as exc:
-            self._show(ErrorBox(exc))
+            self._show(_error_box(exc))
 
     def _show(self, obj: Any) -> None:
+        from ..widgets.present import show_output
+
         show_output(obj)
 
     # ------------------------------------------------------------------ %%llm
@@ -183,9 +187,11 @@ class LlmMagics(Magics):
         except UsageError as exc:
             print(f"UsageError: {redact(str(exc))}\n{margs.usage()}", file=sys.stderr)
         except LlmError as exc:
-            self._show(ErrorBox(exc))
+            self._show(_error_box(exc))
 
     def _chat_for(self, name: str | None, new: bool, provider: str, model: str | None) -> Chat:
+        from ..chat import Chat
+
         if name is None:  # a one-off turn: no memory
             return Chat(provider, model, engine=self.engine)
         chat = self.chats.get(name)
@@ -309,6 +315,8 @@ def _history_lines(message: Message, names: dict[str, str]) -> list[str]:
     """``%llm history`` lines of one message: its text, then each tool call (name and
     arguments) and tool result (which call, and what it returned); ``names`` maps call ids to
     tool names across messages."""
+    from ..protocol import ToolCallBlock, ToolResultBlock
+
     lines = [f"{message.role}: {message.text}"] if message.text else []
     for block in message.content:
         if isinstance(block, ToolCallBlock):
@@ -321,6 +329,12 @@ def _history_lines(message: Message, names: dict[str, str]) -> list[str]:
     if not lines:
         lines.append(f"{message.role}: {', '.join(b.type for b in message.content)}")
     return lines
+
+
+def _error_box(exc: LlmError) -> Any:
+    from ..widgets.render import ErrorBox
+
+    return ErrorBox(exc)
 
 
 def _short(text: str, limit: int = 300) -> str:
@@ -352,5 +366,7 @@ class _ProviderTable:
             "| " + " | ".join(f"`{c}`" if i < 3 and c else c for i, c in enumerate(r)) + " |"
             for r in self.rows
         ]
+        from ..widgets.adapter_view import text_table
+
         plain = text_table(header, self.rows)
         return {"text/markdown": redact("\n".join(md)), "text/plain": redact(plain)}
