@@ -25,7 +25,8 @@ from notebook_llm.protocol import (
     Usage,
 )
 from notebook_llm.secrets import register_secret
-from notebook_llm.widgets.stream_view import StreamView, TextPanel, _plan_cut
+from notebook_llm.widgets.panels import TextPanel, plan_cut
+from notebook_llm.widgets.stream_view import StreamView
 
 
 class RecordingComm(BaseComm):
@@ -145,23 +146,23 @@ def test_bytes_grow_linearly(comms: list[tuple[str, str]]) -> None:
 
 def test_cuts_at_blank_lines_outside_code_fences() -> None:
     para = "x" * 250 + "\n\n"
-    assert _plan_cut(para + "tail") == (len(para), "", "")
+    assert plan_cut(para + "tail") == (len(para), "", "")
     fenced = "```\n" + ("code\n\n" * 60) + "still code"
-    assert _plan_cut(fenced) == (0, "", "")  # short: wait for the fence to close
+    assert plan_cut(fenced) == (0, "", "")  # short: wait for the fence to close
     closed = "```\n" + ("code\n\n" * 60) + "```\n\nafter"
-    assert _plan_cut(closed) == (len(closed) - len("after"), "", "")
+    assert plan_cut(closed) == (len(closed) - len("after"), "", "")
 
 
 def test_a_long_code_block_is_cut_closing_and_reopening_the_fence() -> None:
     body = "".join(f"line_{i} = {i}\n" for i in range(400))
-    cut, suffix, reopen = _plan_cut("```python\n" + body + "partial")
+    cut, suffix, reopen = plan_cut("```python\n" + body + "partial")
     assert cut > 0
     assert (suffix, reopen) == ("```\n", "```python\n")
 
 
 def test_a_long_paragraph_without_newlines_is_cut_at_a_space() -> None:
     text = "word " * 1000
-    cut, suffix, reopen = _plan_cut(text)
+    cut, suffix, reopen = plan_cut(text)
     assert cut == len(text)  # the last space, i.e. everything so far
     assert (suffix, reopen) == ("", "")
 
