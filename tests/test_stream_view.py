@@ -10,7 +10,7 @@ import comm
 import pytest
 from comm.base_comm import BaseComm
 
-from notebook_llm.loop_events import StepStart, ToolResult, ToolRun
+from notebook_llm.loop_events import StepStart, ToolOutcome, ToolRun
 from notebook_llm.protocol import (
     BlockEnd,
     BlockStart,
@@ -93,7 +93,7 @@ def test_renders_reasoning_text_tools_and_footer(comms: list[tuple[str, str]]) -
         Usage(TokenUsage(10, 20, reasoning_tokens=5)),
         Finish.stop(),
         ToolRun("c1", "add", '{"a": 1}'),
-        ToolResult("c1", "add", "3", status="ok"),
+        ToolOutcome("c1", "add", "3", status="ok"),
         StepStart(1),
         BlockStart(0, "text"),
         TextDelta(0, "It is 3."),
@@ -216,7 +216,7 @@ def test_keys_never_reach_the_front_end(comms: list[tuple[str, str]]) -> None:
     view.handle(TextDelta(0, f"the key is {secret} ok"))
     view.handle(BlockStart(1, "tool-call"))
     view.handle(ToolCallDelta(1, "c", json.dumps({"k": secret}), "f"))
-    view.handle(ToolResult("c", "f", f"got {secret}"))
+    view.handle(ToolOutcome("c", "f", f"got {secret}"))
     view.flush()
     view.finish(status="done")
     assert comms

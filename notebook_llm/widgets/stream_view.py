@@ -25,7 +25,7 @@ import ipywidgets as w
 
 from ..cancel import StopSignal
 from ..errors import LlmError
-from ..loop_events import LoopEvent, StepStart, ToolResult, ToolRun
+from ..loop_events import LoopEvent, StepStart, ToolOutcome, ToolRun
 from ..pricing import Price, cost
 from ..protocol import (
     BlockEnd,
@@ -221,7 +221,7 @@ class StreamView:
             self._tool_card(event.call_id, event.name).update(
                 status="running", arguments=event.arguments
             )
-        elif isinstance(event, ToolResult):
+        elif isinstance(event, ToolOutcome):
             self._tool_card(event.call_id, event.name).update(
                 status=event.status, result=event.content, is_error=event.is_error
             )
