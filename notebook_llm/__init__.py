@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .adapter import LlmAdapter
+from .base_adapter import LlmAdapter
 from .batch import amap
 from .batch import map_prompts as map
 from .cancel import StopSignal
