@@ -34,7 +34,7 @@ from collections.abc import AsyncIterator, Iterator
 
 from notebook_llm import Completion, Engine, Event, GenerateOptions, LlmAdapter
 from notebook_llm.batch import amap, map_prompts
-from notebook_llm.mock.adapter import MockAdapter
+from notebook_llm.mock.direct_adapter import MockAdapter
 from notebook_llm.mock.server import MockServer
 
 TARGET = 1.10

@@ -11,7 +11,7 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .adapter import LlmAdapter
+    from .base_adapter import LlmAdapter
     from .batch import amap
     from .batch import map_prompts as map
     from .cancel import StopSignal
@@ -100,7 +100,7 @@ __all__ = [
 #: Where each public name lives, imported on first access (PEP 562): ``import notebook_llm`` and
 #: ``%load_ext notebook_llm`` load no engine, httpx, lupa or widgets (issue 16, goal 3).
 _LAZY: dict[str, tuple[str, str]] = {
-    "LlmAdapter": (".adapter", "LlmAdapter"),
+    "LlmAdapter": (".base_adapter", "LlmAdapter"),
     "amap": (".batch", "amap"),
     "map": (".batch", "map_prompts"),
     "StopSignal": (".cancel", "StopSignal"),

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 
-from .adapter import LlmAdapter
+from .base_adapter import LlmAdapter
 from .plugins import PluginHost
 from .protocol import Event, GenerateOptions, ModelInfo
 
@@ -35,12 +35,12 @@ class LoopbackMock(LlmAdapter):
             yield event
 
     async def list_models(self, provider: str) -> list[ModelInfo]:
-        from .mock.adapter import MockAdapter
+        from .mock.direct_adapter import MockAdapter
 
         return await MockAdapter().list_models(provider)
 
     async def resolve_model(self, provider: str, model: str | None) -> ModelInfo | None:
-        from .mock.adapter import MockAdapter
+        from .mock.direct_adapter import MockAdapter
 
         return await MockAdapter().resolve_model(provider, model)
 
@@ -48,7 +48,7 @@ class LoopbackMock(LlmAdapter):
 def register(engine: PluginHost) -> None:
     """Add the adapter catalog, and the ``mock`` / ``mock-direct`` providers (no key, no network)."""
     from .lua.loader import AdapterCatalog
-    from .mock.adapter import MockAdapter
+    from .mock.direct_adapter import MockAdapter
 
     engine.add_adapter_resolver(AdapterCatalog())
     direct = MockAdapter()

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from ._sync import run_sync
-from .adapter import LlmAdapter
+from .base_adapter import LlmAdapter
 from .cancel import StopSignal, sleep_unless_stopped
 from .errors import ErrorCode, LlmError
 from .protocol import (

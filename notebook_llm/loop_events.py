@@ -2,7 +2,7 @@
 
 A tool loop is a sequence of generations ("steps"). ``stream_tools`` yields, in order:
 ``StepStart(step)``, then that step's protocol events (``BlockStart`` ... ``Finish``), then one
-``ToolRun`` per call when it starts and one ``ToolResult`` per call when it ends, then the next
+``ToolRun`` per call when it starts and one ``ToolOutcome`` per call when it ends, then the next
 ``StepStart``... Views render these; each step's protocol events obey the five rules on their own.
 """
 
@@ -42,8 +42,12 @@ class ToolRun:
 
 
 @dataclass(slots=True)
-class ToolResult:
-    """A tool call finished: its result text, or the error it raised, or it was skipped."""
+class ToolOutcome:
+    """A tool call finished: its result text, or the error it raised, or it was skipped.
+
+    Not :class:`~notebook_llm.protocol.ToolResultBlock` (the message block that carries a result
+    back to the model): this is the loop telling a view how a run ended. Its JSON ``type`` stays
+    ``"tool-result"``."""
 
     call_id: str
     name: str
@@ -65,4 +69,4 @@ class ToolResult:
         }
 
 
-LoopEvent: TypeAlias = Event | StepStart | ToolRun | ToolResult
+LoopEvent: TypeAlias = Event | StepStart | ToolRun | ToolOutcome

@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterator, Sequence
 from importlib import metadata
 from typing import Any, Protocol
 
-from .adapter import LlmAdapter
+from .base_adapter import LlmAdapter
 
 log = logging.getLogger("notebook_llm.plugins")
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterable
 
-from .adapter import LlmAdapter
+from .base_adapter import LlmAdapter
 from .errors import ErrorCode, LlmError
 
 

@@ -32,7 +32,6 @@ KNOWN_LARGE = frozenset(
     {
         "engine.py",
         "lua/adapter.py",
-        "widgets/stream_view.py",
     }
 )
 

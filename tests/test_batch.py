@@ -20,7 +20,7 @@ from notebook_llm import (
     StopSignal,
 )
 from notebook_llm.batch import amap, map_prompts, notebook_progress
-from notebook_llm.mock.adapter import MockAdapter
+from notebook_llm.mock.direct_adapter import MockAdapter
 from notebook_llm.mock.server import MockServer
 
 

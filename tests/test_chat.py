@@ -8,7 +8,7 @@ import pytest
 
 from notebook_llm import Engine
 from notebook_llm.chat import Chat, set_default_engine, tool_schema
-from notebook_llm.loop_events import StepStart, ToolResult, ToolRun
+from notebook_llm.loop_events import StepStart, ToolOutcome, ToolRun
 from notebook_llm.protocol import (
     BlockEnd,
     BlockStart,
@@ -88,7 +88,7 @@ def test_completion_from_tool_loop_events() -> None:
         Usage(TokenUsage(10, 5)),
         Finish(FinishReason("tool-calls")),
         ToolRun("c1", "f", "{}"),
-        ToolResult("c1", "f", "42"),
+        ToolOutcome("c1", "f", "42"),
         StepStart(1),
         BlockStart(0, "text"),
         TextDelta(0, "42!"),

@@ -11,11 +11,11 @@ from notebook_llm.mock import wire
 from notebook_llm.mock.models import (
     MODELS,
     MockReply,
+    MockTokenCounts,
     Reasoning,
     Text,
     ToolCall,
     UnknownModelError,
-    Usage,
     count_tokens,
     generate,
     split_tokens,
@@ -225,8 +225,10 @@ def test_mockreply_build_and_repieced() -> None:
     assert all(len(p.text) == 1 for p in drip.parts if not isinstance(p, ToolCall))
     assert (drip.text, drip.reasoning) == (reply.text, reply.reasoning)
     assert drip.tool_calls[0].arguments == call.arguments
-    assert MockReply.build("x", usage=Usage(1, 2)).usage == Usage(1, 2, 0)
-    assert usage_for(MockReply.build("x", usage=Usage(1, 2)), {}) == Usage(1, 2, 0)
+    assert MockReply.build("x", usage=MockTokenCounts(1, 2)).usage == MockTokenCounts(1, 2, 0)
+    assert usage_for(MockReply.build("x", usage=MockTokenCounts(1, 2)), {}) == MockTokenCounts(
+        1, 2, 0
+    )
 
 
 def test_anthropic_request_conversion() -> None:
@@ -281,3 +283,11 @@ def test_ollama_request_conversion() -> None:
     assert wire.is_stream("ollama", body)
     assert not wire.is_stream("openai", {})
     assert "done!" in generate(chat).text
+
+
+def test_old_mock_usage_name_still_works_with_a_deprecation_warning() -> None:
+    """``mock.Usage`` was renamed ``MockTokenCounts`` (one meaning for "usage", issue 15)."""
+    import notebook_llm.mock as mock
+
+    with pytest.warns(DeprecationWarning, match="MockTokenCounts"):
+        assert mock.Usage is MockTokenCounts

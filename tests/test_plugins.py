@@ -12,7 +12,7 @@ import pytest
 
 from notebook_llm import Engine
 from notebook_llm import plugins as plugins_mod
-from notebook_llm.mock.adapter import MockAdapter
+from notebook_llm.mock.direct_adapter import MockAdapter
 
 
 def _entry_points(monkeypatch: pytest.MonkeyPatch, **targets: str) -> None:

@@ -10,7 +10,7 @@ import comm
 import pytest
 from comm.base_comm import BaseComm
 
-from notebook_llm.loop_events import StepStart, ToolResult, ToolRun
+from notebook_llm.loop_events import StepStart, ToolOutcome, ToolRun
 from notebook_llm.protocol import (
     BlockEnd,
     BlockStart,
@@ -25,7 +25,8 @@ from notebook_llm.protocol import (
     Usage,
 )
 from notebook_llm.secrets import register_secret
-from notebook_llm.widgets.stream_view import StreamView, TextPanel, _plan_cut
+from notebook_llm.widgets.panels import TextPanel, plan_cut
+from notebook_llm.widgets.stream_view import StreamView
 
 
 class RecordingComm(BaseComm):
@@ -92,7 +93,7 @@ def test_renders_reasoning_text_tools_and_footer(comms: list[tuple[str, str]]) -
         Usage(TokenUsage(10, 20, reasoning_tokens=5)),
         Finish.stop(),
         ToolRun("c1", "add", '{"a": 1}'),
-        ToolResult("c1", "add", "3", status="ok"),
+        ToolOutcome("c1", "add", "3", status="ok"),
         StepStart(1),
         BlockStart(0, "text"),
         TextDelta(0, "It is 3."),
@@ -145,23 +146,23 @@ def test_bytes_grow_linearly(comms: list[tuple[str, str]]) -> None:
 
 def test_cuts_at_blank_lines_outside_code_fences() -> None:
     para = "x" * 250 + "\n\n"
-    assert _plan_cut(para + "tail") == (len(para), "", "")
+    assert plan_cut(para + "tail") == (len(para), "", "")
     fenced = "```\n" + ("code\n\n" * 60) + "still code"
-    assert _plan_cut(fenced) == (0, "", "")  # short: wait for the fence to close
+    assert plan_cut(fenced) == (0, "", "")  # short: wait for the fence to close
     closed = "```\n" + ("code\n\n" * 60) + "```\n\nafter"
-    assert _plan_cut(closed) == (len(closed) - len("after"), "", "")
+    assert plan_cut(closed) == (len(closed) - len("after"), "", "")
 
 
 def test_a_long_code_block_is_cut_closing_and_reopening_the_fence() -> None:
     body = "".join(f"line_{i} = {i}\n" for i in range(400))
-    cut, suffix, reopen = _plan_cut("```python\n" + body + "partial")
+    cut, suffix, reopen = plan_cut("```python\n" + body + "partial")
     assert cut > 0
     assert (suffix, reopen) == ("```\n", "```python\n")
 
 
 def test_a_long_paragraph_without_newlines_is_cut_at_a_space() -> None:
     text = "word " * 1000
-    cut, suffix, reopen = _plan_cut(text)
+    cut, suffix, reopen = plan_cut(text)
     assert cut == len(text)  # the last space, i.e. everything so far
     assert (suffix, reopen) == ("", "")
 
@@ -215,7 +216,7 @@ def test_keys_never_reach_the_front_end(comms: list[tuple[str, str]]) -> None:
     view.handle(TextDelta(0, f"the key is {secret} ok"))
     view.handle(BlockStart(1, "tool-call"))
     view.handle(ToolCallDelta(1, "c", json.dumps({"k": secret}), "f"))
-    view.handle(ToolResult("c", "f", f"got {secret}"))
+    view.handle(ToolOutcome("c", "f", f"got {secret}"))
     view.flush()
     view.finish(status="done")
     assert comms

@@ -37,7 +37,7 @@ from notebook_llm import (
     Usage,
     validate_stream,
 )
-from notebook_llm.loop_events import LoopEvent, StepStart, ToolResult, ToolRun
+from notebook_llm.loop_events import LoopEvent, StepStart, ToolOutcome, ToolRun
 from notebook_llm.tools import (
     DECLINED,
     Tool,
@@ -465,7 +465,7 @@ def steps_of(events: Sequence[LoopEvent]) -> list[list[Event]]:
     for ev in events:
         if isinstance(ev, StepStart):
             steps.append([])
-        elif not isinstance(ev, ToolRun | ToolResult):
+        elif not isinstance(ev, ToolRun | ToolOutcome):
             steps[-1].append(ev)
     return steps
 
@@ -489,13 +489,13 @@ async def test_loop_end_to_end_on_mock_tools_model(engine: Engine) -> None:
     kinds = [type(e).__name__ for e in events]
     assert kinds[0] == "StepStart"
     first_finish = kinds.index("Finish")
-    assert kinds[first_finish + 1 : first_finish + 4] == ["ToolRun", "ToolResult", "StepStart"]
+    assert kinds[first_finish + 1 : first_finish + 4] == ["ToolRun", "ToolOutcome", "StepStart"]
     assert kinds[-1] == "Finish"
     steps = steps_of(events)
     assert len(steps) == 2
     for step in steps:
         validate_stream(step)  # each step obeys the five rules on its own
-    result = next(e for e in events if isinstance(e, ToolResult))
+    result = next(e for e in events if isinstance(e, ToolOutcome))
     assert (result.content, result.status, result.is_error) == ("42", "ok", False)
     assert [e.step for e in events if isinstance(e, StepStart)] == [1, 2]
 
@@ -538,7 +538,7 @@ async def test_bad_arguments_go_back_to_the_model(engine: Engine) -> None:
         text_turn("sorry"),
     )
     events = await collect(engine, "s", prompt="go", tools=[add])
-    results = [e for e in events if isinstance(e, ToolResult)]
+    results = [e for e in events if isinstance(e, ToolOutcome)]
     assert [r.status for r in results] == ["error", "error"]
     assert [e.call_id for e in events if isinstance(e, ToolRun)] == ["c1", "c2"]
     sent = adapter.calls[1].messages[-1]
@@ -624,7 +624,7 @@ async def test_confirmation(engine: Engine) -> None:
     events = await collect(engine, "s", prompt="go", tools=[record], confirm=confirm)
     assert asked == ["c1", "c2"]
     assert ran == [3]
-    results = {e.call_id: e for e in events if isinstance(e, ToolResult)}
+    results = {e.call_id: e for e in events if isinstance(e, ToolOutcome)}
     assert results["c1"].status == "skipped"
     assert results["c1"].content == DECLINED
     assert results["c2"].status == "ok"
@@ -660,7 +660,7 @@ async def test_concurrency_limit_and_model_order(engine: Engine) -> None:
     events = await collect(engine, "s", prompt="go", tools=[wait], concurrency=2)
     assert peak == 2
     assert [e.call_id for e in events if isinstance(e, ToolRun)] == [c[0] for c in calls]
-    finished = [e.call_id for e in events if isinstance(e, ToolResult)]
+    finished = [e.call_id for e in events if isinstance(e, ToolOutcome)]
     assert sorted(finished) == sorted(c[0] for c in calls)
     assert finished != [c[0] for c in calls]  # results are reported as they finish...
     sent = adapter.calls[1].messages[-1].content
@@ -695,7 +695,7 @@ async def test_stop_while_tools_run(engine: Engine) -> None:
         collect(engine, "s", prompt="go", tools=[hang], stop_signal=stop), 5
     )
     await presser
-    result = next(e for e in events if isinstance(e, ToolResult))
+    result = next(e for e in events if isinstance(e, ToolOutcome))
     assert result.is_error
     last = events[-1]
     assert isinstance(last, Finish)
@@ -745,6 +745,6 @@ async def test_calls_cut_off_by_max_tokens_are_never_run() -> None:
     ]
     assert ran == []
     assert [type(e).__name__ for e in events].count("StepStart") == 1  # no second step
-    assert not [e for e in events if type(e).__name__ in ("ToolRun", "ToolResult")]
+    assert not [e for e in events if type(e).__name__ in ("ToolRun", "ToolOutcome")]
     finish = [e for e in events if type(e).__name__ == "Finish"][-1]
     assert finish.reason.kind == "max-tokens"

@@ -9,7 +9,7 @@ from pathlib import Path
 import httpx
 
 from notebook_llm import Engine, LuaAdapter, validate_stream
-from notebook_llm.loop_events import StepStart, ToolResult, ToolRun
+from notebook_llm.loop_events import StepStart, ToolOutcome, ToolRun
 from notebook_llm.lua.loader import builtin_adapters_dir
 from notebook_llm.protocol import Finish
 from notebook_llm.tools import run_tools, stream_tools
@@ -56,7 +56,7 @@ async def test_recorded_tool_call_runs_the_function_and_the_recorded_answer_uses
         async for ev in stream_tools(engine, "rec", prompt="What is 1231 * 2331?", tools=[multiply])
     ]
     calls_seen = [e for e in events if isinstance(e, ToolRun)]
-    results = [e for e in events if isinstance(e, ToolResult)]
+    results = [e for e in events if isinstance(e, ToolOutcome)]
     assert [(c.name, json.loads(c.arguments)) for c in calls_seen] == [
         ("multiply", {"a": 1231, "b": 2331})
     ]
@@ -67,7 +67,7 @@ async def test_recorded_tool_call_runs_the_function_and_the_recorded_answer_uses
     for ev in events:
         if isinstance(ev, StepStart):
             steps.append([])
-        elif not isinstance(ev, ToolRun | ToolResult):
+        elif not isinstance(ev, ToolRun | ToolOutcome):
             steps[-1].append(ev)
     for step in steps:
         validate_stream(step)  # type: ignore[arg-type]

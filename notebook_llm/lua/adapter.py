@@ -35,7 +35,7 @@ from typing import Any, cast
 
 import httpx
 
-from ..adapter import LlmAdapter
+from ..base_adapter import LlmAdapter
 from ..cancel import current_stop
 from ..errors import ErrorCode, LlmError
 from ..protocol import Event, GenerateOptions

@@ -13,7 +13,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from ..adapter import LlmAdapter
+from ..base_adapter import LlmAdapter
 from ..errors import ErrorCode, LlmError
 from ..providers import user_adapters_dir
 

@@ -23,12 +23,12 @@ __all__ = [
     "MODELS",
     "FinishReason",
     "MockReply",
+    "MockTokenCounts",
     "Part",
     "Reasoning",
     "Text",
     "ToolCall",
     "UnknownModelError",
-    "Usage",
     "apply_max_tokens",
     "count_prompt_tokens",
     "count_tokens",
@@ -104,8 +104,10 @@ Part = Reasoning | Text | ToolCall
 
 
 @dataclass(frozen=True)
-class Usage:
-    """Token usage; ``completion_tokens`` includes ``reasoning_tokens`` (OpenAI convention)."""
+class MockTokenCounts:
+    """The token counts a mock reply reports, in the providers' wire terms; ``completion_tokens``
+    includes ``reasoning_tokens`` (OpenAI convention). Not the protocol's ``TokenUsage`` (what an
+    adapter reports) nor its ``Usage`` event: the mock server renders these into wire bodies."""
 
     prompt_tokens: int = 0
     completion_tokens: int = 0
@@ -126,7 +128,7 @@ class MockReply:
 
     parts: tuple[Part, ...] = ()
     finish_reason: FinishReason = "stop"
-    usage: Usage | None = None
+    usage: MockTokenCounts | None = None
 
     @classmethod
     def build(
@@ -136,7 +138,7 @@ class MockReply:
         reasoning: str = "",
         tool_calls: Sequence[ToolCall] = (),
         finish_reason: FinishReason | None = None,
-        usage: Usage | None = None,
+        usage: MockTokenCounts | None = None,
     ) -> MockReply:
         """Script a reply by hand: reasoning, then text, then tool calls (each split in pieces).
 
@@ -217,14 +219,14 @@ def count_prompt_tokens(request: Mapping[str, Any]) -> int:
     return total
 
 
-def usage_for(reply: MockReply, request: Mapping[str, Any]) -> Usage:
+def usage_for(reply: MockReply, request: Mapping[str, Any]) -> MockTokenCounts:
     """``reply.usage`` if set, else usage counted from the request and the reply's parts."""
     if reply.usage is not None:
         return reply.usage
     reasoning = count_tokens(reply.reasoning)
     completion = reasoning + count_tokens(reply.text)
     completion += sum(count_tokens(c.arguments) for c in reply.tool_calls)
-    return Usage(count_prompt_tokens(request), completion, reasoning)
+    return MockTokenCounts(count_prompt_tokens(request), completion, reasoning)
 
 
 def _group(pieces: Sequence[str]) -> list[str]:

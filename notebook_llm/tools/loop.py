@@ -6,7 +6,7 @@ into one :class:`~notebook_llm.validate.Completion`.
 Event order, per step ``n`` (numbered from 1): ``StepStart(n)``, the step's protocol events
 (``BlockStart`` ... ``Finish``, obeying the five stream rules on their own), then for each
 tool call: ``ToolRun`` when it starts (in the model's order; after the ``confirm`` answer)
-and ``ToolResult`` when it ends (in the order the calls finish; each names its ``call_id``).
+and ``ToolOutcome`` when it ends (in the order the calls finish; each names its ``call_id``).
 The results go back to the model in the model's order.
 
 How the loop ends: the **last event is always a** ``Finish`` and its reason is the loop's
@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from ..cancel import StopSignal, until_stopped
 from ..errors import ErrorCode, LlmError
-from ..loop_events import LoopEvent, StepStart, ToolResult, ToolRun
+from ..loop_events import LoopEvent, StepStart, ToolOutcome, ToolRun
 from ..protocol import (
     Event,
     Finish,
@@ -100,11 +100,11 @@ class _StepRunner:
         self.table = table
         self.semaphore = asyncio.Semaphore(max(1, concurrency))
         self.confirm = confirm
-        self.queue: asyncio.Queue[ToolRun | ToolResult | None] = asyncio.Queue()
-        self.results: dict[str, ToolResult] = {}
+        self.queue: asyncio.Queue[ToolRun | ToolOutcome | None] = asyncio.Queue()
+        self.results: dict[str, ToolOutcome] = {}
         self.tasks: set[asyncio.Task[None]] = set()
 
-    def _finish(self, call: ToolCallBlock, result: ToolResult) -> None:
+    def _finish(self, call: ToolCallBlock, result: ToolOutcome) -> None:
         self.results[call.id] = result
         self.queue.put_nowait(result)
 
@@ -124,23 +124,23 @@ class _StepRunner:
             known = ", ".join(sorted(self.table)) or "none"
             self.queue.put_nowait(ToolRun(call.id, call.name, call.arguments))
             text = f"unknown tool {call.name!r}; the available tools are: {known}"
-            self._finish(call, ToolResult(call.id, call.name, text, True, "error"))
+            self._finish(call, ToolOutcome(call.id, call.name, text, True, "error"))
             return
         kwargs, problem = t.prepare(call.arguments)
         if kwargs is None:
             self.queue.put_nowait(ToolRun(call.id, call.name, call.arguments))
             text = problem or "invalid arguments"
-            self._finish(call, ToolResult(call.id, call.name, text, True, "error"))
+            self._finish(call, ToolOutcome(call.id, call.name, text, True, "error"))
             return
         if self.confirm is not None:
             try:
                 ok = await _confirmed(self.confirm, call)
             except Exception as exc:
                 text = f"the confirmation failed: {error_text(exc)}"
-                self._finish(call, ToolResult(call.id, call.name, text, True, "error"))
+                self._finish(call, ToolOutcome(call.id, call.name, text, True, "error"))
                 return
             if not ok:
-                self._finish(call, ToolResult(call.id, call.name, DECLINED, True, "skipped"))
+                self._finish(call, ToolOutcome(call.id, call.name, DECLINED, True, "skipped"))
                 return
         await self.semaphore.acquire()
         self.queue.put_nowait(ToolRun(call.id, call.name, call.arguments))
@@ -160,7 +160,7 @@ class _StepRunner:
         self.semaphore.release()
         self._finish(
             call,
-            ToolResult(
+            ToolOutcome(
                 call.id,
                 call.name,
                 text,
@@ -203,7 +203,7 @@ async def stream_tools(
     ``max_steps``: the most generations made (at least 1). ``concurrency``: how many calls of
     one step run at once. ``confirm``: ``confirm(call) -> bool`` (sync or async), asked before
     each call runs, one at a time in the model's order; a declined call is not run and the model
-    is told so (``ToolResult(status="skipped")``); ``confirm=True`` raises ``INVALID_OPTIONS``
+    is told so (``ToolOutcome(status="skipped")``); ``confirm=True`` raises ``INVALID_OPTIONS``
     here (the notebook layer maps it to its Run/Skip buttons and passes a callable).
     ``transcript``: a list the loop appends its messages to (assistant turns, tool results) as
     it goes, for callers that keep a history. Other keywords (``system``, ``temperature``,
@@ -325,15 +325,15 @@ async def _loop(
                 await asyncio.gather(dispatcher, *runner.tasks, return_exceptions=True)
         for call in runner.calls:
             if call.id not in runner.results:
-                yield ToolResult(call.id, call.name, STOPPED, True, "error")
+                yield ToolOutcome(call.id, call.name, STOPPED, True, "error")
         results = Message.tool_results(runner.result_blocks())
         conversation.append(results)
         state.transcript.append(results)
 
 
 async def _next(
-    queue: asyncio.Queue[ToolRun | ToolResult | None], stop: StopSignal | None
-) -> ToolRun | ToolResult | None:
+    queue: asyncio.Queue[ToolRun | ToolOutcome | None], stop: StopSignal | None
+) -> ToolRun | ToolOutcome | None:
     """The next tool event; ``None`` when the step's calls are done or ``stop`` was set."""
     if stop is None:
         return await queue.get()

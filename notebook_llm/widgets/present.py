@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..cancel import StopSignal
 from ..errors import ErrorCode, LlmError
-from ..loop_events import LoopEvent, ToolResult
+from ..loop_events import LoopEvent, ToolOutcome
 from ..pricing import cost, price_of
 from ..protocol import ToolCallBlock
 from ..secrets import redact
@@ -259,7 +259,7 @@ class Presenter:
         return parsed
 
     def _tool_calls(self, completion: Completion) -> list[ToolCallInfo]:
-        results = {e.call_id: e for e in self.events if isinstance(e, ToolResult)}
+        results = {e.call_id: e for e in self.events if isinstance(e, ToolOutcome)}
         calls: list[ToolCallInfo] = []
         for step in completion.steps or [completion]:
             for block in step.blocks:

@@ -29,7 +29,7 @@ from typing import Any
 from .._sync import submit
 from ..cancel import StopSignal
 from ..errors import ErrorCode, LlmError
-from ..loop_events import LoopEvent, StepStart, ToolResult, ToolRun
+from ..loop_events import LoopEvent, StepStart, ToolOutcome, ToolRun
 from ..protocol import Event, Finish, FinishReason, Message, ToolResultBlock
 from ..validate import Completion, assemble
 from .stream_view import StreamView
@@ -183,13 +183,13 @@ def completion_from(events: list[LoopEvent], provider: str | None, model: str | 
     :class:`Completion`. For a tool loop, the result is the last step's completion with
     ``steps``, the summed ``usage`` and the ``transcript`` (assistant turns and tool results)."""
     steps: list[list[Event]] = [[]]
-    results: list[list[ToolResult]] = [[]]
+    results: list[list[ToolOutcome]] = [[]]
     for ev in events:
         if isinstance(ev, StepStart):
             if steps[-1] or results[-1]:
                 steps.append([])
                 results.append([])
-        elif isinstance(ev, ToolResult):
+        elif isinstance(ev, ToolOutcome):
             results[-1].append(ev)
         elif not isinstance(ev, ToolRun):
             steps[-1].append(ev)

@@ -16,14 +16,14 @@ from collections.abc import AsyncIterator
 
 import httpx
 
-_ssl_lock = threading.Lock()
+_ssl_context_lock = threading.Lock()
 _ssl_context: ssl.SSLContext | None = None
 
 
 def shared_ssl_context() -> ssl.SSLContext:
     """One SSL context for the process: building one loads the CA bundle (tens of ms)."""
     global _ssl_context
-    with _ssl_lock:
+    with _ssl_context_lock:
         if _ssl_context is None:
             _ssl_context = httpx.create_ssl_context()
         return _ssl_context

@@ -18,7 +18,7 @@ import json
 import time
 from typing import Any
 
-from ..models import MODELS, MockReply, Reasoning, Text, ToolCall, Usage
+from ..models import MODELS, MockReply, MockTokenCounts, Reasoning, Text, ToolCall
 from .frames import Format, Frame, ndjson_line, now_iso, sse_event
 
 __all__ = [
@@ -48,7 +48,7 @@ def _args_object(call: ToolCall) -> Any:
 
 
 def stream_frames(
-    fmt: Format, reply: MockReply, *, model: str, usage: Usage, rid: str
+    fmt: Format, reply: MockReply, *, model: str, usage: MockTokenCounts, rid: str
 ) -> list[Frame]:
     """Render ``reply`` as the streamed frames of ``fmt``."""
     if fmt == "openai":
@@ -58,7 +58,7 @@ def stream_frames(
     return _ollama_frames(reply, model, usage)
 
 
-def _openai_usage(usage: Usage) -> dict[str, Any]:
+def _openai_usage(usage: MockTokenCounts) -> dict[str, Any]:
     return {
         "prompt_tokens": usage.prompt_tokens,
         "completion_tokens": usage.completion_tokens,
@@ -87,7 +87,7 @@ def openai_chunk(
     }
 
 
-def _openai_frames(reply: MockReply, model: str, usage: Usage, rid: str) -> list[Frame]:
+def _openai_frames(reply: MockReply, model: str, usage: MockTokenCounts, rid: str) -> list[Frame]:
     first = {"role": "assistant", "content": "", "refusal": None}
     frames = [Frame(sse_event(openai_chunk(rid, model, first)), "start")]
     n_call = 0
@@ -121,7 +121,9 @@ def _openai_frames(reply: MockReply, model: str, usage: Usage, rid: str) -> list
     return frames
 
 
-def _anthropic_frames(reply: MockReply, model: str, usage: Usage, rid: str) -> list[Frame]:
+def _anthropic_frames(
+    reply: MockReply, model: str, usage: MockTokenCounts, rid: str
+) -> list[Frame]:
     message: dict[str, Any] = {
         "id": rid,
         "type": "message",
@@ -189,7 +191,7 @@ def ollama_message(**fields: Any) -> dict[str, Any]:
     return {"role": "assistant", "content": "", **fields}
 
 
-def _ollama_done(reply: MockReply, model: str, usage: Usage) -> dict[str, Any]:
+def _ollama_done(reply: MockReply, model: str, usage: MockTokenCounts) -> dict[str, Any]:
     return {
         "model": model,
         "created_at": now_iso(),
@@ -210,7 +212,7 @@ def _ollama_call(call: ToolCall, index: int) -> dict[str, Any]:
     return {"id": call.id, "function": fn}
 
 
-def _ollama_frames(reply: MockReply, model: str, usage: Usage) -> list[Frame]:
+def _ollama_frames(reply: MockReply, model: str, usage: MockTokenCounts) -> list[Frame]:
     frames: list[Frame] = []
     n_call = 0
     for p in reply.parts:
@@ -231,7 +233,13 @@ def _ollama_frames(reply: MockReply, model: str, usage: Usage) -> list[Frame]:
 
 
 def json_body(
-    fmt: Format, reply: MockReply, *, model: str, usage: Usage, rid: str, no_end: bool = False
+    fmt: Format,
+    reply: MockReply,
+    *,
+    model: str,
+    usage: MockTokenCounts,
+    rid: str,
+    no_end: bool = False,
 ) -> dict[str, Any]:
     """Render ``reply`` as the non-streaming JSON body of ``fmt``.
 

@@ -12,7 +12,7 @@ import asyncio
 from collections.abc import AsyncIterator
 from typing import Literal
 
-from ..adapter import LlmAdapter
+from ..base_adapter import LlmAdapter
 from ..errors import ErrorCode, LlmError
 from ..lua.request import build_request
 from ..protocol import (
