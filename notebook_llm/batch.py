@@ -66,17 +66,23 @@ def _request(prompt: Any) -> dict[str, Any]:
 
 def notebook_progress(total: int) -> ProgressFn | None:
     """A progress bar in the running Jupyter kernel (an ipywidgets ``IntProgress``), as a
-    ``progress`` callback; ``None`` outside a kernel or without ipywidgets."""
+    ``progress`` callback; ``None`` outside a kernel or without ipywidgets. In a headless run
+    (nbclient, papermill: see :mod:`notebook_llm.frontend`) only the final line is shown."""
     if "ipykernel" not in sys.modules:
         return None
+    from .frontend import in_kernel, interactive
+
+    if not in_kernel():
+        return None
     try:
-        from IPython import get_ipython
         from IPython.display import display
+    except ImportError:  # pragma: no cover - IPython comes with ipykernel
+        return None
+    if not interactive():  # no one watches: store no widget, just the final line
+        return _final_line_only(display)
+    try:
         from ipywidgets import IntProgress
     except ImportError:
-        return None
-    shell = get_ipython()
-    if shell is None or getattr(shell, "kernel", None) is None:
         return None
     bar = IntProgress(value=0, min=0, max=max(total, 1), description=f"0/{total}")
     handle = display(bar, display_id=True)  # type: ignore[no-untyped-call]
@@ -88,6 +94,14 @@ def notebook_progress(total: int) -> ProgressFn | None:
             # A saved notebook keeps a plain line, not a widget that needs the kernel.
             handle.update({"text/plain": f"{done}/{total} prompts done"}, raw=True)
             bar.close()
+
+    return update
+
+
+def _final_line_only(display: Callable[..., Any]) -> ProgressFn:
+    def update(done: int, total: int) -> None:
+        if done >= total:
+            display({"text/plain": f"{done}/{total} prompts done"}, raw=True)
 
     return update
 

@@ -24,6 +24,7 @@ from typing import Any
 from .cancel import StopSignal
 from .engine import Engine
 from .errors import ErrorCode
+from .frontend import interactive
 from .loop_events import LoopEvent
 from .protocol import Message, ToolSchema
 from .session import Turn, default_engine, set_default_engine
@@ -81,22 +82,15 @@ def make_source(
 # --------------------------------------------------------------------------------------------
 
 
-def _has_kernel() -> bool:
-    try:
-        from IPython import get_ipython
-    except ImportError:  # pragma: no cover
-        return False
-    shell = get_ipython()
-    return shell is not None and getattr(shell, "kernel", None) is not None
-
-
 class Chat:
     """A conversation with one model, rendered live like ``%%llm``.
 
     ``Chat(provider="openai", model="gpt-4o-mini", system="Be brief.", tools=[f, g])``;
     ``chat.send(text)`` returns the :class:`~notebook_llm.Completion` (also when it failed or
     was stopped: check ``completion.error``); ``await chat.asend(text)`` in async code.
-    ``live=None`` shows the widget view only inside a kernel; ``False`` never; ``True`` always.
+    ``live=None`` shows the widget view only where a person watches (a kernel driven by an
+    interactive front end; headless runs such as nbclient or papermill get the static output
+    only, see :mod:`notebook_llm.frontend`); ``False`` never; ``True`` always.
     A turn that fails without any text is not added to the history, so it can be retried.
     """
 
@@ -213,7 +207,7 @@ class Chat:
     def _live(self, display: bool) -> bool:
         if not display:
             return False
-        return _has_kernel() if self.live is None else self.live
+        return interactive() if self.live is None else self.live
 
 
 __all__ = [

@@ -146,11 +146,14 @@ def test_chat_send_and_batch_progress_end_static(executed: tuple[Any, int]) -> N
     assert "3/3" in batch[-1]["data"]["text/plain"]
 
 
-def test_saved_size_is_about_twice_the_answers_plus_boilerplate(tmp_path: Path) -> None:
-    # Without stored widget state (JupyterLab's Ctrl+S, nbval, refresh_outputs.py). With
-    # nbclient's store_widget_state=True the closed widgets' default state still adds about
-    # 1 KB per model: nbclient never drops closed comms (see the test above for its content).
-    nb, size = _execute(tmp_path, store_widget_state=False)
+@pytest.mark.parametrize("store_widget_state", [True, False], ids=["widget-state", "no-state"])
+def test_saved_size_is_about_twice_the_answers_plus_boilerplate(
+    tmp_path: Path, store_widget_state: bool
+) -> None:
+    # Either way it was saved. nbclient never drops a closed comm's state, so a headless run
+    # (allow_stdin=False: nbclient, papermill, nbval) creates no widget at all: no one watches
+    # it stream (notebook_llm.frontend), and the static output is all a reader ever sees.
+    nb, size = _execute(tmp_path, store_widget_state=store_widget_state)
     # What a reader reads: the plain text of every output (the answers, cards and footers).
     answers = sum(len(o["data"].get("text/plain", "")) for c in nb.cells for o in _outputs(c))
     empty = nbformat.v4.new_notebook()
@@ -160,6 +163,12 @@ def test_saved_size_is_about_twice_the_answers_plus_boilerplate(tmp_path: Path) 
     n_outputs = sum(len(_outputs(c)) for c in nb.cells)
     boilerplate = len(nbformat.writes(empty)) + 400 * len(nb.cells) + 600 * n_outputs
     assert size <= 2 * answers + boilerplate, (size, answers, boilerplate)
+
+
+def test_a_headless_run_stores_no_widget_state(executed: tuple[Any, int]) -> None:
+    nb, _size = executed
+    state = nb.metadata.get("widgets", {}).get("application/vnd.jupyter.widget-state+json", {})
+    assert not state.get("state"), sorted(m["model_name"] for m in state["state"].values())
 
 
 def test_a_card_stays_one_html_line_whatever_the_arguments_hold() -> None:

@@ -50,7 +50,9 @@ class LlmMagics(Magics):
         list(margs.FORMATS), "markdown", help="how answers are shown"
     ).tag(config=True)
     widgets = CaselessStrEnum(
-        ["auto", "always", "never"], "auto", help="live widget view: auto = inside a kernel"
+        ["auto", "always", "never"],
+        "auto",
+        help="live widget view: auto = where a person watches (not in nbclient/papermill runs)",
     ).tag(config=True)
     max_rate = Float(20.0, help="live view updates per second, at most").tag(config=True)
     hint = Bool(True, help="say once that the mock provider is used when none was chosen").tag(
@@ -152,8 +154,9 @@ class LlmMagics(Magics):
         every call, said once in one line, instead of waiting forever."""
         if not wanted:
             return None
-        kernel = getattr(self.shell, "kernel", None)
-        if kernel is None or getattr(kernel, "_allow_stdin", True):
+        from ..frontend import in_kernel, interactive
+
+        if not in_kernel() or interactive():
             return True
         print(
             "--confirm: this run has no front end to answer (a headless run), so each tool call "
