@@ -51,9 +51,10 @@ from typing import Any
 import httpx
 
 from notebook_llm import Engine, GenerateOptions, LlmAdapter, Message, TextDelta
-from notebook_llm.lua.adapter import LuaAdapter, _json_object_output
+from notebook_llm.lua.adapter import LuaAdapter
 from notebook_llm.lua.contract import ChunkMapper
 from notebook_llm.lua.loader import builtin_adapters_dir
+from notebook_llm.lua.response_mapping import json_object_output
 from notebook_llm.lua.runtime import LuaSandbox
 from notebook_llm.validate import StreamValidator
 from notebook_llm.wire.sse import SSEDecoder
@@ -431,7 +432,7 @@ def profile(n: int, text: str, repeat: int) -> None:
     for batch in batches:
         results.extend(boxes["full"].call_each("transform_stream_chunk", batch)[0])
     results = [r for r in results if r]
-    chunks = [_json_object_output(r, "openai", "transform_stream_chunk") for r in results]
+    chunks = [json_object_output(r, "openai", "transform_stream_chunk") for r in results]
     mapper = ChunkMapper(provider="bench", adapter="openai")
     events: list[Any] = []
     for chunk in chunks:
@@ -455,7 +456,7 @@ def profile(n: int, text: str, repeat: int) -> None:
 
     def py_decode() -> None:
         for r in results:
-            _json_object_output(r, "openai", "transform_stream_chunk")
+            json_object_output(r, "openai", "transform_stream_chunk")
 
     def chunk_mapper() -> None:
         m = ChunkMapper(provider="bench", adapter="openai")

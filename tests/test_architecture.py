@@ -31,7 +31,6 @@ KNOWN_CYCLES: frozenset[str] = frozenset()
 KNOWN_LARGE = frozenset(
     {
         "engine.py",
-        "lua/adapter.py",
     }
 )
 

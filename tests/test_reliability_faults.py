@@ -371,7 +371,7 @@ async def test_oversized_line_keeps_the_complete_lines_of_the_same_chunk(fmt: st
 
 
 async def test_ndjson_wrong_format_is_the_providers_fault(srv: MockServer) -> None:
-    """BUG (notebook_llm/lua/adapter.py ``_Pipeline``): an HTML page where NDJSON was expected
+    """BUG (notebook_llm/lua/stream_pipeline.py ``StreamPipeline``): an HTML page where NDJSON was expected
     (a proxy's 502 page in front of Ollama) ends with ADAPTER_ERROR from the script's
     json.decode, while the same fault on an SSE route is MALFORMED_RESPONSE."""
     eng = engine_for(srv, "ollama")

@@ -16,22 +16,23 @@ Extensions to the contract (documented in the README):
   ``build_headers`` hook (its headers are the only ones that carry the key), sets
   ``Authorization``, ``x-api-key`` or ``x-goog-api-key`` in ``headers``, or puts ``{api_key}`` in
   the URL.
+
+This module holds the adapter itself (loading, reload, the stream's steps in order); each step
+lives where its job is: ``http_request.py`` builds the request and picks the HTTP client,
+``stream_pipeline.py`` turns a streamed body into events, ``response_mapping.py`` maps a whole
+body, hook results and transport failures.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import json
-import json.scanner
 import re
 import threading
 import time
-import urllib.parse
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import httpx
 
@@ -39,44 +40,21 @@ from ..base_adapter import LlmAdapter
 from ..cancel import current_stop
 from ..errors import ErrorCode, LlmError
 from ..protocol import Event, GenerateOptions
-from ..secrets import redact
 from ..wire.http_errors import error_from_http
-from ..wire.ndjson import NDJSONDecoder
-from ..wire.sse import SSEDecoder
-from ..wire.transport import scoped_client, shared_ssl_context
-from .contract import ChunkMapper, build_request, map_response
+from .contract import ChunkMapper
+from .http_request import (
+    DEFAULT_TIMEOUT,
+    HttpRequest,
+    open_client,
+    prepare_request,
+    script_meta,
+    with_max_tokens_hint,
+)
+from .response_mapping import TransportGuard, map_whole_body, read_bounded
 from .runtime import LuaLimits, LuaSandbox
+from .stream_pipeline import StreamPipeline, drain
 
-#: The default HTTP timeouts: a slow first token is normal, a silent stream is not.
-DEFAULT_TIMEOUT = httpx.Timeout(connect=10.0, read=60.0, write=30.0, pool=10.0)
-_MAX_ERROR_BODY = 256 * 1024
-
-_ssl_lock = threading.RLock()
-
-
-def _on_background_loop() -> bool:
-    from .._sync import is_background_loop
-
-    return is_background_loop()
-
-
-_client_on_loop: httpx.AsyncClient | None = None
-
-
-def _background_client() -> httpx.AsyncClient:
-    # One connection pool for every adapter on the long-lived background loop, held by the
-    # module so that it is never garbage-collected with open connections.
-    global _client_on_loop
-    with _ssl_lock:
-        if _client_on_loop is None:
-            _client_on_loop = httpx.AsyncClient(
-                transport=httpx.AsyncHTTPTransport(verify=shared_ssl_context()),
-                follow_redirects=False,
-            )
-        return _client_on_loop
-
-
-_HOOKS = ("build_headers", "transform_request", "transform_response", "transform_stream_chunk")
+__all__ = ["DEFAULT_TIMEOUT", "AdapterInfo", "LuaAdapter", "declared_name", "read_adapter_file"]
 
 
 @dataclass
@@ -155,7 +133,7 @@ class LuaAdapter(LlmAdapter):
 
     def _load(self, source: str) -> None:
         sandbox = self._sandbox(source)  # raises INVALID_ADAPTER with the Lua line
-        meta = sandbox.meta()
+        meta = script_meta(sandbox)
         for hook in ("transform_request",):
             if not sandbox.has_hook(hook):
                 raise LlmError(
@@ -171,7 +149,6 @@ class LuaAdapter(LlmAdapter):
                 "or transform_response",
                 ErrorCode.INVALID_ADAPTER,
             )
-        meta["hooks"] = [h for h in _HOOKS if sandbox.has_hook(h)]
         with self._lock:
             self.source = source
             self._meta = meta
@@ -214,122 +191,14 @@ class LuaAdapter(LlmAdapter):
 
     # ------------------------------------------------------------------ requests
 
-    def _url(self, options: GenerateOptions, meta: dict[str, Any], streaming: bool) -> str:
-        if not options.base_url:
-            raise LlmError(
-                f"provider {options.provider!r} has no base_url for adapter {self.name!r}",
-                ErrorCode.INVALID_OPTIONS,
-                provider=options.provider,
-            )
-        endpoint = str(
-            (streaming and meta.get("stream_endpoint"))
-            or meta.get("endpoint")
-            or "/chat/completions"
-        )
-        endpoint = endpoint.replace("{model}", urllib.parse.quote(options.model or "", safe=""))
-        endpoint = endpoint.replace("{api_key}", urllib.parse.quote(options.api_key or "", safe=""))
-        return options.base_url.rstrip("/") + endpoint
-
-    def _headers(
-        self,
-        sandbox: LuaSandbox,
-        options: GenerateOptions,
-        meta: dict[str, Any],
-        url: str,
-        body: str,
-        streaming: bool,
-    ) -> dict[str, str]:
-        headers = {"content-type": "application/json"}
-        if streaming:
-            headers["accept"] = "text/event-stream, application/x-ndjson"
-        headers.update({str(k): str(v) for k, v in (meta.get("headers") or {}).items()})
-        headers.update(options.headers)
-        if "build_headers" in meta["hooks"]:
-            built = sandbox.call(
-                "build_headers",
-                {
-                    "url": url,
-                    "method": "POST",
-                    "body": body,
-                    "api_key": options.api_key or "",
-                    "timestamp": int(time.time()),
-                    "source": {"name": options.provider},
-                },
-            )
-            if built is not None and not isinstance(built, dict):
-                raise LlmError(
-                    f"adapter {self.name!r}: build_headers must return a table of strings",
-                    ErrorCode.ADAPTER_ERROR,
-                    adapter=self.name,
-                    hook="build_headers",
-                )
-            headers.update({str(k): str(v) for k, v in (built or {}).items()})
-        lower = {k.lower() for k in headers}
-        key_in_url = "{api_key}" in str(meta.get("endpoint", "")) + str(
-            meta.get("stream_endpoint", "")
-        )
-        if (
-            options.api_key
-            and not key_in_url
-            and "build_headers" not in meta["hooks"]  # the adapter's own headers carry the key
-            and not lower & {"authorization", "x-api-key", "x-goog-api-key"}
-        ):
-            headers["authorization"] = f"Bearer {options.api_key}"
-        return headers
-
-    def _prepare(
-        self, sandbox: LuaSandbox, options: GenerateOptions
-    ) -> tuple[str, dict[str, str], str, bool]:
-        # The metadata of this stream's own state: a reload meanwhile cannot pair the old script
-        # with the new endpoint or hooks.
-        meta = sandbox.meta()
-        meta["hooks"] = [h for h in _HOOKS if sandbox.has_hook(h)]
-        streaming = "transform_stream_chunk" in meta["hooks"]
-        request = build_request(options, stream=streaming)
-        body = sandbox.call("transform_request", json.dumps(request, ensure_ascii=False))
-        if not isinstance(body, str):
-            raise LlmError(
-                f"adapter {self.name!r}: transform_request must return a JSON string, got {type(body).__name__}",
-                ErrorCode.ADAPTER_ERROR,
-                adapter=self.name,
-                hook="transform_request",
-            )
-        try:  # a bad body is the script's mistake: say so here, not with the server's HTTP 400
-            doc = json.loads(body)
-        except ValueError as exc:
-            raise LlmError(
-                f"adapter {self.name!r}: transform_request returned invalid JSON ({exc}); "
-                f"it must return json.encode(...) of the request, got {body[:60]!r}",
-                ErrorCode.ADAPTER_ERROR,
-                adapter=self.name,
-                hook="transform_request",
-            ) from None
-        body = _apply_max_tokens_field(body, doc, options)
-        url = self._url(options, meta, streaming)
-        headers = self._headers(sandbox, options, meta, url, body, streaming)
-        return url, headers, body, streaming
+    def _prepare(self, sandbox: LuaSandbox, options: GenerateOptions) -> HttpRequest:
+        """This stream's URL, headers and body (:func:`~.http_request.prepare_request`)."""
+        return prepare_request(sandbox, options, self.name)
 
     def _client(self, options: GenerateOptions | None = None) -> tuple[httpx.AsyncClient, bool]:
-        """An HTTP client for this stream, and whether the caller owns (must close) it.
-
-        On the package's long-lived background loop (sync calls, magics, batches) one client per
-        adapter is reused, so connections are kept alive across requests. On any other loop
-        (an ``asyncio.run`` of the user's, a test's loop) the client lives for one stream: a
-        pooled connection must not outlive the loop it was opened on.
-        """
-        make = options.make_transport if options is not None else None  # the engine's, or its tap
-        transport = self.transport or (make() if make is not None else None)
-        if transport is None:
-            pooled = scoped_client()
-            if pooled is not None:
-                return pooled, False
-            if _on_background_loop():
-                return _background_client(), False
-        transport = transport or httpx.AsyncHTTPTransport(verify=shared_ssl_context())
-        client = httpx.AsyncClient(
-            transport=transport, timeout=self.timeout, follow_redirects=False
-        )
-        return client, True
+        """An HTTP client for this stream, and whether the caller owns (must close) it
+        (:func:`~.http_request.open_client`)."""
+        return open_client(self.transport, options, self.timeout)
 
     async def stream(self, options: GenerateOptions) -> AsyncIterator[Event]:
         async with contextlib.aclosing(self.stream_batches(options)) as batches:
@@ -355,13 +224,13 @@ class LuaAdapter(LlmAdapter):
         async with contextlib.AsyncExitStack() as stack:
             if owned:
                 await stack.enter_async_context(client)
-            with _TransportGuard(options.provider, mapper, len(body)) as guard:
+            with TransportGuard(options.provider, mapper, len(body)) as guard:
                 async with client.stream(
                     "POST", url, content=body.encode("utf-8"), headers=headers, timeout=self.timeout
                 ) as response:
                     if response.status_code >= 400:
-                        raw = await _read_bounded(response)
-                        raise _with_max_tokens_hint(
+                        raw = await read_bounded(response)
+                        raise with_max_tokens_hint(
                             error_from_http(
                                 response.status_code,
                                 response.headers,
@@ -380,13 +249,13 @@ class LuaAdapter(LlmAdapter):
                         return
                     ctype = response.headers.get("content-type", "")
                     ndjson = sandbox.meta().get("stream_format") == "ndjson" or "ndjson" in ctype
-                    pipeline = _Pipeline(sandbox, mapper, ndjson, self.name, len(body))
+                    pipeline = StreamPipeline(sandbox, mapper, ndjson, self.name, len(body))
                     incoming = response.aiter_bytes()  # decodes gzip/br
                     async for chunk in incoming:
                         events = pipeline.feed(chunk)
                         guard.started = guard.started or bool(events)
                         if mapper.finished:  # [DONE] / done: the answer is complete. Read the
-                            await _drain(incoming)  # rest first: the consumer stops at finish
+                            await drain(incoming)  # rest first: the consumer stops at finish
                         if events:
                             yield events
                         pipeline.raise_pending()  # after what came before it was yielded
@@ -402,345 +271,12 @@ class LuaAdapter(LlmAdapter):
                 yield guard.tail
 
     def _map_whole(self, sandbox: LuaSandbox, raw: bytes, options: GenerateOptions) -> list[Event]:
-        text = raw.decode("utf-8", errors="replace")
-        try:
-            out = sandbox.call("transform_response", text)
-        except LlmError as err:
-            raise _blame_provider_if_not_json(err, text) from None
-        resp = _json_object_output(out, self.name, "transform_response")
-        return map_response(resp, provider=options.provider, adapter=self.name)
+        return map_whole_body(sandbox, raw, provider=options.provider, adapter=self.name)
 
     def map_body(self, raw: bytes, options: GenerateOptions) -> list[Event]:
         """A whole (non-stream) 200 body's events, mapped as :meth:`stream` maps one (the
         conformance kit's replay), in a fresh Lua state."""
         return self._map_whole(self._sandbox(), raw, options)
-
-
-class _Pipeline:
-    """Framing -> ``transform_stream_chunk`` -> ChunkMapper, for one response body."""
-
-    def __init__(
-        self,
-        sandbox: LuaSandbox,
-        mapper: ChunkMapper,
-        ndjson: bool,
-        name: str,
-        request_chars: int = 0,
-    ) -> None:
-        self.sandbox = sandbox
-        self.request_chars = request_chars
-        self.mapper = mapper
-        self.name = name
-        self.ndjson = ndjson
-        self.sse = SSEDecoder() if not ndjson else None
-        self.nd = NDJSONDecoder() if ndjson else None
-        self.checked_format = False
-        #: An error met in the middle of a batch of payloads; raised once the events mapped
-        #: before it have been yielded, so nothing that arrived is lost.
-        self.pending: LlmError | None = None
-
-    def raise_pending(self) -> None:
-        if self.pending is not None:
-            err, self.pending = self.pending, None
-            raise err
-
-    def _check_ndjson(self, first: str) -> None:
-        # A proxy's HTML error page in front of Ollama must not be blamed on the adapter.
-        self.checked_format = True
-        if first[:1] not in ("{", "["):
-            raise LlmError(
-                "the response was announced as NDJSON but is not: " + redact(first[:300]),
-                ErrorCode.MALFORMED_RESPONSE,
-            )
-
-    def feed(self, chunk: bytes) -> list[Event]:
-        if self.nd is not None:
-            lines = self.nd.feed(chunk)
-            if lines and not self.checked_format:
-                self._check_ndjson(lines[0])
-            return self._payloads(lines)
-        assert self.sse is not None
-        return self._payloads(self.sse.feed_data(chunk))
-
-    def _payloads(self, payloads: list[str]) -> list[Event]:
-        out: list[Event] = []
-        try:
-            self._map(payloads, out)
-        except LlmError as err:
-            self.pending = err
-        return out
-
-    def _map(self, payloads: list[str], out: list[Event]) -> None:
-        if self.mapper.finished or not payloads:
-            return
-        mapper = self.mapper
-        try:
-            end = payloads.index("[DONE]")  # the end marker: what follows it is ignored
-        except ValueError:
-            end = len(payloads)
-        items = payloads[:end]
-        results, error = self.sandbox.call_each("transform_stream_chunk", items)
-        feed = mapper.feed
-        for result in results:
-            if mapper.finished:
-                return
-            if not result:  # "" (or nil): the script skipped this payload
-                continue
-            chunk = _json_object_output(result, self.name, "transform_stream_chunk")
-            out.extend(feed(chunk))
-            if chunk.get("done") is True:  # the script's own end marker (message_stop, ...)
-                out.extend(mapper.finish())
-                return
-        if error is not None:
-            raise _blame_provider_if_not_json(error, items[len(results)])
-        if end < len(payloads) and not mapper.finished:
-            mapper.mark_end()
-            out.extend(mapper.finish())
-
-    def close(self) -> list[Event]:
-        if self.nd is not None:
-            lines = self.nd.flush()
-            if lines and not self.checked_format:
-                self._check_ndjson(lines[0])
-            out = self._payloads(lines)
-        else:
-            assert self.sse is not None
-            out = self._payloads(self.sse.flush_data())
-            if not self.sse.saw_sse and not self.mapper.finished:
-                text = (self.sse.non_sse_text() or "").strip()
-                if not text:  # an empty 200: retryable, like a stream that gave nothing
-                    raise LlmError(
-                        after_headers("sent an empty body", self.request_chars),
-                        ErrorCode.EMPTY_RESPONSE,
-                    )
-                raise LlmError(
-                    "the response was announced as a stream but is not SSE: " + redact(text[:300]),
-                    ErrorCode.MALFORMED_RESPONSE,
-                )
-        if not self.mapper.finished:
-            error, self.pending = self.pending, None
-            out.extend(self.mapper.finish(error))
-        return out
-
-
-#: The two names OpenAI-style APIs use for the output token limit.
-_MAX_TOKENS_FIELDS = ("max_tokens", "max_completion_tokens")
-
-
-def _apply_max_tokens_field(body: str, doc: Any, options: GenerateOptions) -> str:
-    """Put the token limit under the provider's ``max_tokens_field``.
-
-    A provider setting, not a script's: the same ``openai`` adapter talks to OpenAI (which wants
-    ``max_completion_tokens``) and to llama.cpp or vLLM (which read only ``max_tokens``). Only a
-    body that carries one of the two OpenAI names at the top level is touched, so adapters with
-    their own shapes (Gemini's ``generationConfig``, Ollama's ``options``) are left alone.
-    """
-    field = options.max_tokens_field
-    if not field or options.max_tokens is None or not isinstance(doc, dict):
-        return body
-    found = [name for name in _MAX_TOKENS_FIELDS if name in doc]
-    if not found or found == [field]:
-        return body
-    value = doc[found[0]]
-    for name in found:
-        del doc[name]
-    doc[field] = value
-    return json.dumps(doc, ensure_ascii=False)
-
-
-def _with_max_tokens_hint(err: LlmError, raw: bytes, options: GenerateOptions) -> LlmError:
-    """Add what to change to an error that refuses the token-limit field (OpenAI's
-    ``unsupported_parameter`` with ``param: "max_tokens"``, or the other name)."""
-    if err.status != 400:
-        return err
-    try:
-        error = json.loads(raw).get("error")
-    except (ValueError, AttributeError):
-        return err
-    param = error.get("param") if isinstance(error, dict) else None
-    if param not in _MAX_TOKENS_FIELDS:
-        return err
-    other = _MAX_TOKENS_FIELDS[1 - _MAX_TOKENS_FIELDS.index(param)]
-    err.message = (
-        f'{err.message} (set max_tokens_field = "{other}" for provider '
-        f'{options.provider!r} in config.toml, or add_provider(..., max_tokens_field="{other}"))'
-    )
-    err.args = (err.message,)
-    return err
-
-
-#: A request body above this many characters (about 1,000 tokens) may not fit the context
-#: window of a small local model (llama-cpp-python's server defaults to n_ctx 2048 tokens).
-LARGE_REQUEST_CHARS = 4000
-
-
-def after_headers(what: str, request_chars: int) -> str:
-    """The message for a server that accepted a request (HTTP 200) and then failed: it says so
-    plainly, and for a large request names the likely cause, the model's context window."""
-    message = (
-        f"the server accepted the request (HTTP 200) but then {what}; it failed while answering"
-    )
-    if request_chars >= LARGE_REQUEST_CHARS:
-        message += (
-            f". The request was large (about {request_chars // 4:,} tokens): it may not fit the "
-            "model's context window. Start a new conversation or send less, or give the server "
-            "a larger context (llama.cpp: --n_ctx)"
-        )
-    return message
-
-
-def _blame_provider_if_not_json(err: LlmError, payload: str) -> LlmError:
-    """A hook that failed on a payload that is not JSON: the provider's fault, not the script's."""
-    if err.code != ErrorCode.ADAPTER_ERROR:
-        return err
-    try:
-        json.loads(payload)
-    except ValueError:
-        return LlmError(
-            f"the provider sent a body or stream line that is not valid JSON: {redact(payload[:200])!r} "
-            f"(the adapter said: {err.message})",
-            ErrorCode.MALFORMED_RESPONSE,
-            adapter=err.adapter,
-            hook=err.hook,
-            lua_line=err.lua_line,
-        )
-    return err
-
-
-# The C scanner behind json.loads, called directly: a hook's result is almost always a bare
-# object that json.encode wrote, and skipping json.loads' wrappers (type checks, the whitespace
-# regex) saves a good part of its cost per stream chunk. Anything else returns None and takes
-# the full json.loads path, which gives the same value or the error to report.
-_scan_once = json.scanner.make_scanner(cast(Any, json.JSONDecoder()))
-
-
-def _scan_object(text: str) -> dict[str, Any] | None:
-    if not isinstance(text, str) or text[:1] != "{":
-        return None
-    try:
-        value, end = _scan_once(text, 0)
-    except (StopIteration, ValueError):
-        return None
-    if end != len(text) or not isinstance(value, dict):
-        return None
-    return value
-
-
-def _json_object_output(value: Any, adapter: str, hook: str) -> dict[str, Any]:
-    """A hook's result parsed as a JSON object, or ``ADAPTER_ERROR`` saying what was expected."""
-    scanned = _scan_object(value)  # the common case, without json.loads' wrappers
-    if scanned is not None:
-        return scanned
-    parsed = _parse_json_output(value, adapter, hook)
-    if not isinstance(parsed, dict):
-        skip = ' or ""' if hook == "transform_stream_chunk" else ""
-        raise LlmError(
-            f"adapter {adapter!r}: {hook} must return a JSON object{skip}",
-            ErrorCode.ADAPTER_ERROR,
-            adapter=adapter,
-            hook=hook,
-        )
-    return parsed
-
-
-def _parse_json_output(value: Any, adapter: str, hook: str) -> Any:
-    if isinstance(value, dict | list):
-        return value
-    if not isinstance(value, str):
-        raise LlmError(
-            f"adapter {adapter!r}: {hook} must return a JSON string, got {type(value).__name__}",
-            ErrorCode.ADAPTER_ERROR,
-            adapter=adapter,
-            hook=hook,
-        )
-    try:
-        return json.loads(value)
-    except json.JSONDecodeError as exc:
-        raise LlmError(
-            f"adapter {adapter!r}: {hook} returned invalid JSON ({exc.msg} at {exc.pos}): {value[:200]!r}",
-            ErrorCode.ADAPTER_ERROR,
-            adapter=adapter,
-            hook=hook,
-        ) from None
-
-
-async def _drain(body: AsyncIterator[bytes], grace: float = 0.5) -> None:
-    """Read what follows the end marker (normally just the end of the body), so the connection
-    can be reused and a recording is complete; a server that keeps the stream open after it
-    does not hold the caller longer than ``grace`` seconds."""
-    with contextlib.suppress(TimeoutError, httpx.HTTPError):
-        async with asyncio.timeout(grace):
-            async for _ in body:
-                pass
-
-
-async def _read_bounded(response: httpx.Response) -> bytes:
-    buf = bytearray()
-    async for chunk in response.aiter_bytes():
-        buf += chunk
-        if len(buf) > _MAX_ERROR_BODY:
-            break
-    return bytes(buf)
-
-
-class _TransportGuard:
-    """Map httpx failures to ``LlmError`` at one boundary (the httpx way).
-
-    Before any event was produced the error is raised (so the engine may retry it); after
-    output has started, the stream is finished with the error (``tail``) and the partial blocks
-    are kept.
-    """
-
-    def __init__(self, provider: str, mapper: ChunkMapper, request_chars: int = 0) -> None:
-        self.provider = provider
-        self.mapper = mapper
-        self.request_chars = request_chars
-        #: Whether the server answered with a success status (its headers arrived).
-        self.accepted = False
-        self.started = False
-        self.tail: list[Event] | None = None
-
-    def __enter__(self) -> _TransportGuard:
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: object
-    ) -> bool:
-        if exc is None:
-            return False
-        if isinstance(exc, httpx.TimeoutException):
-            err = LlmError(
-                f"timed out talking to {self.provider}: {type(exc).__name__}",
-                ErrorCode.TIMEOUT,
-                provider=self.provider,
-            )
-        elif isinstance(exc, httpx.HTTPError) and self.accepted:
-            # The body was cut: llama.cpp's server does this when generation fails after it
-            # has sent its 200 (a prompt over the context window, for one).
-            what = "closed the connection before the answer was complete"
-            err = LlmError(
-                f"{after_headers(what, self.request_chars)} ({type(exc).__name__})",
-                ErrorCode.TRANSPORT,
-                provider=self.provider,
-            )
-        elif isinstance(exc, httpx.HTTPError):
-            err = LlmError(
-                f"connection to {self.provider} failed: {type(exc).__name__}: {redact(str(exc))}",
-                ErrorCode.TRANSPORT,
-                provider=self.provider,
-            )
-        elif isinstance(exc, LlmError):
-            err = exc
-            if err.provider is None:
-                err.provider = self.provider
-        else:
-            return False
-        if self.started and not self.mapper.finished:
-            self.tail = self.mapper.finish(err)
-            return True
-        if err is exc:
-            return False
-        raise err from None
 
 
 def read_adapter_file(path: Path) -> str:
