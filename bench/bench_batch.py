@@ -100,8 +100,8 @@ def per_request_costs(url: str) -> tuple[float, float, float]:
     import httpx
 
     from notebook_llm import Message
-    from notebook_llm.lua.adapter import LuaAdapter
     from notebook_llm.lua.loader import builtin_adapters_dir
+    from notebook_llm.lua.lua_adapter import LuaAdapter
 
     adapter = LuaAdapter.from_file(builtin_adapters_dir() / "openai.lua")
     options = GenerateOptions(

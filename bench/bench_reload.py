@@ -20,7 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from notebook_llm.engine import Engine
-from notebook_llm.lua.adapter import LuaAdapter
+from notebook_llm.lua.lua_adapter import LuaAdapter
 
 ROOT = Path(__file__).resolve().parent.parent
 

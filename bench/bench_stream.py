@@ -51,9 +51,9 @@ from typing import Any
 import httpx
 
 from notebook_llm import Engine, GenerateOptions, LlmAdapter, Message, TextDelta
-from notebook_llm.lua.adapter import LuaAdapter
 from notebook_llm.lua.contract import ChunkMapper
 from notebook_llm.lua.loader import builtin_adapters_dir
+from notebook_llm.lua.lua_adapter import LuaAdapter
 from notebook_llm.lua.response_mapping import json_object_output
 from notebook_llm.lua.runtime import LuaSandbox
 from notebook_llm.validate import StreamValidator

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from .chat import Chat
     from .engine import Engine
     from .errors import ErrorCode, LlmError
-    from .lua.adapter import LuaAdapter
+    from .lua.lua_adapter import LuaAdapter
     from .pricing import set_price
     from .protocol import (
         Block,
@@ -108,7 +108,7 @@ _LAZY: dict[str, tuple[str, str]] = {
     "Engine": (".engine", "Engine"),
     "ErrorCode": (".errors", "ErrorCode"),
     "LlmError": (".errors", "LlmError"),
-    "LuaAdapter": (".lua.adapter", "LuaAdapter"),
+    "LuaAdapter": (".lua.lua_adapter", "LuaAdapter"),
     "set_price": (".pricing", "set_price"),
     "AdapterHandle": (".registry", "AdapterHandle"),
     "Completion": (".validate", "Completion"),

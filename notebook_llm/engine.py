@@ -165,7 +165,7 @@ class Engine:
         place (providers using it switch at their next request); a failed load keeps the previous
         version active and raises ``LlmError(INVALID_ADAPTER)`` with the Lua message and line.
         """
-        from .lua.adapter import LuaAdapter
+        from .lua.lua_adapter import LuaAdapter
 
         is_path = isinstance(path_or_source, Path) or (
             "\n" not in path_or_source and str(path_or_source).endswith(".lua")
@@ -193,7 +193,7 @@ class Engine:
 
     def reload_adapter(self, name: str) -> LlmAdapter:
         """Re-read a file-backed Lua adapter (failure keeps the previous version)."""
-        from .lua.adapter import LuaAdapter
+        from .lua.lua_adapter import LuaAdapter
 
         adapter = self.adapter(name)
         if not isinstance(adapter, LuaAdapter):
@@ -207,7 +207,7 @@ class Engine:
     def unload_adapter(self, name: str) -> None:
         """Forget a session-loaded adapter and the provider routes that use it; an adapter that
         replaced a built-in (or user file, or entry point) one gives the original back."""
-        from .lua.adapter import LuaAdapter
+        from .lua.lua_adapter import LuaAdapter
 
         original = self._overridden.pop(name, None)
         replaced = self._adapters.get(name)
@@ -776,7 +776,7 @@ async def _guarded(
 
 def _batch_source(adapter: LlmAdapter) -> Callable[[GenerateOptions], AsyncIterator[Any]] | None:
     """The adapter's ``stream_batches`` (lists of events, one per network read: see
-    :meth:`notebook_llm.lua.adapter.LuaAdapter.stream_batches`) when its ``stream`` is the one
+    :meth:`notebook_llm.lua.lua_adapter.LuaAdapter.stream_batches`) when its ``stream`` is the one
     that flattens them; ``None`` for every other adapter, whose ``stream`` is used as it is (a
     subclass that overrides ``stream`` keeps its own)."""
     batches = getattr(adapter, "stream_batches", None)

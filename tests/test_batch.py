@@ -202,8 +202,8 @@ def test_no_progress_bar_outside_a_kernel() -> None:
 
 
 async def test_a_batch_shares_one_connection_pool_and_closes_it() -> None:
-    from notebook_llm.lua.adapter import LuaAdapter
     from notebook_llm.lua.loader import builtin_adapters_dir
+    from notebook_llm.lua.lua_adapter import LuaAdapter
     from notebook_llm.wire.transport import connection_pool, scoped_client
 
     adapter = LuaAdapter.from_file(builtin_adapters_dir() / "openai.lua")

@@ -20,8 +20,8 @@ import httpx
 import pytest
 
 from notebook_llm.errors import ErrorCode, LlmError
-from notebook_llm.lua.adapter import LuaAdapter
 from notebook_llm.lua.contract import build_request, map_response
+from notebook_llm.lua.lua_adapter import LuaAdapter
 from notebook_llm.lua.runtime import LuaSandbox
 from notebook_llm.protocol import (
     Event,

@@ -23,8 +23,8 @@ from notebook_llm.conformance import (
     request_cases,
 )
 from notebook_llm.errors import ErrorCode, LlmError
-from notebook_llm.lua.adapter import LuaAdapter
 from notebook_llm.lua.lines import lua_line_of
+from notebook_llm.lua.lua_adapter import LuaAdapter
 from notebook_llm.lua.runtime import LuaLimits
 from notebook_llm.protocol import Event, Finish
 

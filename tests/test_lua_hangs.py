@@ -29,7 +29,7 @@ from typing import Any
 import pytest
 
 from notebook_llm import Engine, ErrorCode, LlmError, StopSignal
-from notebook_llm.lua.adapter import LuaAdapter
+from notebook_llm.lua.lua_adapter import LuaAdapter
 from notebook_llm.lua.runtime import LuaLimits, LuaSandbox
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -323,7 +323,7 @@ def test_the_engine_stop_signal_reaches_a_running_lua_hook() -> None:
 
 KERNEL_CELL = """
 from notebook_llm import Engine
-from notebook_llm.lua.adapter import LuaAdapter
+from notebook_llm.lua.lua_adapter import LuaAdapter
 from notebook_llm.lua.runtime import LuaLimits
 _e = Engine(config_file=False, env_file=False, retries=0)
 _e.add_provider("spin", adapter=LuaAdapter.from_source({src!r},

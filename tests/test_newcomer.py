@@ -342,7 +342,7 @@ def test_cli_ask_exits_non_zero_with_one_line_on_stderr(
 def adapter_shell() -> Iterator[tuple[Any, Any, Engine]]:
     from IPython.core.interactiveshell import InteractiveShell
 
-    from notebook_llm.magics.adapter import AdapterMagics
+    from notebook_llm.magics.adapter_magics import AdapterMagics
 
     sh = InteractiveShell.instance()
     eng = Engine(config_file=False, env_file=False)

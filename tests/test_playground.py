@@ -6,7 +6,7 @@ from pathlib import Path
 
 from notebook_llm.conformance import SAMPLE_KEY
 from notebook_llm.engine import Engine
-from notebook_llm.lua.adapter import LuaAdapter
+from notebook_llm.lua.lua_adapter import LuaAdapter
 from notebook_llm.widgets.playground import MOCK, AdapterPlayground
 
 ROOT = Path(__file__).resolve().parent.parent

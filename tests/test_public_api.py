@@ -91,7 +91,7 @@ def test_load_ext_imports_neither_engine_nor_httpx_lupa_or_widgets() -> None:
 def test_lazy_names_are_the_real_objects_and_listed_by_dir() -> None:
     from notebook_llm.batch import map_prompts
     from notebook_llm.engine import Engine
-    from notebook_llm.lua.adapter import LuaAdapter
+    from notebook_llm.lua.lua_adapter import LuaAdapter
 
     assert notebook_llm.Engine is Engine
     assert notebook_llm.map is map_prompts

@@ -19,7 +19,7 @@ import httpx
 import pytest
 
 from notebook_llm import Engine, ErrorCode, Event, Finish, LlmError, assemble, validate_stream
-from notebook_llm.lua.adapter import LuaAdapter
+from notebook_llm.lua.lua_adapter import LuaAdapter
 from notebook_llm.mock.faults import FAULTS
 from notebook_llm.mock.server import MockServer
 from notebook_llm.validate import Completion

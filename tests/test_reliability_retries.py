@@ -16,7 +16,7 @@ import pytest
 
 from notebook_llm import Engine, ErrorCode, Event, Finish, StopSignal, assemble, validate_stream
 from notebook_llm.errors import RETRYABLE_CODES
-from notebook_llm.lua.adapter import LuaAdapter
+from notebook_llm.lua.lua_adapter import LuaAdapter
 from notebook_llm.mock.server import MockServer
 from notebook_llm.wire.http_errors import backoff_delay
 

@@ -24,7 +24,7 @@ import httpx
 import pytest
 
 from notebook_llm import Engine, ErrorCode, Event, Finish, LlmError, assemble, validate_stream
-from notebook_llm.lua.adapter import LuaAdapter
+from notebook_llm.lua.lua_adapter import LuaAdapter
 from notebook_llm.lua.runtime import LuaLimits
 from notebook_llm.mock.server import MockServer
 

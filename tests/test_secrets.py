@@ -21,7 +21,7 @@ from notebook_llm.conformance import (
     _render_text,
     check_requests,
 )
-from notebook_llm.lua.adapter import LuaAdapter
+from notebook_llm.lua.lua_adapter import LuaAdapter
 from notebook_llm.mock.server import MockServer
 from notebook_llm.providers import PRESETS
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import LlmError
-from ..lua.adapter import LuaAdapter
+from ..lua.lua_adapter import LuaAdapter
 from ..secrets import redact
 from .fixtures import (
     Fixture,

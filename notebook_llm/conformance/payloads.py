@@ -17,7 +17,7 @@ import json
 from typing import Any
 
 from ..errors import LlmError
-from ..lua.adapter import LuaAdapter
+from ..lua.lua_adapter import LuaAdapter
 from ..lua.runtime import LuaSandbox
 from ..validate import Completion
 from ..wire.ndjson import NDJSONDecoder

@@ -19,7 +19,7 @@ import httpx
 
 from .._sync import run_sync
 from ..errors import ErrorCode, LlmError
-from ..lua.adapter import LuaAdapter
+from ..lua.lua_adapter import LuaAdapter
 from ..protocol import (
     GenerateOptions,
     ImageBlock,

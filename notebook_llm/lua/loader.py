@@ -79,7 +79,7 @@ class AdapterCatalog:
 
 
 def _instantiate(name: str, origin: str, where: Any) -> LlmAdapter:
-    from .adapter import LuaAdapter
+    from .lua_adapter import LuaAdapter
 
     if isinstance(where, Path):
         return LuaAdapter.from_file(where, name=name, origin=origin)

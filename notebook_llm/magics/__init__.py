@@ -1,5 +1,5 @@
 """IPython magics: ``%%llm`` / ``%llm`` (:mod:`.llm`) and, when present, ``%%adapter`` /
-``%adapter`` (:mod:`.adapter`, written separately). ``%load_ext notebook_llm`` calls
+``%adapter`` (:mod:`.adapter_magics`, written separately). ``%load_ext notebook_llm`` calls
 :func:`load_ipython_extension`; loading twice is harmless and unloading removes them."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ def _magic_classes() -> list[type[Any]]:
 
     classes: list[type[Any]] = [LlmMagics]
     try:  # the %adapter magics are another module; register them when they exist
-        from .adapter import AdapterMagics  # type: ignore[import-not-found,unused-ignore]
+        from .adapter_magics import AdapterMagics  # type: ignore[import-not-found,unused-ignore]
     except ImportError:
         pass
     else:

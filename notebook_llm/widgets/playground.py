@@ -39,8 +39,8 @@ from ..conformance import (
 )
 from ..engine import Engine
 from ..errors import ErrorCode, LlmError
-from ..lua.adapter import LuaAdapter
 from ..lua.loader import ADAPTER_TEMPLATE as TEMPLATE
+from ..lua.lua_adapter import LuaAdapter
 from ..protocol import Event
 from ..secrets import redact
 from ..validate import assemble

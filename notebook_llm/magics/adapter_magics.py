@@ -53,7 +53,7 @@ if TYPE_CHECKING:
     # The engine (httpx) and the Lua runtime (lupa) are imported when a magic first needs
     # them, not by %load_ext (issue 16: the extension loads in well under 100 ms).
     from ..engine import Engine
-    from ..lua.adapter import LuaAdapter
+    from ..lua.lua_adapter import LuaAdapter
 
 __all__ = [
     "AdapterMagics",
@@ -73,21 +73,21 @@ def _show(obj: Any, **kwargs: Any) -> Any:
 
 
 def declared_name(source: str) -> str | None:
-    """:func:`notebook_llm.lua.adapter.declared_name`, imported on first use."""
-    from ..lua.adapter import declared_name as declared
+    """:func:`notebook_llm.lua.lua_adapter.declared_name`, imported on first use."""
+    from ..lua.lua_adapter import declared_name as declared
 
     return declared(source)
 
 
 def read_adapter_file(path: Path) -> str:
-    """:func:`notebook_llm.lua.adapter.read_adapter_file`, imported on first use."""
-    from ..lua.adapter import read_adapter_file as read
+    """:func:`notebook_llm.lua.lua_adapter.read_adapter_file`, imported on first use."""
+    from ..lua.lua_adapter import read_adapter_file as read
 
     return read(path)
 
 
 def _lua_adapter_class() -> type[LuaAdapter]:
-    from ..lua.adapter import LuaAdapter
+    from ..lua.lua_adapter import LuaAdapter
 
     return LuaAdapter
 
