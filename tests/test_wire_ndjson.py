@@ -128,3 +128,21 @@ def test_random_splits_equal_one_shot(parts: list[bytes], cuts: list[int], limit
     bounds = [0, *offsets, len(body)]
     chunks = [body[a:b] for a, b in itertools.pairwise(bounds)]
     assert _outcome(chunks, limit) == _outcome([body], limit)
+
+
+def test_an_over_long_line_is_worded_alike_by_both_decoders() -> None:
+    """SSE and NDJSON report an over-long line through one helper (``wire/framing.py``): same
+    code, same details, the message naming each one's format."""
+    from notebook_llm.wire.sse import SSEDecoder
+
+    errors = {}
+    for kind, decoder in (("NDJSON", NDJSONDecoder(16)), ("SSE", SSEDecoder(16))):
+        with pytest.raises(LlmError) as excinfo:
+            decoder.feed(b"data: 0123456789abcdefX")
+        errors[kind] = excinfo.value
+    for kind, err in errors.items():
+        assert err.code == ErrorCode.MALFORMED_RESPONSE
+        assert err.details == {"max_line_bytes": 16, "line_bytes": 23}
+        assert err.message.startswith(f"{kind} line of at least 23 bytes exceeds the 16-byte limit")
+    assert errors["SSE"].message.endswith("not a valid event stream")
+    assert errors["NDJSON"].message.endswith("not a valid JSON-lines stream")

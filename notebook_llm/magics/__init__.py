@@ -8,8 +8,6 @@ import inspect
 import re
 from typing import Any
 
-_MAGIC_NAMES = {"line": ("llm", "adapter"), "cell": ("llm", "adapter")}
-
 
 def _magic_classes() -> list[type[Any]]:
     from .llm import LlmMagics

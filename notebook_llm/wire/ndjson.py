@@ -14,20 +14,10 @@ lines; parsing the JSON is the caller's job. Rules:
 
 from __future__ import annotations
 
-from ..errors import ErrorCode, LlmError
+from ..errors import LlmError
+from .framing import DEFAULT_MAX_LINE_BYTES, line_too_long
 
 __all__ = ["NDJSONDecoder"]
-
-_DEFAULT_MAX_LINE = 16 * 1024 * 1024
-
-
-def _line_too_long(size: int, limit: int) -> LlmError:
-    return LlmError(
-        f"NDJSON line of at least {size} bytes exceeds the {limit}-byte limit; "
-        "the body is not a valid JSON-lines stream",
-        ErrorCode.MALFORMED_RESPONSE,
-        details={"max_line_bytes": limit, "line_bytes": size},
-    )
 
 
 class NDJSONDecoder:
@@ -39,7 +29,7 @@ class NDJSONDecoder:
 
     __slots__ = ("_buf", "_first", "_max_line", "_pending")
 
-    def __init__(self, max_line_bytes: int = _DEFAULT_MAX_LINE) -> None:
+    def __init__(self, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) -> None:
         """``max_line_bytes`` bounds one line (terminator excluded)."""
         if max_line_bytes < 1:
             raise ValueError("max_line_bytes must be positive")
@@ -61,7 +51,7 @@ class NDJSONDecoder:
         self._buf += chunk
         if b"\n" not in chunk:
             if len(self._buf) > self._max_line:
-                self._pending = _line_too_long(len(self._buf), self._max_line)
+                self._pending = line_too_long("NDJSON", len(self._buf), self._max_line)
                 self._buf.clear()
                 raise self._pending
             return []
@@ -69,7 +59,7 @@ class NDJSONDecoder:
         self._buf.clear()
         self._buf += parts.pop()
         if len(self._buf) > self._max_line:
-            self._pending = _line_too_long(len(self._buf), self._max_line)
+            self._pending = line_too_long("NDJSON", len(self._buf), self._max_line)
             self._buf.clear()
         return self._lines(parts)
 
@@ -88,7 +78,7 @@ class NDJSONDecoder:
         limit = self._max_line
         for raw in parts:
             if len(raw) > limit:
-                self._pending = _line_too_long(len(raw), limit)
+                self._pending = line_too_long("NDJSON", len(raw), limit)
                 self._buf.clear()
                 break
             text = raw.decode("utf-8", "replace")

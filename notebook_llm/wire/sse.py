@@ -40,13 +40,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
-from ..errors import ErrorCode, LlmError
+from ..errors import LlmError
+from .framing import DEFAULT_MAX_LINE_BYTES, line_too_long
 
 __all__ = ["SSEDecoder", "SSEEvent"]
 
 _T = TypeVar("_T")
 _BOM = b"\xef\xbb\xbf"
-_DEFAULT_MAX_LINE = 16 * 1024 * 1024
 _DEFAULT_MAX_NON_SSE = 1024 * 1024
 
 
@@ -62,15 +62,6 @@ class SSEEvent:
 
 def _decode(raw: bytes) -> str:
     return raw.decode("utf-8", "replace")
-
-
-def _line_too_long(size: int, limit: int) -> LlmError:
-    return LlmError(
-        f"SSE line of at least {size} bytes exceeds the {limit}-byte limit; "
-        "the body is not a valid event stream",
-        ErrorCode.MALFORMED_RESPONSE,
-        details={"max_line_bytes": limit, "line_bytes": size},
-    )
 
 
 class SSEDecoder:
@@ -97,7 +88,7 @@ class SSEDecoder:
 
     def __init__(
         self,
-        max_line_bytes: int = _DEFAULT_MAX_LINE,
+        max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
         *,
         max_non_sse_bytes: int = _DEFAULT_MAX_NON_SSE,
     ) -> None:
@@ -177,7 +168,7 @@ class SSEDecoder:
         if b"\n" not in chunk and b"\r" not in chunk:
             self._buf += chunk
             if len(self._buf) > self._max_line:
-                self._pending = _line_too_long(len(self._buf), self._max_line)
+                self._pending = line_too_long("SSE", len(self._buf), self._max_line)
                 self._buf.clear()
                 raise self._pending
             return []
@@ -191,7 +182,7 @@ class SSEDecoder:
         elif last != 0x0A:
             self._buf += lines.pop()
             if len(self._buf) > self._max_line:
-                self._pending = _line_too_long(len(self._buf), self._max_line)
+                self._pending = line_too_long("SSE", len(self._buf), self._max_line)
                 self._buf.clear()
         return lines
 
@@ -213,7 +204,7 @@ class SSEDecoder:
         lines: list[bytes] = []
         if self._buf:
             if len(self._buf) > self._max_line:
-                raise _line_too_long(len(self._buf), self._max_line)
+                raise line_too_long("SSE", len(self._buf), self._max_line)
             lines.append(bytes(self._buf))
             if self._at_start and not self._saw_sse:
                 self._raw += self._buf
@@ -241,7 +232,7 @@ class SSEDecoder:
                 continue
             if len(line) > limit:
                 # Keep what came before; the error surfaces at the next feed/flush.
-                self._pending = _line_too_long(len(line), limit)
+                self._pending = line_too_long("SSE", len(line), limit)
                 self._buf.clear()
                 break
             colon = line.find(b":")
