@@ -153,6 +153,13 @@ def test_no_module_over_500_lines_beyond_the_known_ones() -> None:
     assert not gone, f"now {MAX_LINES} lines or fewer, so delete from KNOWN_LARGE: {gone}"
 
 
+def test_no_module_is_named_plain_adapter() -> None:
+    """Four modules were once called ``adapter.py``; each is now named for its role
+    (``base_adapter``, ``mock/direct_adapter``, ``lua/lua_adapter``, ``magics/adapter_magics``)."""
+    plain = sorted(p.relative_to(PACKAGE).as_posix() for p in PACKAGE.rglob("adapter.py"))
+    assert not plain, f"name these modules for their role, not plain adapter.py: {plain}"
+
+
 # ---------------------------------------------------------------- the scan itself
 
 
