@@ -33,6 +33,7 @@ from .errors import ErrorCode, LlmError
 from .protocol import Event, GenerateOptions, Message, ModelInfo, ToolSchema
 from .providers import FileConfig, ProviderConfig, load_file_config, resolve_provider_config
 from .registry import AdapterHandle, Registry
+from .request_options import OPTION_NAMES, build_options, check_reasoning, check_request
 from .secrets import Secret
 from .streaming import RetryPolicy, attempts
 from .validate import Completion, assemble
@@ -274,20 +275,7 @@ class Engine:
             raise LlmError("no provider given", ErrorCode.INVALID_OPTIONS)
         adapter = self._ensure_route(provider)
         config = self.provider(provider)
-        msgs = list(messages or [])
-        if prompt is not None:
-            msgs.append(Message.user(prompt))
-        if not msgs:
-            raise LlmError("nothing to send: give prompt= or messages=", ErrorCode.INVALID_OPTIONS)
-        _check_unicode(system, msgs)
-        if max_tokens is not None and max_tokens <= 0:
-            raise LlmError(
-                f"max_tokens must be positive, not {max_tokens}", ErrorCode.INVALID_OPTIONS
-            )
-        if temperature is not None and not 0 <= temperature <= 2:
-            raise LlmError(
-                f"temperature must be within 0..2, not {temperature}", ErrorCode.INVALID_OPTIONS
-            )
+        msgs = check_request(prompt, messages, system, temperature, max_tokens)
         api_key = self.credentials.key_for(config)
         if api_key is None and config.needs_key and self.is_replaying:
             from .wire.cassette import REPLAY_KEY  # a placeholder: replay sends nothing out
@@ -300,42 +288,22 @@ class Engine:
                 provider=provider,
                 details={"variable": config.api_key_env},
             )
-        options = GenerateOptions(
+        options = build_options(
+            config,
+            msgs,
             provider=provider,
-            model=model or config.model,
-            messages=msgs,
+            model=model,
             system=system,
-            tools=list(tools) if tools else None,
+            tools=tools,
             temperature=temperature,
             max_tokens=max_tokens,
-            stop=list(stop) if stop else None,
+            stop=stop,
             reasoning_effort=reasoning_effort,
-            max_tokens_field=config.max_tokens_field,
-            extra_body={**config.extra_body, **(extra_body or {})},
-            base_url=config.base_url,
-            headers=dict(config.headers),
+            extra_body=extra_body,
             api_key=api_key,
             make_transport=self._make_transport(),
         )
         return adapter, options
-
-    async def _check_reasoning(self, adapter: LlmAdapter, options: GenerateOptions) -> None:
-        if options.reasoning_effort is None:
-            return
-        info = await adapter.resolve_model(options.provider, options.model)
-        if info is None:
-            return  # the adapter does not describe this model: let the provider decide
-        efforts = info.reasoning_efforts
-        if not efforts or options.reasoning_effort not in efforts:
-            offered = (
-                f"it offers {', '.join(efforts)}" if efforts else "it has no reasoning efforts"
-            )
-            raise LlmError(
-                f"model {options.model!r} of provider {options.provider!r} does not support "
-                f"reasoning effort {options.reasoning_effort!r}: {offered}",
-                ErrorCode.UNSUPPORTED_REASONING_EFFORT,
-                provider=options.provider,
-            )
 
     def stream(
         self,
@@ -379,7 +347,7 @@ class Engine:
                 reasoning_effort,
                 extra_body,
             )
-            await self._check_reasoning(adapter, options)
+            await check_reasoning(adapter, options)
             return adapter, options
 
         # The retry loop's generator IS the stream (no pass-through layer per event); it runs
@@ -402,11 +370,11 @@ class Engine:
         """
         retries = kwargs.pop("retries", None)
         stop_signal = kwargs.pop("stop_signal", None)
-        opts = {k: kwargs.pop(k, None) for k in _OPTION_NAMES}
+        opts = {k: kwargs.pop(k, None) for k in OPTION_NAMES}
         if kwargs:
             raise TypeError(f"complete() got unexpected keyword arguments: {', '.join(kwargs)}")
         adapter, options = self._options(provider, model, **opts)
-        await self._check_reasoning(adapter, options)
+        await check_reasoning(adapter, options)
 
         async def ready() -> tuple[LlmAdapter, GenerateOptions]:
             return adapter, options
@@ -524,38 +492,3 @@ class Engine:
             if served:
                 return served
         return [ModelInfo(m) for m in config.models]
-
-
-def _check_unicode(system: str | None, messages: Sequence[Message]) -> None:
-    """Text that cannot be sent as UTF-8 (a lone surrogate) is the caller's input, not the
-    adapter's fault: say where it is before any adapter sees it."""
-    texts = [("the system prompt", system or "")]
-    for n, message in enumerate(messages, 1):
-        for block in message.content:
-            text = getattr(block, "text", None)
-            if isinstance(text, str):
-                texts.append((f"message {n} ({message.role})", text))
-    for where, text in texts:
-        try:
-            text.encode("utf-8")
-        except UnicodeEncodeError as exc:
-            raise LlmError(
-                f"{where} holds text that is not valid Unicode (a lone surrogate "
-                f"{text[exc.start]!r} at position {exc.start}): clean it first, e.g. with "
-                ".encode('utf-8', 'replace').decode()",
-                ErrorCode.INVALID_OPTIONS,
-            ) from None
-
-
-#: The request options of :meth:`Engine.stream` (what ``_options`` takes after the route).
-_OPTION_NAMES = (
-    "prompt",
-    "messages",
-    "system",
-    "tools",
-    "temperature",
-    "max_tokens",
-    "stop",
-    "reasoning_effort",
-    "extra_body",
-)

@@ -30,7 +30,6 @@ KNOWN_CYCLES: frozenset[str] = frozenset()
 #: Modules over ``MAX_LINES`` lines today (paths below ``notebook_llm/``), not split yet.
 KNOWN_LARGE = frozenset(
     {
-        "engine.py",
         "lua/adapter.py",
     }
 )
