@@ -28,6 +28,7 @@ from ._sync import run_sync
 from .base_adapter import LlmAdapter
 from .cancel import StopSignal
 from .catalog import AdapterResolver, Catalog
+from .completion import Completion, assemble
 from .credentials import Credentials, key_hint
 from .errors import ErrorCode, LlmError
 from .protocol import Event, GenerateOptions, Message, ModelInfo, ToolSchema
@@ -36,7 +37,6 @@ from .registry import AdapterHandle, Registry
 from .request_options import OPTION_NAMES, build_options, check_reasoning, check_request
 from .secrets import Secret
 from .streaming import RetryPolicy, attempts
-from .validate import Completion, assemble
 
 if TYPE_CHECKING:
     from collections.abc import Callable
