@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from .batch import map_prompts as map
     from .cancel import StopSignal
     from .chat import Chat
+    from .completion import Completion, assemble
     from .engine import Engine
     from .errors import ErrorCode, LlmError
     from .lua.lua_adapter import LuaAdapter
@@ -45,7 +46,7 @@ if TYPE_CHECKING:
     )
     from .registry import AdapterHandle
     from .tools import Tool, as_tool, run_tools, stream_tools, tool
-    from .validate import Completion, StreamValidator, assemble, validate_stream
+    from .validate import StreamValidator, validate_stream
 
 __version__ = "0.1.0"
 
@@ -111,9 +112,9 @@ _LAZY: dict[str, tuple[str, str]] = {
     "LuaAdapter": (".lua.lua_adapter", "LuaAdapter"),
     "set_price": (".pricing", "set_price"),
     "AdapterHandle": (".registry", "AdapterHandle"),
-    "Completion": (".validate", "Completion"),
+    "Completion": (".completion", "Completion"),
     "StreamValidator": (".validate", "StreamValidator"),
-    "assemble": (".validate", "assemble"),
+    "assemble": (".completion", "assemble"),
     "validate_stream": (".validate", "validate_stream"),
     **{
         name: (".protocol", name)

@@ -29,10 +29,10 @@ from typing import Any
 
 from ._sync import run_sync
 from .cancel import StopSignal, until_stopped
+from .completion import Completion
 from .engine import Engine
 from .errors import ErrorCode, LlmError
 from .protocol import Message
-from .validate import Completion
 from .wire.transport import connection_pool
 
 __all__ = ["BatchResult", "ProgressFn", "amap", "map_prompts", "notebook_progress"]

@@ -22,6 +22,7 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
 from .cancel import StopSignal
+from .completion import Completion
 from .engine import Engine
 from .errors import ErrorCode
 from .frontend import interactive
@@ -29,7 +30,6 @@ from .loop_events import LoopEvent
 from .protocol import Message, ToolSchema
 from .session import Turn, default_engine, set_default_engine
 from .tools import as_tool, stream_tools
-from .validate import Completion
 
 # --------------------------------------------------------------------------------------------
 # tools (the tool loop lives in notebook_llm.tools; this is only the hook)

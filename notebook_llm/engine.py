@@ -1,62 +1,53 @@
-"""The engine: providers, the route registry, retries, and the public stream/complete calls.
+"""The engine: the public calls of the package, each a short delegation to the module that
+does the job.
 
+``Engine`` is what users and the upper layers (tools, chat, magics) hold. It owns one of each
+part and wires them together; the parts know nothing of each other:
+
+* adapters by name, loading, hot reload, unload and overrides: :mod:`notebook_llm.catalog`;
+* provider routes: :mod:`notebook_llm.registry`, provider settings: :mod:`notebook_llm.providers`;
+* API keys, ``.env`` and the hint when one is missing: :mod:`notebook_llm.credentials`;
+* one guarded request and THE retry loop: :mod:`notebook_llm.streaming`;
+* record/replay taps (per engine, no globals): :mod:`notebook_llm.wire.tap`.
+
+What stays here is the request itself: checking the caller's options and building the
+:class:`~notebook_llm.protocol.GenerateOptions` an adapter receives (route, key, transport).
 Nothing here knows about notebooks; the magics and widgets consume the events it yields.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import logging
-import os
 import random
-from collections.abc import (
-    AsyncGenerator,
-    AsyncIterator,
-    Awaitable,
-    Callable,
-    Iterable,
-    Iterator,
-    Sequence,
-)
+from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
 from contextlib import aclosing
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from ._sync import run_sync
 from .base_adapter import LlmAdapter
-from .cancel import StopSignal, sleep_unless_stopped
+from .cancel import StopSignal
+from .catalog import AdapterResolver, Catalog
+from .completion import Completion, assemble
+from .credentials import Credentials, key_hint
 from .errors import ErrorCode, LlmError
-from .protocol import (
-    Event,
-    Finish,
-    FinishReason,
-    GenerateOptions,
-    Message,
-    ModelInfo,
-    ToolSchema,
-)
+from .protocol import Event, GenerateOptions, Message, ModelInfo, ToolSchema
 from .providers import FileConfig, ProviderConfig, load_file_config, resolve_provider_config
 from .registry import AdapterHandle, Registry
-from .secrets import Secret, register_secret
-from .validate import Completion, StreamValidator, assemble
-from .wire.http_errors import backoff_delay
+from .request_options import OPTION_NAMES, build_options, check_reasoning, check_request
+from .secrets import Secret
+from .streaming import RetryPolicy, attempts
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     import httpx
 
     from .wire.tap import Recorder, Replayer
 
     Tap = Recorder | Replayer
 
-log = logging.getLogger("notebook_llm.engine")
-
-#: Where catalog adapters come from (lua/loader.py); a session load over one of these is an
-#: override that unload_adapter undoes. A reload of a session-loaded file is not.
-_CATALOG_ORIGINS = frozenset({"built-in", "entry point", "user file"})
-
-#: Resolves an adapter name the engine does not hold yet (built-in Lua, user file, entry point).
-AdapterResolver = Callable[[str], LlmAdapter | None]
+__all__ = ["AdapterResolver", "Engine"]
 
 
 class Engine:
@@ -84,12 +75,9 @@ class Engine:
         self.retry_base = retry_base
         self.retry_cap = retry_cap
         self._rng = random.Random()
-        self._adapters: dict[str, LlmAdapter] = {}
+        self.catalog = Catalog()
         self._providers: dict[str, ProviderConfig] = {}
         self._provider_handles: dict[str, AdapterHandle] = {}
-        self._session_keys: dict[str, Secret] = {}
-        self._resolvers: list[AdapterResolver] = []
-        self._overridden: dict[str, tuple[str, str, Path | None]] = {}
         self.transport = transport
         self._tap: Tap | None = None
         if config_file is False:
@@ -98,27 +86,11 @@ class Engine:
             self.file_config = load_file_config(
                 Path(config_file) if isinstance(config_file, str | Path) else None
             )
-        self._env_file: dict[str, str] = {}
-        if env_file is not False:
-            self._env_file = _read_env_file(
-                Path(env_file) if isinstance(env_file, str | Path) else Path(".env")
-            )
-        self._register_known_keys()
+        self.credentials = Credentials(env_file)
+        self.credentials.register_known(self.file_config)
         from .plugins import install_plugins
 
         install_plugins(self)
-
-    def _register_known_keys(self) -> None:
-        """Tell the scrubber about every key the environment holds for a known provider, before
-        any is used: a key echoed into a prompt or an output is hidden even if no request has
-        read it yet."""
-        from .providers import PRESETS
-
-        names = {p.api_key_env for p in PRESETS.values()}
-        names |= {t.get("api_key_env") for t in self.file_config.providers.values()}
-        for var in names:
-            if var:
-                register_secret(os.environ.get(var))
 
     # ------------------------------------------------------------------ adapters and routes
 
@@ -126,35 +98,20 @@ class Engine:
         """Bind provider ``routes`` to ``adapter`` (all or nothing); the adapter becomes known by
         its ``name`` too, so ``add_provider(adapter=name)`` can use it."""
         handle = self.registry.register(routes, adapter)
-        self._adapters.setdefault(adapter.name, adapter)
+        self.catalog.know(adapter)
         return handle
 
     def add_adapter(self, adapter: LlmAdapter, *, name: str | None = None) -> str:
         """Make ``adapter`` known by name (session-loaded adapters win over all others)."""
-        if not isinstance(adapter, LlmAdapter):
-            raise LlmError(f"{adapter!r} is not an LlmAdapter", ErrorCode.INVALID_ADAPTER)
-        key = name or adapter.name
-        self._adapters[key] = adapter
-        return key
+        return self.catalog.add(adapter, name=name)
 
     def add_adapter_resolver(self, resolver: AdapterResolver) -> None:
         """Add a fallback that finds adapters by name (used by the Lua adapter catalog)."""
-        self._resolvers.append(resolver)
+        self.catalog.add_resolver(resolver)
 
     def adapter(self, name: str) -> LlmAdapter:
         """The adapter called ``name``: session-loaded or registered first, then resolvers."""
-        found = self._adapters.get(name)
-        if found is not None:
-            return found
-        for resolver in self._resolvers:
-            found = resolver(name)
-            if found is not None:
-                self._adapters[name] = found
-                return found
-        raise LlmError(
-            f"no adapter named {name!r}; known: {', '.join(sorted(self.adapter_names())) or 'none'}",
-            ErrorCode.NO_ADAPTER,
-        )
+        return self.catalog.get(name)
 
     def load_adapter(
         self, path_or_source: str | Path, *, name: str | None = None, origin: str | None = None
@@ -165,60 +122,18 @@ class Engine:
         place (providers using it switch at their next request); a failed load keeps the previous
         version active and raises ``LlmError(INVALID_ADAPTER)`` with the Lua message and line.
         """
-        from .lua.lua_adapter import LuaAdapter
-
-        is_path = isinstance(path_or_source, Path) or (
-            "\n" not in path_or_source and str(path_or_source).endswith(".lua")
-        )
-        if is_path:
-            new = LuaAdapter.from_file(Path(path_or_source), name=name, origin=origin or "file")
-        else:
-            new = LuaAdapter.from_source(str(path_or_source), name=name, origin=origin or "cell")
-        key = name or new.name
-        existing = self._adapters.get(key)
-        if existing is None:
-            try:
-                existing = self.adapter(key)
-            except LlmError:
-                existing = None
-        if isinstance(existing, LuaAdapter):
-            if key not in self._overridden and existing.origin in _CATALOG_ORIGINS:
-                # Keep what the session replaces, so unload_adapter can bring it back.
-                self._overridden[key] = (existing.source, existing.origin, existing.path)
-            existing.reload(new.source)
-            existing.origin, existing.path = new.origin, new.path
-            return key
-        self._adapters[key] = new
-        return key
+        return self.catalog.load(path_or_source, name=name, origin=origin)
 
     def reload_adapter(self, name: str) -> LlmAdapter:
         """Re-read a file-backed Lua adapter (failure keeps the previous version)."""
-        from .lua.lua_adapter import LuaAdapter
-
-        adapter = self.adapter(name)
-        if not isinstance(adapter, LuaAdapter):
-            raise LlmError(
-                f"adapter {name!r} is not a Lua adapter; nothing to reload",
-                ErrorCode.INVALID_ADAPTER,
-            )
-        adapter.reload()
-        return adapter
+        return self.catalog.reload(name)
 
     def unload_adapter(self, name: str) -> None:
         """Forget a session-loaded adapter and the provider routes that use it; an adapter that
         replaced a built-in (or user file, or entry point) one gives the original back."""
-        from .lua.lua_adapter import LuaAdapter
-
-        original = self._overridden.pop(name, None)
-        replaced = self._adapters.get(name)
-        if original is not None and isinstance(replaced, LuaAdapter):
-            source, origin, path = original
-            replaced.reload(source)
-            replaced.origin, replaced.path = origin, path
-            return
-        adapter = self._adapters.pop(name, None)
+        adapter = self.catalog.unload(name)
         if adapter is None:
-            raise LlmError(f"no loaded adapter named {name!r}", ErrorCode.NO_ADAPTER)
+            return
         for route, held in self.registry.routes().items():
             if held is adapter:
                 self.remove_provider(route)
@@ -227,10 +142,7 @@ class Engine:
                     handle()
 
     def adapter_names(self) -> set[str]:
-        names = set(self._adapters)
-        for resolver in self._resolvers:
-            names.update(getattr(resolver, "names", lambda: [])())
-        return names
+        return self.catalog.names()
 
     # ------------------------------------------------------------------ providers
 
@@ -334,34 +246,14 @@ class Engine:
 
     def set_key(self, provider: str, key: str) -> None:
         """Use ``key`` for ``provider`` for this session only (kept in memory, never shown)."""
-        if not key:
-            raise LlmError("an empty key", ErrorCode.MISSING_CREDENTIAL, provider=provider)
-        self._session_keys[provider] = Secret(key)
-
-    def _key_for(self, config: ProviderConfig) -> str | None:
-        if config.name in self._session_keys:
-            return self._session_keys[config.name].get()
-        if config.api_key is not None:
-            return config.api_key.get()
-        if config.api_key_env:
-            value = os.environ.get(config.api_key_env) or self._env_file.get(config.api_key_env)
-            if value:
-                register_secret(value)
-                return value
-        return None
+        self.credentials.set(provider, key)
 
     def has_key(self, provider: str) -> bool:
-        config = self.provider(provider)
-        return self._key_for(config) is not None
+        return self.credentials.key_for(self.provider(provider)) is not None
 
     def key_hint(self, provider: str) -> str:
         """What to do to give ``provider`` a key (names the variable, never shows a value)."""
-        config = self.provider(provider)
-        var = config.api_key_env or f"{provider.upper()}_API_KEY"
-        return (
-            f"set the environment variable {var} (or put {var}=... in a .env file), "
-            f"or run %llm key {provider}"
-        )
+        return key_hint(provider, self.provider(provider))
 
     # ------------------------------------------------------------------ requests
 
@@ -383,21 +275,8 @@ class Engine:
             raise LlmError("no provider given", ErrorCode.INVALID_OPTIONS)
         adapter = self._ensure_route(provider)
         config = self.provider(provider)
-        msgs = list(messages or [])
-        if prompt is not None:
-            msgs.append(Message.user(prompt))
-        if not msgs:
-            raise LlmError("nothing to send: give prompt= or messages=", ErrorCode.INVALID_OPTIONS)
-        _check_unicode(system, msgs)
-        if max_tokens is not None and max_tokens <= 0:
-            raise LlmError(
-                f"max_tokens must be positive, not {max_tokens}", ErrorCode.INVALID_OPTIONS
-            )
-        if temperature is not None and not 0 <= temperature <= 2:
-            raise LlmError(
-                f"temperature must be within 0..2, not {temperature}", ErrorCode.INVALID_OPTIONS
-            )
-        api_key = self._key_for(config)
+        msgs = check_request(prompt, messages, system, temperature, max_tokens)
+        api_key = self.credentials.key_for(config)
         if api_key is None and config.needs_key and self.is_replaying:
             from .wire.cassette import REPLAY_KEY  # a placeholder: replay sends nothing out
 
@@ -409,42 +288,22 @@ class Engine:
                 provider=provider,
                 details={"variable": config.api_key_env},
             )
-        options = GenerateOptions(
+        options = build_options(
+            config,
+            msgs,
             provider=provider,
-            model=model or config.model,
-            messages=msgs,
+            model=model,
             system=system,
-            tools=list(tools) if tools else None,
+            tools=tools,
             temperature=temperature,
             max_tokens=max_tokens,
-            stop=list(stop) if stop else None,
+            stop=stop,
             reasoning_effort=reasoning_effort,
-            max_tokens_field=config.max_tokens_field,
-            extra_body={**config.extra_body, **(extra_body or {})},
-            base_url=config.base_url,
-            headers=dict(config.headers),
+            extra_body=extra_body,
             api_key=api_key,
             make_transport=self._make_transport(),
         )
         return adapter, options
-
-    async def _check_reasoning(self, adapter: LlmAdapter, options: GenerateOptions) -> None:
-        if options.reasoning_effort is None:
-            return
-        info = await adapter.resolve_model(options.provider, options.model)
-        if info is None:
-            return  # the adapter does not describe this model: let the provider decide
-        efforts = info.reasoning_efforts
-        if not efforts or options.reasoning_effort not in efforts:
-            offered = (
-                f"it offers {', '.join(efforts)}" if efforts else "it has no reasoning efforts"
-            )
-            raise LlmError(
-                f"model {options.model!r} of provider {options.provider!r} does not support "
-                f"reasoning effort {options.reasoning_effort!r}: {offered}",
-                ErrorCode.UNSUPPORTED_REASONING_EFFORT,
-                provider=options.provider,
-            )
 
     def stream(
         self,
@@ -488,74 +347,18 @@ class Engine:
                 reasoning_effort,
                 extra_body,
             )
-            await self._check_reasoning(adapter, options)
+            await check_reasoning(adapter, options)
             return adapter, options
 
         # The retry loop's generator IS the stream (no pass-through layer per event); it runs
         # prepare() at its first step, so a configuration error still raises from the first
         # iteration, as it did from an async-generator method.
-        return self._attempts(prepare, stop_signal, retries, False)
+        return attempts(prepare, stop_signal, self._retry_policy(retries), False)
 
-    async def _attempts(
-        self,
-        prepare: Callable[[], Awaitable[tuple[LlmAdapter, GenerateOptions]]],
-        stop_signal: StopSignal | None,
-        retries: int | None,
-        whole: bool,
-    ) -> AsyncGenerator[Event, None]:
-        """THE retry loop (the only one in the package): at most ``1 + retries`` requests.
-
-        ``prepare()`` gives the adapter and the options (it raises configuration errors).
-        ``whole=False`` (streaming) retries only before the first event reached the consumer;
-        ``whole=True`` (``complete``) holds each attempt's events back, so a retryable error
-        after some output is retried too: nothing had been shown."""
-        adapter, options = await prepare()
-        limit = self.retries if retries is None else max(0, retries)
-        attempt = 0
-        while True:
-            pending_error: LlmError | None = None
-            held: list[Event] = []
-            emitted = False
-            async with aclosing(_guarded(adapter, options, stop_signal)) as events:
-                async for event in events:
-                    if (
-                        isinstance(event, Finish)
-                        and event.reason.kind == "error"
-                        and (whole or not emitted)
-                    ):
-                        err = event.reason.failure
-                        if err is not None and err.retryable and attempt < limit:
-                            pending_error = err
-                            break
-                    if whole:
-                        held.append(event)
-                        continue
-                    emitted = True
-                    yield event
-            if pending_error is None:
-                for event in held:
-                    yield event
-                return
-            delay = backoff_delay(
-                attempt,
-                retry_after=pending_error.retry_after,
-                base=self.retry_base,
-                cap=self.retry_cap,
-                rng=self._rng,
-            )
-            attempt += 1
-            log.info(
-                "retrying %s after %s (attempt %d of %d, waiting %.2fs)",
-                options.provider,
-                pending_error.code,
-                attempt,
-                limit,
-                delay,
-            )
-            if not await sleep_unless_stopped(delay, stop_signal):
-                reason = stop_signal.reason if stop_signal is not None else "stopped"
-                yield Finish(FinishReason("aborted", LlmError(reason, ErrorCode.ABORTED)))
-                return
+    def _retry_policy(self, retries: int | None) -> RetryPolicy:
+        """The engine's policy, with ``retries`` overriding the count for one call."""
+        count = self.retries if retries is None else max(0, retries)
+        return RetryPolicy(count, self.retry_base, self.retry_cap, self._rng)
 
     async def complete(self, provider: str, model: str | None = None, **kwargs: Any) -> Completion:
         """Run one generation to the end and return the :class:`Completion`.
@@ -567,16 +370,16 @@ class Engine:
         """
         retries = kwargs.pop("retries", None)
         stop_signal = kwargs.pop("stop_signal", None)
-        opts = {k: kwargs.pop(k, None) for k in _OPTION_NAMES}
+        opts = {k: kwargs.pop(k, None) for k in OPTION_NAMES}
         if kwargs:
             raise TypeError(f"complete() got unexpected keyword arguments: {', '.join(kwargs)}")
         adapter, options = self._options(provider, model, **opts)
-        await self._check_reasoning(adapter, options)
+        await check_reasoning(adapter, options)
 
         async def ready() -> tuple[LlmAdapter, GenerateOptions]:
             return adapter, options
 
-        async with aclosing(self._attempts(ready, stop_signal, retries, True)) as evs:
+        async with aclosing(attempts(ready, stop_signal, self._retry_policy(retries), True)) as evs:
             events = [ev async for ev in evs]
         completion = assemble(events)
         completion.provider = provider
@@ -678,7 +481,7 @@ class Engine:
                 served = await fetch_openai_models(
                     config.base_url,
                     provider=provider,
-                    api_key=self._key_for(config),
+                    api_key=self.credentials.key_for(config),
                     headers=config.headers,
                     transport=(make := self._make_transport()) and make(),
                 )
@@ -689,160 +492,3 @@ class Engine:
             if served:
                 return served
         return [ModelInfo(m) for m in config.models]
-
-
-async def _guarded(
-    adapter: LlmAdapter, options: GenerateOptions, stop: StopSignal | None
-) -> AsyncGenerator[Event, None]:
-    """Iterate one adapter stream, enforcing the five rules and the error contract.
-
-    Adapter exceptions and rule violations become ``finish{kind:'error'}``; ``stop.set()``
-    cancels the pending read, the adapter's stream is closed (closing its HTTP response) and a
-    ``finish{kind:'aborted'}`` ends the stream. Cancellation from outside is propagated after
-    the adapter stream is closed.
-    """
-    validator = StreamValidator()
-    task = asyncio.current_task()
-    name = getattr(adapter, "name", type(adapter).__name__)
-    failure: LlmError | None = None
-    batches = _batch_source(adapter)
-    try:
-        agen = batches(options) if batches is not None else adapter.stream(options)
-    except Exception as exc:  # a stream() that is not an async generator and raises at once
-        yield Finish.error(_adapter_failure(exc, name, options.provider))
-        return
-    try:
-        while failure is None:
-            if stop is not None:
-                if stop.is_set():
-                    failure = LlmError(stop.reason, ErrorCode.ABORTED, provider=options.provider)
-                    break
-                stop._attach(task)
-            try:
-                item: Any = await agen.__anext__()
-            except StopAsyncIteration:
-                failure = LlmError(
-                    f"adapter {name!r} ended its stream without a finish event (stream rule 5)",
-                    ErrorCode.INVARIANT,
-                    provider=options.provider,
-                    adapter=name,
-                )
-                break
-            except asyncio.CancelledError:
-                if stop is not None and stop.is_set() and task is not None:
-                    task.uncancel()
-                    failure = LlmError(stop.reason, ErrorCode.ABORTED, provider=options.provider)
-                    break
-                raise
-            except LlmError as err:
-                if err.provider is None:
-                    err.provider = options.provider
-                failure = err
-                break
-            except Exception as exc:  # an adapter bug must not crash the consumer
-                failure = _adapter_failure(exc, name, options.provider)
-                break
-            finally:
-                if stop is not None:
-                    stop._detach(task)
-            # A batch adapter hands over the events of one network read at once; they are
-            # checked and yielded one by one here, with the stop check between them that a
-            # one-event-per-read adapter gets before each read.
-            events: Sequence[Event] = item if batches is not None else (item,)
-            for event in events:
-                if stop is not None and stop.is_set():
-                    failure = LlmError(stop.reason, ErrorCode.ABORTED, provider=options.provider)
-                    break
-                try:
-                    validator.check(event)
-                except LlmError as err:
-                    err.provider = options.provider
-                    err.adapter = name
-                    failure = err
-                    break
-                yield event
-                if validator.finished:
-                    return
-    finally:
-        aclose = getattr(agen, "aclose", None)
-        if aclose is not None:
-            try:
-                await aclose()
-            except Exception as exc:  # a failing cleanup must not replace the stream's outcome
-                log.warning("adapter %r failed while closing its stream: %r", name, exc)
-    assert failure is not None
-    yield Finish(FinishReason("aborted" if failure.code == ErrorCode.ABORTED else "error", failure))
-
-
-def _batch_source(adapter: LlmAdapter) -> Callable[[GenerateOptions], AsyncIterator[Any]] | None:
-    """The adapter's ``stream_batches`` (lists of events, one per network read: see
-    :meth:`notebook_llm.lua.lua_adapter.LuaAdapter.stream_batches`) when its ``stream`` is the one
-    that flattens them; ``None`` for every other adapter, whose ``stream`` is used as it is (a
-    subclass that overrides ``stream`` keeps its own)."""
-    batches = getattr(adapter, "stream_batches", None)
-    if batches is None or not callable(batches):
-        return None
-    owner = next((c for c in type(adapter).__mro__ if "stream_batches" in vars(c)), None)
-    if owner is None or getattr(type(adapter), "stream", None) is not vars(owner).get("stream"):
-        return None
-    return cast(Callable[[GenerateOptions], AsyncIterator[Any]], batches)
-
-
-def _check_unicode(system: str | None, messages: Sequence[Message]) -> None:
-    """Text that cannot be sent as UTF-8 (a lone surrogate) is the caller's input, not the
-    adapter's fault: say where it is before any adapter sees it."""
-    texts = [("the system prompt", system or "")]
-    for n, message in enumerate(messages, 1):
-        for block in message.content:
-            text = getattr(block, "text", None)
-            if isinstance(text, str):
-                texts.append((f"message {n} ({message.role})", text))
-    for where, text in texts:
-        try:
-            text.encode("utf-8")
-        except UnicodeEncodeError as exc:
-            raise LlmError(
-                f"{where} holds text that is not valid Unicode (a lone surrogate "
-                f"{text[exc.start]!r} at position {exc.start}): clean it first, e.g. with "
-                ".encode('utf-8', 'replace').decode()",
-                ErrorCode.INVALID_OPTIONS,
-            ) from None
-
-
-#: The request options of :meth:`Engine.stream` (what ``_options`` takes after the route).
-_OPTION_NAMES = (
-    "prompt",
-    "messages",
-    "system",
-    "tools",
-    "temperature",
-    "max_tokens",
-    "stop",
-    "reasoning_effort",
-    "extra_body",
-)
-
-
-def _adapter_failure(exc: BaseException, name: str, provider: str) -> LlmError:
-    if isinstance(exc, LlmError):
-        return exc
-    return LlmError(
-        f"adapter {name!r} raised {type(exc).__name__}: {exc}",
-        ErrorCode.ADAPTER_ERROR,
-        provider=provider,
-        adapter=name,
-    )
-
-
-def _read_env_file(path: Path) -> dict[str, str]:
-    """Keys from a ``.env`` file, without putting them into ``os.environ``."""
-    if not path.is_file():
-        return {}
-    try:
-        from dotenv import dotenv_values
-    except ImportError:  # pragma: no cover - python-dotenv is a dependency
-        return {}
-    values = {k: v for k, v in dotenv_values(path).items() if v}
-    for value in values.values():
-        register_secret(value)
-    return values

@@ -5,7 +5,7 @@ One engine means one set of session keys (``%llm key P``), loaded adapters, prov
 retry policy: a key set with a magic works for ``notebook_llm.map(..., provider=P)`` too.
 
 The retry policy is the engine's (``Engine(retries=, retry_base=, retry_cap=)``; two extra tries
-by default). Its loop in ``Engine._attempts`` is the only one; ``map(retries=N)`` and
+by default). Its loop in ``streaming.attempts`` is the only one; ``map(retries=N)`` and
 ``stream(retries=N)`` set the count for one call, they never add a loop on top, so a failing
 prompt is sent at most ``1 + retries`` times.
 

@@ -1,29 +1,28 @@
-"""Checking streams against the five rules, and folding events into a :class:`Completion`."""
+"""Checking streams against the five rules (:class:`StreamValidator`, :func:`validate_stream`).
+
+Folding events into a result lives in :mod:`notebook_llm.completion`; ``Completion`` and
+``assemble`` are re-exported here so an older ``from notebook_llm.validate import Completion``
+keeps working.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field
-from typing import Any
 
+from .completion import Completion, assemble
 from .errors import ErrorCode, LlmError
 from .protocol import (
-    Block,
     BlockEnd,
     BlockStart,
     Event,
     Finish,
-    FinishReason,
-    Message,
-    ReasoningBlock,
     ReasoningDelta,
-    TextBlock,
     TextDelta,
-    TokenUsage,
-    ToolCallBlock,
     ToolCallDelta,
     Usage,
 )
+
+__all__ = ["Completion", "StreamValidator", "assemble", "validate_stream"]
 
 _DELTA_BLOCK_TYPE = {
     "text-delta": "text",
@@ -136,136 +135,3 @@ def validate_stream(events: Iterable[Event]) -> list[Event]:
         out.append(event)
     validator.close()
     return out
-
-
-# --------------------------------------------------------------------------------------------
-
-
-@dataclass
-class Completion:
-    """The result of a generation, folded from its events."""
-
-    blocks: list[Block] = field(default_factory=list)
-    #: Token counts as the provider reported them; ``None`` when it reported none (some
-    #: OpenAI-compatible servers send no usage in streams): never zeros standing in for unknown.
-    usage: TokenUsage | None = None
-    finish: FinishReason | None = None
-    events: list[Event] = field(default_factory=list, repr=False)
-    provider: str | None = None
-    model: str | None = None
-    #: Per-step completions when this is the result of a tool loop (see ``run_tools``).
-    steps: list[Completion] = field(default_factory=list, repr=False)
-    #: Messages of the tool loop (assistant turns and tool results), for history.
-    transcript: list[Message] = field(default_factory=list, repr=False)
-
-    @property
-    def text(self) -> str:
-        return "".join(b.text for b in self.blocks if isinstance(b, TextBlock))
-
-    @property
-    def reasoning(self) -> str:
-        return "".join(b.text for b in self.blocks if isinstance(b, ReasoningBlock))
-
-    @property
-    def tool_calls(self) -> list[ToolCallBlock]:
-        return [b for b in self.blocks if isinstance(b, ToolCallBlock)]
-
-    @property
-    def error(self) -> LlmError | None:
-        if self.finish is not None and self.finish.kind in ("error", "aborted"):
-            return self.finish.failure or LlmError(
-                "the stream ended with an error", ErrorCode.UNKNOWN
-            )
-        return None
-
-    @property
-    def ok(self) -> bool:
-        return self.error is None
-
-    def message(self) -> Message:
-        """This completion as an assistant message, for the next turn of a conversation."""
-        return Message(
-            "assistant", [b for b in self.blocks if not isinstance(b, TextBlock) or b.text]
-        )
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "blocks": [b.to_json() for b in self.blocks],
-            "usage": self.usage.to_json() if self.usage else None,
-            "finish": self.finish.to_json() if self.finish else None,
-        }
-
-    def __str__(self) -> str:
-        return self.text
-
-    def __repr__(self) -> str:
-        from .secrets import redact
-
-        finish = self.finish.kind if self.finish else None
-        usage = self.usage if self.usage is not None else "<usage not reported>"
-        return redact(
-            f"Completion(text={self.text[:200]!r}{'...' if len(self.text) > 200 else ''}, "
-            f"tool_calls={[t.name for t in self.tool_calls]}, usage={usage}, finish={finish!r}, "
-            f"provider={self.provider!r}, model={self.model!r})"
-        )
-
-
-def assemble(events: Iterable[Event]) -> Completion:
-    """Fold events into a :class:`Completion`, tolerating bad input.
-
-    Deltas for a block that never started still count (a block is opened for them); a block that
-    never ended is built from its deltas; a ``block-end`` wins over accumulated deltas; blocks are
-    ordered by index; a second ``usage`` is merged field by field, the later value winning.
-    """
-    parts: dict[int, dict[str, Any]] = {}
-    done: dict[int, Block] = {}
-    usage: TokenUsage | None = None
-    finish: FinishReason | None = None
-    seen: list[Event] = []
-    for ev in events:
-        seen.append(ev)
-        if isinstance(ev, BlockStart):
-            parts.setdefault(
-                ev.index, {"type": ev.block_type, "text": [], "id": None, "name": None}
-            )
-        elif isinstance(ev, TextDelta | ReasoningDelta):
-            kind = "text" if isinstance(ev, TextDelta) else "reasoning"
-            p = parts.setdefault(ev.index, {"type": kind, "text": [], "id": None, "name": None})
-            p["text"].append(ev.text)
-        elif isinstance(ev, ToolCallDelta):
-            p = parts.setdefault(
-                ev.index, {"type": "tool-call", "text": [], "id": None, "name": None}
-            )
-            p["text"].append(ev.arguments_delta)
-            p["id"] = p["id"] or ev.id
-            p["name"] = p["name"] or ev.name
-        elif isinstance(ev, BlockEnd):
-            done[ev.index] = ev.block
-        elif isinstance(ev, Usage):
-            usage = ev.usage if usage is None else _merge_usage(usage, ev.usage)
-        elif isinstance(ev, Finish):
-            finish = ev.reason
-    blocks: list[Block] = []
-    for index in sorted(set(parts) | set(done)):
-        if index in done:
-            blocks.append(done[index])
-            continue
-        p = parts[index]
-        text = "".join(p["text"])
-        if p["type"] == "text":
-            blocks.append(TextBlock(text))
-        elif p["type"] == "reasoning":
-            blocks.append(ReasoningBlock(text))
-        else:
-            blocks.append(ToolCallBlock(p["id"] or f"call_{index}", p["name"] or "", text))
-    return Completion(blocks=blocks, usage=usage, finish=finish, events=seen)
-
-
-def _merge_usage(a: TokenUsage, b: TokenUsage) -> TokenUsage:
-    return TokenUsage(
-        b.input_tokens or a.input_tokens,
-        b.output_tokens or a.output_tokens,
-        b.cache_read_tokens if b.cache_read_tokens is not None else a.cache_read_tokens,
-        b.cache_write_tokens if b.cache_write_tokens is not None else a.cache_write_tokens,
-        b.reasoning_tokens if b.reasoning_tokens is not None else a.reasoning_tokens,
-    )

@@ -28,11 +28,7 @@ MAX_LINES = 500
 KNOWN_CYCLES: frozenset[str] = frozenset()
 
 #: Modules over ``MAX_LINES`` lines today (paths below ``notebook_llm/``), not split yet.
-KNOWN_LARGE = frozenset(
-    {
-        "engine.py",
-    }
-)
+KNOWN_LARGE: frozenset[str] = frozenset()
 
 
 # ---------------------------------------------------------------- the scan

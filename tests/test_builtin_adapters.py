@@ -19,6 +19,7 @@ from typing import Any
 import httpx
 import pytest
 
+from notebook_llm.completion import Completion, assemble
 from notebook_llm.errors import ErrorCode, LlmError
 from notebook_llm.lua.contract import build_request, map_response
 from notebook_llm.lua.lua_adapter import LuaAdapter
@@ -34,7 +35,7 @@ from notebook_llm.protocol import (
     ToolResultBlock,
     ToolSchema,
 )
-from notebook_llm.validate import Completion, assemble, validate_stream
+from notebook_llm.validate import validate_stream
 
 ROOT = Path(__file__).resolve().parent.parent
 ADAPTERS = ROOT / "adapters"

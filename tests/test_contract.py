@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from notebook_llm.completion import Completion, assemble
 from notebook_llm.errors import ErrorCode, LlmError
 from notebook_llm.lua.contract import ChunkMapper, build_request, map_response
 from notebook_llm.protocol import (
@@ -25,7 +26,7 @@ from notebook_llm.protocol import (
     ToolSchema,
     Usage,
 )
-from notebook_llm.validate import Completion, assemble, validate_stream
+from notebook_llm.validate import validate_stream
 
 # --------------------------------------------------------------------------------------------
 # build_request

@@ -21,9 +21,9 @@ from typing import Any
 
 import pytest
 
+from notebook_llm.completion import Completion
 from notebook_llm.conformance import check_adapter, cli_check, load_fixture, replay_fixture
 from notebook_llm.lua.lua_adapter import LuaAdapter
-from notebook_llm.validate import Completion
 from notebook_llm.widgets.adapter_view import report_html
 
 HERE = Path(__file__).parent

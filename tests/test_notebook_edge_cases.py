@@ -200,8 +200,8 @@ def test_a_key_in_the_environment_is_hidden_before_any_request_used_it(
 
 def test_completion_repr_hides_keys(monkeypatch: pytest.MonkeyPatch) -> None:
     from notebook_llm import TextBlock
+    from notebook_llm.completion import Completion
     from notebook_llm.secrets import register_secret
-    from notebook_llm.validate import Completion
 
     register_secret("sk-echoed-0123456789abcdef")
     completion = Completion(blocks=[TextBlock("echo: sk-echoed-0123456789abcdef")])

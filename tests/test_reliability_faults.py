@@ -19,10 +19,10 @@ import httpx
 import pytest
 
 from notebook_llm import Engine, ErrorCode, Event, Finish, LlmError, assemble, validate_stream
+from notebook_llm.completion import Completion
 from notebook_llm.lua.lua_adapter import LuaAdapter
 from notebook_llm.mock.faults import FAULTS
 from notebook_llm.mock.server import MockServer
-from notebook_llm.validate import Completion
 
 ADAPTERS = Path(__file__).resolve().parent.parent / "adapters"
 PROMPT = "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu"

@@ -256,7 +256,7 @@ async def test_parallel_streams_retry_independently(srv: MockServer) -> None:
 
 async def test_stop_during_backoff_wait(srv: MockServer) -> None:
     """BUG (notebook_llm/engine.py ``Engine.stream``, the ``await asyncio.sleep(delay)`` of the
-    retry loop): the stop signal is only attached to the task inside ``_guarded``, so a
+    retry loop): the stop signal is only attached to the task inside ``streaming.guarded``, so a
     ``stop.set()`` while the engine sleeps out a ``Retry-After`` does nothing until the sleep
     ends (up to 120 s). Expected: the stream ends ``aborted`` promptly."""
     eng = make_engine(srv, retries=1)

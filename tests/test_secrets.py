@@ -276,7 +276,7 @@ def test_reprs_never_show_keys(keys: dict[str, str]) -> None:
         opts,
         eng.provider("openai"),
         eng.provider("direct"),
-        eng._session_keys,
+        eng.credentials._session_keys,
         LlmError(f"failed with {key}", "AUTH"),
         LlmError("x", "AUTH", details={"k": 1}).to_failure(),
     )

@@ -16,10 +16,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from ..completion import Completion
 from ..errors import LlmError
 from ..lua.lua_adapter import LuaAdapter
 from ..lua.runtime import LuaSandbox
-from ..validate import Completion
 from ..wire.ndjson import NDJSONDecoder
 from ..wire.sse import SSEDecoder
 from .fixtures import Fixture

@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..completion import Completion, assemble
 from ..errors import ErrorCode, LlmError
 from ..protocol import (
     BlockEnd,
@@ -29,7 +30,7 @@ from ..protocol import (
     Usage,
 )
 from ..secrets import redact
-from ..validate import Completion, assemble, validate_stream
+from ..validate import validate_stream
 from .requests import RequestResult
 
 __all__ = [

@@ -209,7 +209,7 @@ class LuaAdapter(LlmAdapter):
     async def stream_batches(self, options: GenerateOptions) -> AsyncGenerator[list[Event], None]:
         """The events of :meth:`stream`, one non-empty list per network read.
 
-        The engine iterates this instead of :meth:`stream` (``engine._guarded``): the events of
+        The engine iterates this instead of :meth:`stream` (``streaming.guarded``): the events of
         one read cross the async layers between adapter and caller once, as a list, and are
         flattened only at the public iterator (issue 16: a third of the per-chunk cost of a
         stream was async-generator hops).

@@ -26,9 +26,9 @@ if TYPE_CHECKING:
     # The engine (httpx), the chat and the widgets (ipywidgets) are imported on the first
     # %%llm, not by %load_ext: loading the extension stays well under 100 ms (issue 16).
     from ..chat import Chat
+    from ..completion import Completion
     from ..engine import Engine
     from ..protocol import Message
-    from ..validate import Completion
 
 HINT = (
     "Using the offline mock provider. Choose a real one with `%llm use openai:gpt-4o-mini` "

@@ -1,7 +1,7 @@
 """The tool-calling loop: generate, run the requested tools, feed the results back, repeat.
 
 ``stream_tools`` yields :data:`~notebook_llm.loop_events.LoopEvent` s; ``run_tools`` folds them
-into one :class:`~notebook_llm.validate.Completion`.
+into one :class:`~notebook_llm.completion.Completion`.
 
 Event order, per step ``n`` (numbered from 1): ``StepStart(n)``, the step's protocol events
 (``BlockStart`` ... ``Finish``, obeying the five stream rules on their own), then for each
@@ -34,6 +34,7 @@ from contextlib import aclosing
 from typing import TYPE_CHECKING, Any, cast
 
 from ..cancel import StopSignal, until_stopped
+from ..completion import Completion, assemble
 from ..errors import ErrorCode, LlmError
 from ..loop_events import LoopEvent, StepStart, ToolOutcome, ToolRun
 from ..protocol import (
@@ -45,7 +46,6 @@ from ..protocol import (
     ToolCallBlock,
     ToolResultBlock,
 )
-from ..validate import Completion, assemble
 from .core import Tool, ToolExit, _no_exit, as_tool, error_text, format_result
 
 if TYPE_CHECKING:

@@ -25,6 +25,7 @@ from typing import Any
 import ipywidgets as widgets
 
 from .._sync import run_sync
+from ..completion import assemble
 from ..conformance import (
     CheckReport,
     FixtureResult,
@@ -43,7 +44,6 @@ from ..lua.loader import ADAPTER_TEMPLATE as TEMPLATE
 from ..lua.lua_adapter import LuaAdapter
 from ..protocol import Event
 from ..secrets import redact
-from ..validate import assemble
 from .adapter_view import Rich, error_view, report_html
 
 __all__ = ["MOCK", "AdapterPlayground"]

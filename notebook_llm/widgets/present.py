@@ -16,12 +16,12 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ..cancel import StopSignal
+from ..completion import Completion
 from ..errors import ErrorCode, LlmError
 from ..loop_events import LoopEvent, ToolOutcome
 from ..pricing import cost, price_of
 from ..protocol import ToolCallBlock
 from ..secrets import redact
-from ..validate import Completion
 from .final import FinalView, ToolCallInfo, footer_line
 from .render import ErrorBox, parse_json_answer, strip_fences
 from .runner import Source, completion_from, run_async, run_blocking, ui_poller

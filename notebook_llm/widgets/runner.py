@@ -28,10 +28,10 @@ from typing import Any
 
 from .._sync import submit
 from ..cancel import StopSignal
+from ..completion import Completion, assemble
 from ..errors import ErrorCode, LlmError
 from ..loop_events import LoopEvent, StepStart, ToolOutcome, ToolRun
 from ..protocol import Event, Finish, FinishReason, Message, ToolResultBlock
-from ..validate import Completion, assemble
 from .stream_view import StreamView
 
 #: A function that starts the event stream (called on the loop that will iterate it).

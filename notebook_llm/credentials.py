@@ -1,0 +1,91 @@
+"""Where a provider's API key comes from, and what to tell the user when there is none.
+
+One job, for one engine: find the key of a provider without ever showing it. The order is
+
+1. a key set for this session (``engine.set_key``, ``%llm key``), kept as a
+   :class:`~notebook_llm.secrets.Secret`;
+2. a key given with the provider's settings (``add_provider(api_key=...)``);
+3. the provider's environment variable (``api_key_env``), then the same name in a ``.env``
+   file, which is read once and never copied into ``os.environ``.
+
+Every key is handed to the scrubber (:func:`~notebook_llm.secrets.register_secret`) as soon as
+it is known, even before a request reads it, so a key echoed into a prompt or an output is
+hidden. A missing key gets one hint that names the variable, never a value. The replay
+placeholder key is not this module's business: the engine knows when it is replaying.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from .errors import ErrorCode, LlmError
+from .providers import FileConfig, ProviderConfig
+from .secrets import Secret, register_secret
+
+
+class Credentials:
+    """The keys of one engine: session keys, provider keys, the environment and a ``.env``."""
+
+    def __init__(self, env_file: Path | str | bool | None = None) -> None:
+        """``env_file``: the ``.env`` to read (``None``: ``./.env``; ``False``: none)."""
+        self._session_keys: dict[str, Secret] = {}
+        self._env_file: dict[str, str] = {}
+        if env_file is not False:
+            self._env_file = read_env_file(
+                Path(env_file) if isinstance(env_file, str | Path) else Path(".env")
+            )
+
+    def register_known(self, file_config: FileConfig) -> None:
+        """Tell the scrubber about every key the environment holds for a known provider, before
+        any is used: a key echoed into a prompt or an output is hidden even if no request has
+        read it yet."""
+        from .providers import PRESETS
+
+        names = {p.api_key_env for p in PRESETS.values()}
+        names |= {t.get("api_key_env") for t in file_config.providers.values()}
+        for var in names:
+            if var:
+                register_secret(os.environ.get(var))
+
+    def set(self, provider: str, key: str) -> None:
+        """Use ``key`` for ``provider`` for this session only (kept in memory, never shown)."""
+        if not key:
+            raise LlmError("an empty key", ErrorCode.MISSING_CREDENTIAL, provider=provider)
+        self._session_keys[provider] = Secret(key)
+
+    def key_for(self, config: ProviderConfig) -> str | None:
+        """The key for the provider ``config`` describes, or ``None`` (see the module order)."""
+        if config.name in self._session_keys:
+            return self._session_keys[config.name].get()
+        if config.api_key is not None:
+            return config.api_key.get()
+        if config.api_key_env:
+            value = os.environ.get(config.api_key_env) or self._env_file.get(config.api_key_env)
+            if value:
+                register_secret(value)
+                return value
+        return None
+
+
+def key_hint(provider: str, config: ProviderConfig) -> str:
+    """What to do to give ``provider`` a key (names the variable, never shows a value)."""
+    var = config.api_key_env or f"{provider.upper()}_API_KEY"
+    return (
+        f"set the environment variable {var} (or put {var}=... in a .env file), "
+        f"or run %llm key {provider}"
+    )
+
+
+def read_env_file(path: Path) -> dict[str, str]:
+    """Keys from a ``.env`` file, without putting them into ``os.environ``."""
+    if not path.is_file():
+        return {}
+    try:
+        from dotenv import dotenv_values
+    except ImportError:  # pragma: no cover - python-dotenv is a dependency
+        return {}
+    values = {k: v for k, v in dotenv_values(path).items() if v}
+    for value in values.values():
+        register_secret(value)
+    return values
