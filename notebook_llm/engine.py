@@ -34,7 +34,13 @@ from .errors import ErrorCode, LlmError
 from .protocol import Event, GenerateOptions, Message, ModelInfo, ToolSchema
 from .providers import FileConfig, ProviderConfig, load_file_config, resolve_provider_config
 from .registry import AdapterHandle, Registry
-from .request_options import OPTION_NAMES, build_options, check_reasoning, check_request
+from .request_options import (
+    OPTION_NAMES,
+    build_options,
+    check_reasoning,
+    check_request,
+    stop_sequences_of,
+)
 from .secrets import Secret
 from .streaming import RetryPolicy, attempts
 
@@ -267,7 +273,7 @@ class Engine:
         tools: Sequence[ToolSchema] | None,
         temperature: float | None,
         max_tokens: int | None,
-        stop: Sequence[str] | None,
+        stop_sequences: Sequence[str] | None,
         reasoning_effort: str | None,
         extra_body: dict[str, Any] | None,
     ) -> tuple[LlmAdapter, GenerateOptions]:
@@ -297,7 +303,7 @@ class Engine:
             tools=tools,
             temperature=temperature,
             max_tokens=max_tokens,
-            stop=stop,
+            stop_sequences=stop_sequences,
             reasoning_effort=reasoning_effort,
             extra_body=extra_body,
             api_key=api_key,
@@ -316,11 +322,12 @@ class Engine:
         tools: Sequence[ToolSchema] | None = None,
         temperature: float | None = None,
         max_tokens: int | None = None,
-        stop: Sequence[str] | None = None,
+        stop_sequences: Sequence[str] | None = None,
         reasoning_effort: str | None = None,
         extra_body: dict[str, Any] | None = None,
         stop_signal: StopSignal | None = None,
         retries: int | None = None,
+        stop: Sequence[str] | None = None,
     ) -> AsyncIterator[Event]:
         """Stream the events of one generation.
 
@@ -330,8 +337,10 @@ class Engine:
         ``aborted`` after ``stop_signal.set()`` / a cancelled consumer), never a bare exception.
         Retryable errors that happen before the first event are retried with backoff, by the
         engine's one retry policy (``Engine(retries=, retry_base=, retry_cap=)``); ``retries``
-        overrides the count for this call only.
+        overrides the count for this call only. ``stop_sequences``: strings the model stops
+        before (``stop=`` is its deprecated name; ``stop_signal`` ends a running stream).
         """
+        stop_sequences = stop_sequences_of(stop_sequences, stop)
 
         async def prepare() -> tuple[LlmAdapter, GenerateOptions]:
             adapter, options = self._options(
@@ -343,7 +352,7 @@ class Engine:
                 tools,
                 temperature,
                 max_tokens,
-                stop,
+                stop_sequences,
                 reasoning_effort,
                 extra_body,
             )
@@ -370,7 +379,9 @@ class Engine:
         """
         retries = kwargs.pop("retries", None)
         stop_signal = kwargs.pop("stop_signal", None)
+        stop = kwargs.pop("stop", None)
         opts = {k: kwargs.pop(k, None) for k in OPTION_NAMES}
+        opts["stop_sequences"] = stop_sequences_of(opts["stop_sequences"], stop)
         if kwargs:
             raise TypeError(f"complete() got unexpected keyword arguments: {', '.join(kwargs)}")
         adapter, options = self._options(provider, model, **opts)

@@ -18,6 +18,7 @@ A stream is a sequence of events obeying five rules (checked by
 from __future__ import annotations
 
 import json
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
@@ -424,7 +425,9 @@ class GenerateOptions:
     tools: list[ToolSchema] | None = None
     temperature: float | None = None
     max_tokens: int | None = None
-    stop: list[str] | None = None
+    #: Stop sequences: the model stops before any of these strings. (A ``StopSignal`` that ends
+    #: a running stream is a different thing, always called ``stop_signal``.)
+    stop_sequences: list[str] | None = None
     reasoning_effort: str | None = None
     #: The body field that carries ``max_tokens`` for this provider (``max_tokens`` or
     #: ``max_completion_tokens``); ``None`` keeps the adapter's choice.
@@ -438,6 +441,14 @@ class GenerateOptions:
     #: Set by the engine: makes the HTTP transport of one stream (the engine's own, or its
     #: recording / replay); ``None`` is the default network transport.
     make_transport: Callable[[], Any] | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def stop(self) -> list[str] | None:
+        """Deprecated name of :attr:`stop_sequences` (kept for adapters written before 0.2)."""
+        warnings.warn(
+            "GenerateOptions.stop is deprecated: use stop_sequences", DeprecationWarning, 2
+        )
+        return self.stop_sequences
 
     def __repr__(self) -> str:  # never show the key
         return (

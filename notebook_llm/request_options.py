@@ -11,6 +11,7 @@ before a missing key, as it always was).
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -31,10 +32,28 @@ OPTION_NAMES = (
     "tools",
     "temperature",
     "max_tokens",
-    "stop",
+    "stop_sequences",
     "reasoning_effort",
     "extra_body",
 )
+
+
+def stop_sequences_of(
+    stop_sequences: Sequence[str] | None, stop: Sequence[str] | None
+) -> Sequence[str] | None:
+    """``stop_sequences``, or the deprecated ``stop=`` spelling of it (one warning)."""
+    if stop is None:
+        return stop_sequences
+    warnings.warn(
+        "stop= is deprecated: use stop_sequences= (a StopSignal is stop_signal=)",
+        DeprecationWarning,
+        3,
+    )
+    if stop_sequences is not None:
+        raise LlmError(
+            "give stop_sequences= only (stop= is its deprecated name)", ErrorCode.INVALID_OPTIONS
+        )
+    return stop
 
 
 def check_request(
@@ -71,7 +90,7 @@ def build_options(
     tools: Sequence[ToolSchema] | None,
     temperature: float | None,
     max_tokens: int | None,
-    stop: Sequence[str] | None,
+    stop_sequences: Sequence[str] | None,
     reasoning_effort: str | None,
     extra_body: dict[str, Any] | None,
     api_key: str | None,
@@ -86,7 +105,7 @@ def build_options(
         tools=list(tools) if tools else None,
         temperature=temperature,
         max_tokens=max_tokens,
-        stop=list(stop) if stop else None,
+        stop_sequences=list(stop_sequences) if stop_sequences else None,
         reasoning_effort=reasoning_effort,
         max_tokens_field=config.max_tokens_field,
         extra_body={**config.extra_body, **(extra_body or {})},

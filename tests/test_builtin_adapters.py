@@ -543,7 +543,7 @@ def conversation(provider: str, **kw: Any) -> GenerateOptions:
         ],
         temperature=0.5,
         max_tokens=256,
-        stop=["END"],
+        stop_sequences=["END"],
         **kw,
     )
 

@@ -129,7 +129,7 @@ def test_request_tools_sampling_effort_and_extra_body() -> None:
             tools=[ToolSchema("add", "adds", schema)],
             temperature=0.2,
             max_tokens=100,
-            stop=["END"],
+            stop_sequences=["END"],
             reasoning_effort="high",
             extra_body={"top_k": 5, "temperature": 0.3},
         ),

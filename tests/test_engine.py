@@ -14,6 +14,7 @@ from notebook_llm import (
     BlockEnd,
     BlockStart,
     Engine,
+    ErrorCode,
     Event,
     Finish,
     FinishReason,
@@ -290,11 +291,11 @@ def test_messages_and_system_reach_the_adapter(engine: Engine) -> None:
         system="sys",
         temperature=0.2,
         max_tokens=5,
-        stop=["END"],
+        stop_sequences=["END"],
     )
     opts = adapter.calls[0]
     assert [m.text for m in opts.messages] == ["a", "b", "c"]
-    assert (opts.system, opts.model, opts.temperature, opts.max_tokens, opts.stop) == (
+    assert (opts.system, opts.model, opts.temperature, opts.max_tokens, opts.stop_sequences) == (
         "sys",
         "m1",
         0.2,
@@ -380,3 +381,18 @@ async def test_a_failing_cleanup_does_not_replace_the_outcome(engine: Engine) ->
 
     engine.register_adapter(["bc"], BadClose())
     assert (await engine.complete("bc", prompt="x")).text == "fine"
+
+
+def test_stop_is_the_deprecated_name_of_stop_sequences(engine: Engine) -> None:
+    # "stop" had two meanings (stop sequences beside stop_signal); the old keyword still works.
+    adapter = ScriptedAdapter(text_stream("ok"))
+    engine.add_provider("p", adapter=adapter, model="m1")
+    with pytest.warns(DeprecationWarning, match="stop_sequences"):
+        engine.complete_sync("p", prompt="c", stop=["END"])
+    opts = adapter.calls[0]
+    assert opts.stop_sequences == ["END"]
+    with pytest.warns(DeprecationWarning, match="stop_sequences"):
+        assert opts.stop == ["END"]
+    with pytest.warns(DeprecationWarning, match="stop_sequences"), pytest.raises(LlmError) as err:
+        engine.complete_sync("p", prompt="c", stop=["A"], stop_sequences=["B"])
+    assert err.value.code == ErrorCode.INVALID_OPTIONS

@@ -205,7 +205,7 @@ def test_openais_recorded_unsupported_parameter_400(server: Loopback) -> None:
     # The recorded body refuses `stop`: a plain INVALID_REQUEST, not retried, no field hint.
     server.replies = [sse_reply(OPENAI_400.read_bytes(), 400, "application/json")]
     with pytest.raises(LlmError) as info:
-        local(server).complete_sync("local", prompt="hi", stop=["x"])
+        local(server).complete_sync("local", prompt="hi", stop_sequences=["x"])
     assert info.value.code == ErrorCode.INVALID_REQUEST
     assert "Unsupported parameter: 'stop'" in info.value.message
     assert "max_tokens_field" not in info.value.message

@@ -62,8 +62,8 @@ def build_request(options: GenerateOptions, *, stream: bool) -> dict[str, Any]:
         req["temperature"] = options.temperature
     if options.max_tokens is not None:
         req["max_tokens"] = options.max_tokens
-    if options.stop is not None:
-        req["stop"] = list(options.stop)
+    if options.stop_sequences is not None:
+        req["stop"] = list(options.stop_sequences)
     if options.reasoning_effort is not None:
         req["reasoning_effort"] = options.reasoning_effort
         if options.reasoning_effort in ("off", "none"):

@@ -182,7 +182,7 @@ async def test_an_empty_answer_is_finish_stop_and_is_not_retried(llama: LlamaSer
     # A stop sequence that matches the start of the (greedy, so repeatable) answer: llama.cpp
     # then sends a role chunk and a finish chunk with no text at all.
     done = await engine.complete(
-        "local", prompt=STORY, max_tokens=4, temperature=0.0, stop=[first.text[0]]
+        "local", prompt=STORY, max_tokens=4, temperature=0.0, stop_sequences=[first.text[0]]
     )
     assert (done.text, done.finish and done.finish.kind) == ("", "stop")
     assert posts_since(llama, offset) == 1
