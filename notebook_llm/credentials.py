@@ -10,8 +10,9 @@ One job, for one engine: find the key of a provider without ever showing it. The
 
 Every key is handed to the scrubber (:func:`~notebook_llm.secrets.register_secret`) as soon as
 it is known, even before a request reads it, so a key echoed into a prompt or an output is
-hidden. A missing key gets one hint that names the variable, never a value. The replay
-placeholder key is not this module's business: the engine knows when it is replaying.
+hidden. A missing key gets one hint that names the variable, never a value. A replaying
+engine (it knows it is) asks with ``replaying=True`` and gets a placeholder: replay sends
+nothing out.
 """
 
 from __future__ import annotations
@@ -66,6 +67,23 @@ class Credentials:
                 register_secret(value)
                 return value
         return None
+
+    def require(self, config: ProviderConfig, *, replaying: bool = False) -> str | None:
+        """The key a request sends: :meth:`key_for`, the replay placeholder when replaying, or
+        ``None`` for a provider that needs none; ``MISSING_CREDENTIAL`` (with the hint) else."""
+        api_key = self.key_for(config)
+        if api_key is not None or not config.needs_key:
+            return api_key
+        if replaying:
+            from .wire.cassette import REPLAY_KEY
+
+            return REPLAY_KEY
+        raise LlmError(
+            f"no API key for provider {config.name!r}: {key_hint(config.name, config)}",
+            ErrorCode.MISSING_CREDENTIAL,
+            provider=config.name,
+            details={"variable": config.api_key_env},
+        )
 
 
 def key_hint(provider: str, config: ProviderConfig) -> str:

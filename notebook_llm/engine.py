@@ -282,18 +282,7 @@ class Engine:
         adapter = self._ensure_route(provider)
         config = self.provider(provider)
         msgs = check_request(prompt, messages, system, temperature, max_tokens)
-        api_key = self.credentials.key_for(config)
-        if api_key is None and config.needs_key and self.is_replaying:
-            from .wire.cassette import REPLAY_KEY  # a placeholder: replay sends nothing out
-
-            api_key = REPLAY_KEY
-        if api_key is None and config.needs_key:
-            raise LlmError(
-                f"no API key for provider {provider!r}: {self.key_hint(provider)}",
-                ErrorCode.MISSING_CREDENTIAL,
-                provider=provider,
-                details={"variable": config.api_key_env},
-            )
+        api_key = self.credentials.require(config, replaying=self.is_replaying)
         options = build_options(
             config,
             msgs,
