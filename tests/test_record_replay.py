@@ -35,7 +35,7 @@ PROMPTS = [
 @pytest.fixture(autouse=True)
 def _session_engine() -> Iterator[None]:
     """``rec.record`` / ``rec.replay`` act on the session engine: a fresh one per test."""
-    session.set_default_engine(Engine(config_file=False, env_file=False, retries=0))
+    session.set_default_engine(_new_engine())
     yield
     rec.stop()
     session.set_default_engine(None)
@@ -45,6 +45,18 @@ def _session_engine() -> Iterator[None]:
 def server() -> Iterator[MockServer]:
     with MockServer(require_key=KEY) as srv:
         yield srv
+
+
+@pytest.fixture
+def openai_on_mock(server: MockServer, monkeypatch: pytest.MonkeyPatch) -> MockServer:
+    """The ``openai`` preset pointed at the mock server, with the key it requires."""
+    monkeypatch.setenv("NOTEBOOK_LLM_OPENAI_BASE_URL", server.url + "/v1")
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    return server
+
+
+def _new_engine() -> Engine:
+    return Engine(config_file=False, env_file=False, retries=0)
 
 
 def _engine() -> Engine:
@@ -68,11 +80,9 @@ async def _run(engine: Engine, provider: str = "openai") -> list[list[dict[str, 
 
 
 async def test_record_then_replay_gives_identical_events_without_key_or_server(
-    server: MockServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    openai_on_mock: MockServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     path = tmp_path / "run.jsonl"
-    monkeypatch.setenv("NOTEBOOK_LLM_OPENAI_BASE_URL", server.url + "/v1")
-    monkeypatch.setenv("OPENAI_API_KEY", KEY)
 
     with rec.record(path) as recorder:
         live = await _run(_engine())
@@ -80,7 +90,7 @@ async def test_record_then_replay_gives_identical_events_without_key_or_server(
     assert all(ev_list[-1]["type"] == "finish" for ev_list in live)
     assert all(ev_list[-1]["reason"]["kind"] != "error" for ev_list in live), live
     # The key really was sent (the server demands it) ...
-    assert all(r.headers.get("authorization") == f"Bearer {KEY}" for r in server.requests)
+    assert all(r.headers.get("authorization") == f"Bearer {KEY}" for r in openai_on_mock.requests)
 
     # ... and it is nowhere in the file, nor any auth header.
     text = path.read_text(encoding="utf-8")
@@ -99,7 +109,7 @@ async def test_record_then_replay_gives_identical_events_without_key_or_server(
     assert "data: [DONE]" in first["body"]
     assert first["complete"] is True
 
-    server.stop()
+    openai_on_mock.stop()
     monkeypatch.delenv("OPENAI_API_KEY")
     environ = dict(os.environ)
     with rec.replay(path):
@@ -111,14 +121,12 @@ async def test_record_then_replay_gives_identical_events_without_key_or_server(
 
 
 async def test_request_without_recording_fails_clearly(
-    server: MockServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    openai_on_mock: MockServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     path = tmp_path / "run.jsonl"
-    monkeypatch.setenv("NOTEBOOK_LLM_OPENAI_BASE_URL", server.url + "/v1")
-    monkeypatch.setenv("OPENAI_API_KEY", KEY)
     with rec.record(path):
         await _engine().complete("openai", "echo", prompt="recorded prompt")
-    server.stop()
+    openai_on_mock.stop()
     monkeypatch.delenv("OPENAI_API_KEY")
     with rec.replay(path) as replayer:
         engine = _engine()
@@ -177,7 +185,7 @@ async def test_query_key_is_redacted_and_replay_matches_with_another_key(tmp_pat
     assert data[0]["url"].endswith("/v1/chat/completions?key=***")
     assert "token=***" in json.dumps(data[0]["request"])
 
-    engine = Engine(config_file=False, env_file=False, retries=0)
+    engine = _new_engine()
     engine.load_adapter(source, name="qkey")
     engine.add_provider("qkey", adapter="qkey", base_url="http://127.0.0.1:9/v1", api_key=OTHER_KEY)
     with rec.replay(path, engine=engine):
@@ -314,17 +322,15 @@ def _module_state() -> dict[str, object]:
 
 
 async def test_two_engines_one_replaying_one_live_at_the_same_time(
-    server: MockServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    openai_on_mock: MockServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     path = tmp_path / "run.jsonl"
-    monkeypatch.setenv("NOTEBOOK_LLM_OPENAI_BASE_URL", server.url + "/v1")
-    monkeypatch.setenv("OPENAI_API_KEY", KEY)
-    recorder_engine = Engine(config_file=False, env_file=False, retries=0)
+    recorder_engine = _new_engine()
     with recorder_engine.recording(path):
         await recorder_engine.complete("openai", "echo", prompt="recorded prompt")
-    live = Engine(config_file=False, env_file=False, retries=0)
-    replaying = Engine(config_file=False, env_file=False, retries=0)
-    before = len(server.requests)
+    live = _new_engine()
+    replaying = _new_engine()
+    before = len(openai_on_mock.requests)
     with replaying.replaying(path, strict=True):
         assert replaying.is_replaying
         assert not live.is_replaying
@@ -333,7 +339,7 @@ async def test_two_engines_one_replaying_one_live_at_the_same_time(
             live.complete("openai", "echo", prompt="a new prompt"),
         )
         # The live engine reached the server; the replaying one did not (strict: one answer).
-        assert len(server.requests) == before + 1
+        assert len(openai_on_mock.requests) == before + 1
         with pytest.raises(LlmError) as info:
             await replaying.complete("openai", "echo", prompt="a new prompt")
         assert info.value.code == rec.REPLAY_MISS
@@ -343,17 +349,15 @@ async def test_two_engines_one_replaying_one_live_at_the_same_time(
 
 
 async def test_replay_needs_no_key_in_the_environment(
-    server: MockServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    openai_on_mock: MockServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     path = tmp_path / "run.jsonl"
-    monkeypatch.setenv("NOTEBOOK_LLM_OPENAI_BASE_URL", server.url + "/v1")
-    monkeypatch.setenv("OPENAI_API_KEY", KEY)
-    engine = Engine(config_file=False, env_file=False, retries=0)
+    engine = _new_engine()
     with engine.recording(path):
         await engine.complete("openai", "echo", prompt="hello")
     monkeypatch.delenv("OPENAI_API_KEY")
-    server.stop()
-    fresh = Engine(config_file=False, env_file=False, retries=0)
+    openai_on_mock.stop()
+    fresh = _new_engine()
     with pytest.raises(LlmError) as info:  # not replaying: the key check stands
         await fresh.complete("openai", "echo", prompt="hello")
     assert info.value.code == "MISSING_CREDENTIAL"
@@ -364,16 +368,14 @@ async def test_replay_needs_no_key_in_the_environment(
 
 
 async def test_recording_and_replay_change_no_module_state(
-    server: MockServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    openai_on_mock: MockServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     path = tmp_path / "run.jsonl"
-    monkeypatch.setenv("NOTEBOOK_LLM_OPENAI_BASE_URL", server.url + "/v1")
-    monkeypatch.setenv("OPENAI_API_KEY", KEY)
     for gone in ("_active", "_previous_factory", "_placeholder_vars", "_state_lock"):
         assert not hasattr(rec, gone)
     for gone in ("_factory", "use_transport", "current_transport", "reset_transport"):
         assert not hasattr(wire_transport, gone)
-    engine = Engine(config_file=False, env_file=False, retries=0)
+    engine = _new_engine()
     before = _module_state()
     environ = dict(os.environ)
     with engine.recording(path):
