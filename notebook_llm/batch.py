@@ -92,16 +92,21 @@ def notebook_progress(total: int) -> ProgressFn | None:
         bar.description = f"{done}/{total}"
         if done >= total and handle is not None:
             # A saved notebook keeps a plain line, not a widget that needs the kernel.
-            handle.update({"text/plain": f"{done}/{total} prompts done"}, raw=True)
+            handle.update(_done_line(done, total), raw=True)
             bar.close()
 
     return update
 
 
+def _done_line(done: int, total: int) -> dict[str, str]:
+    """What a finished batch leaves in the cell: one plain line, no widget."""
+    return {"text/plain": f"{done}/{total} prompts done"}
+
+
 def _final_line_only(display: Callable[..., Any]) -> ProgressFn:
     def update(done: int, total: int) -> None:
         if done >= total:
-            display({"text/plain": f"{done}/{total} prompts done"}, raw=True)
+            display(_done_line(done, total), raw=True)
 
     return update
 
