@@ -1,17 +1,20 @@
-"""The live stream view: an ipywidgets tree fed with stream events, updated at most ~20×/s.
+"""The live stream view: a live pane (anywidget) and a few ipywidgets, fed with stream events.
 
 Layout (one ``VBox``)::
 
-    [Reasoning ▸]               Accordion, collapsed; shown once reasoning arrives
-    text panel / tool card ...  in stream order, across the steps of a tool loop
-    [error box]                 hidden unless the stream ends with an error
-    footer: provider:model · status · tokens · first token · tok/s · cost   [Stop]
+    pane:  [Reasoning ▸]              collapsed, once reasoning arrives
+           text blocks / tool cards   in stream order, across the steps of a tool loop;
+                                      Markdown rendered in the browser as it streams
+           provider:model · status · tokens · first token · tok/s · cost
+    [Run / Skip question]             only with --confirm
+    [error box]                       only if the stream ends with an error
+    footer: [Stop]
 
 This module is the event → view-state logic: :meth:`StreamView.handle` only updates Python
-state; :meth:`StreamView.maybe_flush` syncs at most ``max_rate`` times a second, and only what
-changed. The blocks it fills (text panels that freeze finished parts, tool cards) live in
-:mod:`.panels`; the sparse widget classes it builds with live in :mod:`.sparse`; the footer's
-HTML is :func:`.render.stats_html`.
+state; :meth:`StreamView.maybe_flush` sends at most ``max_rate`` messages a second, each holding
+only the text that arrived since the last one (every delta is sent once), plus the stats line at
+most every ``STATS_INTERVAL``. The pane and its message protocol are :mod:`.live`; the blocks it
+shows are :mod:`.panels`; the sparse widget classes around it are :mod:`.sparse`.
 
 The view never raises into the stream and never shows a key: all text passes ``redact``.
 """
@@ -20,6 +23,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import Any
 
 import ipywidgets as w
 
@@ -39,10 +43,10 @@ from ..protocol import (
     ToolCallDelta,
     Usage,
 )
-from .panels import TextPanel, ToolCard
-from .render import ErrorBox, ViewStats, stats_html, tool_card_html
+from .live import LivePane
+from .panels import TextBlock, ToolCard
+from .render import ErrorBox, ViewStats, tool_card_html
 from .sparse import (
-    SparseAccordion,
     SparseHBox,
     SparseLayout,
     SparseVBox,
@@ -52,8 +56,10 @@ from .sparse import (
     set_hidden,
 )
 
-#: The footer's numbers change at most this often (seconds).
-STATS_INTERVAL = 0.25
+#: The stats line changes at most this often (seconds).
+STATS_INTERVAL = 0.5
+#: Messages a second at most while text streams (each one carries all the text since the last).
+MAX_RATE = 10.0
 
 
 class StreamView:
@@ -69,7 +75,7 @@ class StreamView:
         *,
         stop: StopSignal | None = None,
         price: Price | None = None,
-        max_rate: float = 20.0,
+        max_rate: float = MAX_RATE,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.label = label
@@ -86,29 +92,33 @@ class StreamView:
         self._last_flush = float("-inf")
         self._last_stats = float("-inf")
         self._deltas = 0
-        self._panels: dict[tuple[int, int], TextPanel] = {}
-        self._text_panels: list[TextPanel] = []
+        self._texts: dict[tuple[int, int], TextBlock] = {}
+        self._text_blocks: list[TextBlock] = []
         self._cards: dict[tuple[int, int], ToolCard] = {}
         self._cards_by_id: dict[str, ToolCard] = {}
+        #: Ops for the pane not sent yet: new blocks (text goes at flush, from each block).
+        self._ops: list[list[Any]] = []
+        self._streams: list[TextBlock] = []
+        self._next_id = 0
+        #: The stats line last sent (after the bold label).
+        self.stats_text = ""
         #: Shared by every widget of the view that is never hidden or resized (one model).
         self._layout = SparseLayout()
         # Made when first needed (each widget is a model a saved notebook may keep): the
-        # reasoning panel, the Run / Skip question of ``--confirm``, the error box, the hint.
-        self._reasoning: TextPanel | None = None
-        self._reasoning_box: w.Accordion | None = None
+        # Run / Skip question of ``--confirm``, the error box, the hint.
+        self._reasoning: TextBlock | None = None
         self.confirm_bar: w.HBox | None = None
         self._question: w.HTML | None = None
         self._error: w.HTML | None = None
         self._stop_hint: w.HTML | None = None
-        self._blocks = SparseVBox(layout=self._layout)
-        self._stats = html_widget(self._layout, stats_html(self.stats, label))
+        self.pane = LivePane(label, layout=self._layout)
         self.stop_button = button(
             description="Stop", icon="stop", button_style="danger", tooltip="Stop the stream"
         )
         self.stop_button.on_click(lambda _button: self._stop())
-        self.footer = SparseHBox([self.stop_button, self._stats], layout=self._layout)
+        self.footer = SparseHBox([self.stop_button], layout=self._layout)
         self._on_answer: Callable[[bool], None] | None = None
-        self.widget = SparseVBox([self._blocks, self.footer], layout=self._layout)
+        self.widget = SparseVBox([self.pane, self.footer], layout=self._layout)
         self.widget.add_class("notebook-llm-view")
 
     # ------------------------------------------------------------------ events
@@ -116,20 +126,25 @@ class StreamView:
     @property
     def text(self) -> str:
         """The answer text so far (all text blocks, across steps)."""
-        return "\n\n".join(p.text for p in self._text_panels if p.text)
+        return "\n\n".join(p.text for p in self._text_blocks if p.text)
 
     @property
-    def reasoning(self) -> TextPanel:
-        """The reasoning panel, in a collapsed accordion above the answer (made on first use)."""
+    def reasoning(self) -> TextBlock:
+        """The reasoning, shown collapsed above the answer (made on first use)."""
         if self._reasoning is None:
-            self._reasoning = TextPanel("text/plain", self._layout)
-            box = SparseAccordion(
-                children=[self._reasoning.widget], titles=("Reasoning",), layout=SparseLayout()
-            )
-            box.selected_index = None
-            self._reasoning_box = box
-            self.widget.children = (box, *self.widget.children)
+            self._reasoning = self._new_block("think")
         return self._reasoning
+
+    def _new_id(self, kind: str) -> int:
+        block_id = self._next_id
+        self._next_id += 1
+        self._ops.append(["+", block_id, kind])
+        return block_id
+
+    def _new_block(self, kind: str) -> TextBlock:
+        block = TextBlock(self._new_id(kind), kind)
+        self._streams.append(block)
+        return block
 
     def _insert_before(self, widget: w.Widget, before: w.Widget) -> None:
         children = list(self.widget.children)
@@ -205,6 +220,11 @@ class StreamView:
             if event.id and not card.call_id:
                 card.call_id = event.id
                 self._cards_by_id[event.id] = card
+        elif isinstance(event, BlockEnd) and not isinstance(event.block, ToolCallBlock):
+            done = self._reasoning if event.block.type == "reasoning" else None
+            done = done or self._texts.get((self.step, event.index))
+            if done is not None:  # complete: its held-back tail can go
+                done.closed = True
         elif isinstance(event, BlockEnd) and isinstance(event.block, ToolCallBlock):
             card = self._card(event.index)
             block = event.block
@@ -234,19 +254,17 @@ class StreamView:
         else:
             self.reasoning  # noqa: B018 (made and shown now)
 
-    def _panel(self, index: int) -> TextPanel:
-        panel = self._panels.get((self.step, index))
-        if panel is None:
-            panel = self._panels[(self.step, index)] = TextPanel(layout=self._layout)
-            self._text_panels.append(panel)
-            self._blocks.children = (*self._blocks.children, panel.widget)
-        return panel
+    def _panel(self, index: int) -> TextBlock:
+        block = self._texts.get((self.step, index))
+        if block is None:
+            block = self._texts[(self.step, index)] = self._new_block("md")
+            self._text_blocks.append(block)
+        return block
 
     def _card(self, index: int) -> ToolCard:
         card = self._cards.get((self.step, index))
         if card is None:
-            card = self._cards[(self.step, index)] = ToolCard(self._layout)
-            self._blocks.children = (*self._blocks.children, card.widget)
+            card = self._cards[(self.step, index)] = ToolCard(self._new_id("card"))
         return card
 
     def _tool_card(self, call_id: str, name: str) -> ToolCard:
@@ -267,24 +285,30 @@ class StreamView:
         self.flush()
         return True
 
-    def flush(self) -> None:
-        """Send what changed since the last flush to the front end."""
+    def flush(self, final: bool = False) -> None:
+        """Send what changed since the last flush to the front end, in one message (``final``:
+        also the text held back so as not to cut a key in two)."""
         self._last_flush = self.clock()
-        if self._reasoning is not None:
-            self._reasoning.sync()
-        for panel in self._text_panels:
-            panel.sync()
+        ops, self._ops = self._ops, []
+        for block in self._streams:
+            piece = block.stream.take(final=True) if final else block.take()
+            if piece:
+                ops.append([block.id, piece])
         for card in self._cards.values():
-            card.sync()
+            html = card.take()
+            if html is not None:
+                ops.append(["=", card.id, html])
         if (
             self._last_flush - self._last_stats >= STATS_INTERVAL
             or self.stats.status != "streaming"
         ):
             self._last_stats = self._last_flush
             self._update_stats()
-            value = stats_html(self.stats, self.label)
-            if self._stats.value != value:
-                self._stats.value = value
+            line = " · ".join(p for p in (self.stats.status, self.stats.line()) if p)
+            if line != self.stats_text:
+                self.stats_text = line
+                ops.append(["s", line])
+        self.pane.send_ops(ops)
 
     def _update_stats(self) -> None:
         s = self.stats
@@ -311,10 +335,10 @@ class StreamView:
         hint: str | None = None,
         detach_text: bool = True,
     ) -> None:
-        """Final flush: set the status, hide Stop, show an error box; with ``detach_text`` the text
-        panels leave the widget (the caller displays the final answer as a static output)."""
+        """Final flush: set the status, hide Stop, show an error box; with ``detach_text`` the pane
+        leaves the widget (the caller displays the final answer as a static output)."""
         self.stats.status = status
-        self.flush()
+        self.flush(final=True)
         set_hidden(self.stop_button, True)
         if self._stop_hint is not None:
             set_hidden(self._stop_hint, True)
@@ -323,30 +347,22 @@ class StreamView:
                 self._error = html_widget(self._layout)
                 self._insert_before(self._error, self.footer)
             self._error.value = ErrorBox(error, hint).html()
-        if detach_text:
-            keep = tuple(
-                c
-                for c in self._blocks.children
-                if not any(c is p.widget for p in self._text_panels)
+        if detach_text:  # the pane's text lives in the browser only: closing it frees it there
+            self.widget.children = tuple(
+                c for c in self.widget.children if c is not self.footer and c is not self.pane
             )
-            if keep != self._blocks.children:
-                self._blocks.children = keep
-                for panel in self._text_panels:  # detached: close their comms (no leak)
-                    close_tree(panel.widget)
+            self.pane.close()
+        else:
             self.widget.children = tuple(c for c in self.widget.children if c is not self.footer)
 
     def close(self) -> None:
         """Empty, then close, every widget of the view (frees the comms). Emptied first because
         a client that records widget state (nbclient, ``nbconvert --execute``) keeps the last
-        state of closed widgets too: the answer must not be saved a second time in there."""
-        for panel in (*(p for p in [self._reasoning] if p is not None), *self._text_panels):
-            panel.release()
-        for card in self._cards.values():
-            card.widget.value = ""
+        state of closed widgets too: the answer must not be saved a second time in there. (The
+        pane's text and cards were only ever sent as messages, never kept in its state.)"""
         for box in (self._error, self._question):
             if box is not None:
                 box.value = ""
         close_tree(self.widget)
         close_tree(self.footer)
-        for panel in self._text_panels:
-            close_tree(panel.widget)
+        close_tree(self.pane)

@@ -1,0 +1,120 @@
+"""The live pane: one anywidget that receives each delta once and renders Markdown in the browser.
+
+Why: re-sending the open paragraph on every update (the ipywidgets ``Output`` design) cost 16x
+the answer's bytes. Here the kernel sends each piece of text once, in custom messages
+(``widget.send``) coalesced by :class:`~.stream_view.StreamView` to a few a second, and the
+front end (``static/live_view.js``) appends it and renders the Markdown itself, with marked
+(vendored in ``static/``, MIT). The pane holds the answer's text blocks, the reasoning and the
+tool cards in stream order, and the stats line; the Stop button, the Run/Skip question and the
+error box stay plain ipywidgets around it.
+
+Protocol, kernel -> front end: one message is a JSON list of ops, applied in order::
+
+    ["+", id, kind]    a new block; kind is "md" (Markdown), "text" (plain), "think"
+                       (reasoning, shown collapsed on top) or "card" (a tool card's HTML)
+    [id, "text"]       append text to block id
+    ["=", id, "html"]  replace a card's HTML (built and escaped by render.tool_card_html)
+    ["s", "line"]      the stats line (after the bold provider:model label)
+
+plus ``{"lib": source}``, marked's source, sent once per browser page when the front end asks
+for it with ``{"lib": 1}`` (52 KB that would otherwise travel with every view). Nothing of the
+answer is in the widget's state, so no saved notebook or widget snapshot can hold it.
+
+Keys: text is redacted before it is sent, and a piece is only sent up to a point where no key,
+``Bearer`` token or ``key=`` parameter can be cut in two (:class:`RedactedStream`).
+"""
+
+from __future__ import annotations
+
+import uuid
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import anywidget
+import traitlets
+
+from ..secrets import redact
+from .sparse import Sparse
+
+STATIC = Path(__file__).parent / "static"
+#: Text with no white space is held back until it is this long (a key is never this long), then
+#: sent but for its last ``HOLD_TAIL`` characters.
+HOLD_MAX = 2000
+HOLD_TAIL = 256
+
+
+@cache
+def marked_source() -> str:
+    """The vendored marked ESM (read once per kernel)."""
+    return (STATIC / "marked.esm.js").read_text(encoding="utf-8")
+
+
+class RedactedStream:
+    """The text of one block, released in redacted pieces that never cut a secret in two.
+
+    ``redact`` needs a whole key to hide it; a delta may end in the middle of one. So a piece is
+    released only up to the last white space that does not follow the word ``bearer`` (keys,
+    tokens and ``key=value`` parameters hold no white space); the rest waits for more text or
+    for :meth:`take` with ``final``. A run of ``HOLD_MAX`` characters without white space (a
+    long line of base64, say) is released but for its last ``HOLD_TAIL`` characters.
+    """
+
+    def __init__(self) -> None:
+        self.raw = ""
+        self._sent = 0
+
+    def push(self, text: str) -> None:
+        self.raw += text
+
+    def take(self, final: bool = False) -> str:
+        """The redacted text that can be sent now (each character of ``raw`` once)."""
+        end = len(self.raw) if final else self._cut()
+        if end <= self._sent:
+            return ""
+        piece = self.raw[self._sent : end]
+        self._sent = end
+        return redact(piece)
+
+    def _cut(self) -> int:
+        raw, start = self.raw, self._sent
+        end = len(raw)
+        while end > start:
+            space = max(raw.rfind(" ", start, end), raw.rfind("\n", start, end))
+            if space < start:
+                break
+            word_start = max(raw.rfind(" ", start, space), raw.rfind("\n", start, space)) + 1
+            if raw[max(word_start, start) : space].lower() != "bearer":
+                return space + 1
+            end = space
+        if len(raw) - start >= HOLD_MAX:
+            return len(raw) - HOLD_TAIL
+        return start
+
+
+class LivePane(Sparse, anywidget.AnyWidget):
+    """The anywidget (see the module docstring); ``send_ops`` sends one batch of ops."""
+
+    _esm = STATIC / "live_view.js"
+    #: Which pane a front-end view belongs to (anywidget hands ``initialize`` and ``render``
+    #: different proxies of one model).
+    key = traitlets.Unicode("").tag(sync=True)
+    label = traitlets.Unicode("").tag(sync=True)
+
+    def __init__(self, label: str, **kwargs: Any) -> None:
+        super().__init__(key=uuid.uuid4().hex, label=redact(label), **kwargs)
+        self.on_msg(self._from_front_end)
+
+    def get_state(self, key: Any = None, drop_defaults: bool = False) -> dict[str, Any]:
+        state = super().get_state(key, drop_defaults)
+        if key is None:  # the ESM and anywidget's id are defaults too, but the front end needs them
+            state.update(super().get_state(["_esm", "_anywidget_id"]))
+        return state
+
+    def _from_front_end(self, _widget: Any, content: Any, _buffers: Any) -> None:
+        if isinstance(content, dict) and content.get("lib"):
+            self.send({"lib": marked_source()})
+
+    def send_ops(self, ops: list[list[Any]]) -> None:
+        if ops and self.comm is not None:
+            self.send(ops)

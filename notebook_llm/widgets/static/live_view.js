@@ -1,0 +1,227 @@
+// notebook_llm live view: the anywidget front end of notebook_llm/widgets/live.py (read its
+// docstring for the message protocol). Hand-written: it appends each delta once and renders the
+// Markdown here, with marked (vendored next to this file, MIT), fetched once per browser page.
+//
+// Safety: the answer is untrusted. marked's raw-HTML tokens are rendered escaped (as text), and
+// the produced HTML is parsed into an inert <template> and passed through an allow-list (tags,
+// attributes, URL schemes) before it reaches the page: no script, no event handler, no
+// javascript: URL. Tool cards are HTML built and escaped by the kernel (render.tool_card_html).
+
+const PANES = new Map(); // model key -> {blocks: Map(id -> block), order: [], stats, views}
+let LIB = null; // the marked instance, once loaded on this page
+let LIB_WAIT = null; // a Promise while it is being fetched
+const WAITERS = new Set(); // views to re-render when the library arrives
+
+const TAGS = new Set(
+  ("p h1 h2 h3 h4 h5 h6 ul ol li pre code blockquote em strong del s a img br hr table thead " +
+    "tbody tr th td input span div sup sub").split(" "),
+);
+const ATTRS = new Set(["href", "src", "alt", "title", "align", "start", "type", "checked",
+  "disabled", "class"]);
+
+function safeUrl(url, image) {
+  const u = String(url).replace(/[\u0000-\u0020\u007f]/g, "").toLowerCase();
+  const scheme = /^([a-z][a-z0-9+.-]*):/.exec(u);
+  if (!scheme) return true; // relative, #anchor
+  if (["http", "https", "mailto"].includes(scheme[1])) return true;
+  return image && /^data:image\/(png|gif|jpe?g|webp);/.test(u);
+}
+
+function clean(node) {
+  for (const el of [...node.querySelectorAll("*")]) {
+    const tag = el.tagName.toLowerCase();
+    if (!TAGS.has(tag) || (tag === "input" && el.getAttribute("type") !== "checkbox")) {
+      el.replaceWith(document.createTextNode(el.textContent || ""));
+      continue;
+    }
+    for (const attr of [...el.attributes]) {
+      const name = attr.name.toLowerCase();
+      const url = name === "href" || name === "src";
+      if (!ATTRS.has(name) || (url && !safeUrl(attr.value, tag === "img"))) {
+        el.removeAttribute(attr.name);
+      }
+    }
+    if (tag === "a") {
+      el.setAttribute("target", "_blank");
+      el.setAttribute("rel", "noopener noreferrer");
+    }
+  }
+  return node;
+}
+
+function escapeHtml(text) {
+  return text.replace(/[&<>"']/g, (c) =>
+    ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c],
+  );
+}
+
+function fragment(html, sanitize) {
+  const t = document.createElement("template");
+  t.innerHTML = html;
+  return sanitize ? clean(t.content) : t.content;
+}
+
+async function loadLib(model) {
+  if (LIB || LIB_WAIT) return;
+  LIB_WAIT = new Promise((resolve) => {
+    model.on("msg:custom", (msg) => {
+      if (msg && typeof msg.lib === "string") resolve(msg.lib);
+    });
+  });
+  model.send({ lib: 1 });
+  const source = await LIB_WAIT;
+  const url = URL.createObjectURL(new Blob([source], { type: "text/javascript" }));
+  try {
+    const mod = await import(/* webpackIgnore: true */ url);
+    const marked = new mod.Marked({ gfm: true, breaks: false });
+    marked.use({ renderer: { html: (token) => escapeHtml(token.text || token.raw || "") } });
+    LIB = marked;
+  } finally {
+    URL.revokeObjectURL(url);
+  }
+  for (const view of WAITERS) view.redraw();
+  WAITERS.clear();
+}
+
+function apply(pane, ops) {
+  for (const op of ops) {
+    if (op[0] === "+") {
+      const block = { id: op[1], kind: op[2], text: "", html: "" };
+      pane.blocks.set(op[1], block);
+      pane.order.push(block);
+    } else if (op[0] === "=") {
+      pane.blocks.get(op[1]).html = op[2];
+    } else if (op[0] === "s") {
+      pane.stats = op[1];
+    } else {
+      pane.blocks.get(op[0]).text += op[1];
+    }
+  }
+  for (const view of pane.views) view.update();
+}
+
+// One view of a pane: the reasoning (collapsed) on top, then text blocks and tool cards in
+// stream order, then the stats line. A Markdown block keeps its finished top-level parts
+// rendered once (frozen) and re-renders only the open tail on each update.
+class View {
+  constructor(pane, label, el) {
+    this.pane = pane;
+    this.el = el;
+    el.classList.add("notebook-llm-live");
+    this.think = document.createElement("details");
+    this.think.className = "notebook-llm-reasoning";
+    this.think.innerHTML = "<summary>Reasoning</summary>";
+    this.think.hidden = true;
+    this.thinkText = document.createElement("div");
+    this.thinkText.style.cssText = "white-space:pre-wrap;opacity:.8;padding:2px 8px";
+    this.think.append(this.thinkText);
+    this.body = document.createElement("div");
+    this.stats = document.createElement("div");
+    this.stats.className = "notebook-llm-stats";
+    this.stats.style.cssText = "opacity:.75;font-size:90%;margin-top:2px";
+    this.label = label;
+    this.nodes = new Map();
+    el.append(this.think, this.body, this.stats);
+    this.update();
+  }
+
+  redraw() {
+    for (const node of this.nodes.values()) node.remove();
+    this.nodes.clear();
+    this.thinkText.textContent = "";
+    this.thinkShown = 0;
+    this.update();
+  }
+
+  update() {
+    for (const block of this.pane.order) {
+      if (block.kind === "think") {
+        this.think.hidden = false;
+        this.thinkText.append(block.text.slice(this.thinkShown || 0));
+        this.thinkShown = block.text.length;
+        continue;
+      }
+      let node = this.nodes.get(block.id);
+      if (!node) {
+        node = { el: document.createElement("div"), shown: -1, cut: 0 };
+        if (block.kind === "md") {
+          node.el.className = "jp-RenderedHTMLCommon jp-RenderedMarkdown notebook-llm-md";
+          node.frozen = document.createElement("div");
+          node.open = document.createElement("div");
+          node.el.append(node.frozen, node.open);
+        } else if (block.kind === "text") {
+          node.el.style.whiteSpace = "pre-wrap";
+        }
+        node.remove = () => node.el.remove();
+        this.nodes.set(block.id, node);
+        this.body.append(node.el);
+      }
+      const size = block.kind === "card" ? block.html : block.text.length;
+      if (node.shown === size) continue;
+      if (block.kind === "card") {
+        node.el.replaceChildren(fragment(block.html, false));
+      } else if (block.kind === "text") {
+        node.el.append(block.text.slice(Math.max(node.shown, 0)));
+      } else {
+        this.markdown(node, block.text);
+      }
+      node.shown = size;
+    }
+    const stats = this.pane.stats;
+    if (stats !== this.shownStats) {
+      this.shownStats = stats;
+      this.stats.innerHTML = `<b>${escapeHtml(this.label)}</b> · ${escapeHtml(stats)}`;
+    }
+  }
+
+  markdown(node, text) {
+    let rest = text.slice(node.cut);
+    if (!LIB) {
+      WAITERS.add(this);
+      node.open.style.whiteSpace = "pre-wrap";
+      node.open.textContent = rest;
+      return;
+    }
+    node.open.style.whiteSpace = "";
+    const tokens = LIB.lexer(rest);
+    let k = tokens.length - 1;
+    while (k >= 0 && tokens[k].type === "space") k--;
+    let j = k - 1;
+    while (j >= 0 && tokens[j].type === "space") j--;
+    if (j >= 0 && tokens[j].type === "list") k = j; // a list may go on after a blank line
+    if (k > 0) {
+      const done = tokens.slice(0, k);
+      const raw = done.map((t) => t.raw).join("");
+      if (rest.startsWith(raw)) {
+        done.links = tokens.links;
+        node.frozen.append(fragment(LIB.parser(done), true));
+        node.cut += raw.length;
+        rest = rest.slice(raw.length);
+      }
+    }
+    node.open.replaceChildren(fragment(LIB.parse(rest), true));
+  }
+}
+
+export default {
+  initialize({ model }) {
+    const key = model.get("key");
+    const pane = { blocks: new Map(), order: [], stats: "", views: new Set() };
+    PANES.set(key, pane);
+    model.on("msg:custom", (msg) => {
+      if (Array.isArray(msg)) apply(pane, msg);
+    });
+    if (!LIB) loadLib(model);
+    return () => PANES.delete(key);
+  },
+  render({ model, el }) {
+    const pane = PANES.get(model.get("key"));
+    if (!pane) return;
+    const view = new View(pane, model.get("label"), el);
+    pane.views.add(view);
+    return () => {
+      pane.views.delete(view);
+      WAITERS.delete(view);
+    };
+  },
+};
