@@ -447,7 +447,7 @@ def test_quickstart_renders_live_widgets_in_jupyterlab(lab: str) -> None:
             _add_cell(page, TOOL_CELL)
             _wait_all_done(page, 30)
             _add_cell(page, SLOW_CELL)
-            live = page.locator(".notebook-llm-view .widget-output", has_text="Lorem ipsum")
+            live = page.locator(".notebook-llm-view .notebook-llm-live", has_text="Lorem ipsum")
             live.first.wait_for(timeout=15_000)  # streamed text, in the live widget
             running = page.locator(".jp-CodeCell", has_text="Stream this slowly").last
             assert "[*]" in running.locator(".jp-InputPrompt").inner_text()
@@ -483,7 +483,7 @@ def test_stop_ends_the_stream_in_jupyterlab(lab: str, how: str) -> None:
             _add_cell(page, SLOW_CELL)
             running = page.locator(".jp-CodeCell", has_text="Stream this slowly").last
             page.locator(
-                ".notebook-llm-view .widget-output", has_text="Lorem ipsum"
+                ".notebook-llm-view .notebook-llm-live", has_text="Lorem ipsum"
             ).first.wait_for(timeout=15_000)
             clicked = time.monotonic()
             if how == "stop button":
@@ -500,3 +500,103 @@ def test_stop_ends_the_stream_in_jupyterlab(lab: str, how: str) -> None:
             assert "[stopped]" in running.locator(".jp-Cell-outputArea").inner_text()
         finally:
             browser.close()
+
+
+# ------------------------------------------------------------------ live Markdown (issue 16)
+
+#: An answer (echoed back by mock:echo) with Markdown, then raw HTML and a javascript: link that
+#: must not run, then enough words that the stream lasts a few seconds at 50 ms a token.
+LIVE_MD = (
+    "# Live title\n\nSome **bold words** and `inline code`.\n\n"
+    "```python\nx = 1\n```\n\n"
+    '<img src="x" onerror="window.__nbllm_xss = 1"> <script>window.__nbllm_xss = 2</script> '
+    "[a link](javascript:window.__nbllm_xss=3)\n\n" + " ".join(["streaming"] * 120)
+)
+_XSS_JS = """() => ({
+  xss: window.__nbllm_xss ?? null,
+  handlers: [...document.querySelectorAll('.notebook-llm-live [onerror], .notebook-llm-live script')].length,
+  jsLinks: [...document.querySelectorAll('.notebook-llm-live a')].filter(
+    a => (a.getAttribute('href') || '').toLowerCase().includes('javascript')).length,
+})"""
+
+
+def _live_notebook(root: Path) -> None:
+    import nbformat
+
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {
+        "name": "python3",
+        "display_name": "Python 3",
+        "language": "python",
+    }
+    nb.cells = [
+        nbformat.v4.new_code_cell("%load_ext notebook_llm"),
+        nbformat.v4.new_code_cell(SLOW_SETUP),
+        nbformat.v4.new_code_cell(f"md = {LIVE_MD!r}"),
+        nbformat.v4.new_code_cell("%%llm mock:echo\n{md}"),
+    ]
+    nbformat.write(nb, root / "live.ipynb")
+
+
+@pytest.mark.parametrize("app", ["jupyterlab", "notebook"])
+def test_markdown_renders_live_and_raw_html_never_runs(tmp_path: Path, app: str) -> None:
+    """While the answer streams, the live pane shows it as rendered Markdown (a heading, bold,
+    a code block); its raw HTML shows as text and runs nothing, its javascript: link is
+    dropped; at the end the static Markdown output replaces the pane."""
+    _browser_or_fail()
+    from playwright.sync_api import sync_playwright
+
+    server = _serve(tmp_path, app)
+    base = next(server)
+    try:
+        _live_notebook(tmp_path / "root")
+        url = (
+            f"{base}/lab/tree/live.ipynb?token={TOKEN}"
+            if app == "jupyterlab"
+            else f"{base}/notebooks/live.ipynb?token={TOKEN}"
+        )
+        with sync_playwright() as pw:
+            browser = pw.chromium.launch(
+                executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True
+            )
+            try:
+                page = browser.new_page(viewport={"width": 1280, "height": 900})
+                errors: list[str] = []
+                page.on("pageerror", lambda exc: errors.append(str(exc)))
+                _open(page, url)
+                _wait_kernel_idle(base)
+                page.wait_for_timeout(1000)
+                page.locator(".lm-MenuBar-item", has_text="Run").first.click()
+                page.locator(".lm-Menu-item", has_text="Run All Cells").first.click()
+                live = page.locator(".notebook-llm-live")
+                live.locator("h1", has_text="Live title").wait_for(timeout=30_000)
+                # Rendered while the cell still runs: the pane is there, the cell is busy.
+                running = page.locator(".jp-CodeCell", has_text="mock:echo").last
+                assert "[*]" in running.locator(".jp-InputPrompt").inner_text()
+                live.locator("strong", has_text="bold words").wait_for(timeout=10_000)
+                live.locator("pre code", has_text="x = 1").wait_for(timeout=10_000)
+                live.locator(".notebook-llm-md", has_text="streaming streaming").wait_for(
+                    timeout=10_000
+                )  # past the raw HTML and the link
+                assert "[*]" in running.locator(".jp-InputPrompt").inner_text()
+                text = live.first.inner_text()
+                assert '<img src="x" onerror=' in text  # raw HTML is shown as text
+                state = page.evaluate(_XSS_JS)
+                assert state == {"xss": None, "handlers": 0, "jsLinks": 0}, state
+                assert "a link" in live.first.inner_text()  # the text is kept, the URL is not
+                _wait_all_done(page, 60)
+                page.wait_for_timeout(1000)
+                outputs = "\n".join(
+                    page.locator(".jp-Notebook .jp-OutputArea-output").all_inner_texts()
+                )
+                assert "Error displaying widget" not in outputs, outputs[:2000]
+                assert page.locator(".notebook-llm-live").count() == 0  # replaced
+                final = running.locator(".jp-RenderedMarkdown")
+                assert final.locator("h1", has_text="Live title").count() == 1
+                assert final.locator(".notebook-llm-footer").count() == 1
+                assert page.evaluate("() => window.__nbllm_xss ?? null") is None
+                assert not [e for e in errors if "nbllm" in e or "anywidget" in e], errors
+            finally:
+                browser.close()
+    finally:
+        server.close()

@@ -383,11 +383,11 @@ def test_the_live_footer_says_usage_not_reported_with_no_cost(server: Loopback) 
     for event in events:
         view.handle(event)
     view.flush()
-    assert "~" in view._stats.value  # while streaming: the running estimate
+    assert "~" in view.stats_text  # while streaming: the running estimate
     view.finish(status="done")
-    assert USAGE_NOT_REPORTED in view._stats.value
-    assert "$" not in view._stats.value
-    assert " 0 in" not in view._stats.value
+    assert USAGE_NOT_REPORTED in view.stats_text
+    assert "$" not in view.stats_text
+    assert " 0 in" not in view.stats_text
 
 
 def test_the_static_footer_says_usage_not_reported_only_for_a_finished_answer() -> None:

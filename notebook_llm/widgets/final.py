@@ -24,7 +24,7 @@ from typing import Any
 
 from ..protocol import TokenUsage
 from ..secrets import redact
-from .render import EMPTY_ANSWER, STOPPED_MARK, USAGE_NOT_REPORTED, ErrorBox
+from .render import EMPTY_ANSWER, STOPPED_MARK, USAGE_NOT_REPORTED, ErrorBox, escape_raw_html
 
 FOOTER_STYLE = "opacity:.75;font-size:90%"
 
@@ -132,12 +132,12 @@ class FinalView:
             return ""
         if self.fmt == "text":
             return f'<pre style="white-space:pre-wrap">{_one_line(self.text)}</pre>'
-        return self.text
+        return escape_raw_html(self.text)
 
     def markdown(self) -> str:
         blocks: list[str] = []
         if self.reasoning:
-            quoted = self.reasoning.replace("\n", "\n> ")
+            quoted = escape_raw_html(self.reasoning).replace("\n", "\n> ")
             blocks.append(f"<details><summary>Reasoning</summary>\n\n> {quoted}\n\n</details>")
         blocks += [card_html(call) for call in self.tools]
         answer = self._answer_markdown()

@@ -77,9 +77,9 @@ class Result:
         plain = self.text + (f"\n{STOPPED_MARK}" if self.stopped else "")
         if self.fmt == "text":
             return {"text/plain": plain}
-        markdown = self.text + (f"\n\n*{STOPPED_MARK}*" if self.stopped else "")
+        markdown = escape_raw_html(self.text) + (f"\n\n*{STOPPED_MARK}*" if self.stopped else "")
         if self.reasoning:
-            quoted = self.reasoning.replace("\n", "\n> ")
+            quoted = escape_raw_html(self.reasoning).replace("\n", "\n> ")
             markdown = (
                 f"<details><summary>Reasoning</summary>\n\n> {quoted}\n\n</details>\n\n{markdown}"
             )
@@ -101,6 +101,64 @@ class JsonResult:
         if isinstance(self.value, dict | list):
             data["application/json"] = json.loads(plain)
         return data
+
+
+_FENCE_LINE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
+_CODE_SPAN = re.compile(r"(?<!`)(`+)(?!`).+?(?<!`)\1(?!`)", re.DOTALL)
+_AUTOLINK = re.compile(r"<(?:https?|mailto):[^<>\s]*>", re.IGNORECASE)
+_BAD_LINK = re.compile(r"\]\(\s*<?\s*(?:javascript|vbscript|data)\s*:", re.IGNORECASE)
+
+
+def _escape_prose(text: str) -> str:
+    out, pos = [], 0
+    for m in _AUTOLINK.finditer(text):
+        out += [text[pos : m.start()].replace("<", "&lt;"), m.group(0)]
+        pos = m.end()
+    out.append(text[pos:].replace("<", "&lt;"))
+    return _BAD_LINK.sub("](#", "".join(out))
+
+
+def escape_raw_html(markdown: str) -> str:
+    """``markdown`` with its raw HTML shown as text: every ``<`` outside code blocks, code spans
+    and ``<https://...>`` autolinks becomes ``&lt;``, and ``javascript:``/``vbscript:``/
+    ``data:`` link targets become ``#``.
+
+    Why by hand: an answer is untrusted, and JupyterLab renders the outputs of a cell the user
+    ran as *trusted*, without its sanitizer, so an ``<img onerror=...>`` in an answer would run.
+    No Markdown library rewrites Markdown source (they render it); this keeps the answer's
+    Markdown as it is for every reader (GitHub, nbviewer, nbconvert) but for raw HTML."""
+    out: list[str] = []
+    fence = ""
+    prose: list[str] = []
+
+    def flush() -> None:
+        if prose:
+            text = "".join(prose)
+            pos = 0
+            for m in _CODE_SPAN.finditer(text):
+                out.extend([_escape_prose(text[pos : m.start()]), m.group(0)])
+                pos = m.end()
+            out.append(_escape_prose(text[pos:]))
+            prose.clear()
+
+    for line in markdown.splitlines(keepends=True):
+        m = _FENCE_LINE.match(line)
+        if fence:
+            out.append(line)
+            closing = m.group(1) if m else ""
+            if closing[:1] == fence[0] and len(closing) >= len(fence):
+                fence = "" if not line.strip()[len(closing) :] else fence
+        elif m:
+            flush()
+            fence = m.group(1)
+            out.append(line)
+        elif not line.strip():  # a blank line ends any code span
+            flush()
+            out.append(line)
+        else:
+            prose.append(line)
+    flush()
+    return "".join(out)
 
 
 _FENCE = re.compile(r"^\s*(```|~~~)[^\n]*\n(.*?)\n?\1\s*$", re.DOTALL)

@@ -1,0 +1,160 @@
+"""The live pane (issue 16): each delta sent once, the rate coalesced on a fake clock, keys cut
+across deltas never sent, the Markdown library sent on request, and the static Markdown's raw
+HTML shown as text. A recording comm stands in for the front end."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import comm
+import pytest
+from comm.base_comm import BaseComm
+
+from notebook_llm.protocol import BlockEnd, BlockStart, Finish, TextBlock, TextDelta
+from notebook_llm.secrets import register_secret
+from notebook_llm.widgets.final import FinalView
+from notebook_llm.widgets.live import HOLD_MAX, HOLD_TAIL, LivePane, RedactedStream
+from notebook_llm.widgets.render import escape_raw_html
+from notebook_llm.widgets.stream_view import StreamView
+
+Log = list[tuple[str, str]]
+
+
+class RecordingComm(BaseComm):
+    def __init__(self, log: Log, **kwargs: Any) -> None:
+        self.log = log
+        super().__init__(**kwargs)
+
+    def publish_msg(
+        self, msg_type: str, data: Any = None, metadata: Any = None, buffers: Any = None, **k: Any
+    ) -> None:
+        self.log.append((msg_type, json.dumps(data, default=str)))
+
+
+@pytest.fixture
+def comms(monkeypatch: pytest.MonkeyPatch) -> Iterator[Log]:
+    log: Log = []
+    monkeypatch.setattr(comm, "create_comm", lambda **kw: RecordingComm(log, **kw))
+    return log
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def feed(view: StreamView, clock: Clock, pieces: list[str], dt: float) -> None:
+    view.handle(BlockStart(0, "text"))
+    for piece in pieces:
+        clock.now += dt
+        view.handle(TextDelta(0, piece))
+        view.maybe_flush()
+    view.handle(BlockEnd(0, TextBlock("".join(pieces))))
+    view.handle(Finish.stop())
+
+
+def words(n: int) -> list[str]:
+    return [("\n\n" if i % 60 == 59 else " ") + f"word{i % 97}" for i in range(n)]
+
+
+def ops(log: Log) -> list[list[Any]]:
+    """Every op the pane was sent, in order."""
+    out: list[list[Any]] = []
+    for kind, data in log:
+        msg = json.loads(data)
+        custom = kind == "comm_msg" and msg.get("method") == "custom"
+        if custom and isinstance(msg["content"], list):
+            out.extend(msg["content"])
+    return out
+
+
+def sent_text(log: Log, block: int = 0) -> str:
+    return "".join(op[1] for op in ops(log) if op[0] == block)
+
+
+def test_each_delta_is_sent_once_and_in_no_state(comms: Log) -> None:
+    clock = Clock()
+    view = StreamView("m", clock=clock)
+    pieces = words(3000)
+    feed(view, clock, pieces, dt=0.01)
+    view.finish(status="done")
+    answer = "".join(pieces)
+    assert sent_text(comms) == answer  # every character once, in order, nothing re-sent
+    assert not [d for k, d in comms if "word96 word0" in d and '"custom"' not in d]
+
+
+def test_the_rate_is_coalesced_on_the_clock(comms: Log) -> None:
+    clock = Clock()
+    view = StreamView("m", clock=clock, max_rate=10)
+    before = len(comms)
+    feed(view, clock, words(2000), dt=0.005)  # 200 tokens/s for 10 s
+    messages = [d for k, d in comms[before:] if k == "comm_msg"]
+    assert 90 <= len(messages) <= 101  # 10 a second: one per 100 ms of the fake clock
+
+
+def test_the_stats_line_rides_along_at_most_twice_a_second(comms: Log) -> None:
+    clock = Clock()
+    view = StreamView("m", clock=clock, max_rate=20)
+    feed(view, clock, words(1000), dt=0.01)  # 10 s
+    stats = [op for op in ops(comms) if op[0] == "s"]
+    assert 10 <= len(stats) <= 21
+    assert stats[-1][1].startswith("streaming · ~")
+
+
+def test_a_key_cut_across_deltas_never_reaches_the_front_end(comms: Log) -> None:
+    secret = "sk-test-SPLITSECRET-0123456789"
+    register_secret(secret)
+    clock = Clock()
+    view = StreamView("m", clock=clock)
+    text = f"the key is {secret} and Bearer abcdefghijklmnop1234 and ?key=zzzzzzzzzz9 end"
+    pieces = [text[i : i + 3] for i in range(0, len(text), 3)]
+    feed(view, clock, pieces, dt=1.0)  # a flush after every 3 characters
+    view.finish(status="done")
+    everything = " ".join(d for _, d in comms)
+    assert "SPLITSECRET" not in everything
+    assert "abcdefghijklmnop1234" not in everything
+    assert "zzzzzzzzzz9" not in everything
+    assert sent_text(comms) == "the key is *** and Bearer *** and ?key=*** end"
+
+
+def test_a_long_run_without_white_space_is_sent_anyway() -> None:
+    stream = RedactedStream()
+    stream.push("x" * (HOLD_MAX + 10))
+    assert len(stream.take()) == HOLD_MAX + 10 - HOLD_TAIL
+    assert stream.take() == ""
+    assert len(stream.take(final=True)) == HOLD_TAIL
+
+
+def test_the_pane_sends_its_code_once_and_the_markdown_library_on_request(comms: Log) -> None:
+    pane = LivePane("m")
+    opened = [json.loads(d)["state"] for k, d in comms if k == "comm_open"]
+    state = next(s for s in opened if s["_model_name"] == "AnyModel")
+    assert "export default" in state["_esm"]
+    assert "marked v18" not in state["_esm"]  # the library is not sent with every view
+    assert state["label"] == "m"
+    del comms[:]
+    pane._handle_custom_msg({"lib": 1}, [])
+    (reply,) = [json.loads(d) for _, d in comms]
+    assert "marked v18" in reply["content"]["lib"]
+    pane.close()
+
+
+def test_the_static_markdown_shows_raw_html_as_text() -> None:
+    answer = (
+        "# Title\n\n<img src=x onerror=alert(1)> `<kbd>` <https://example.org>\n"
+        "[x](javascript:alert(2))\n\n```html\n<script>ok in code</script>\n```\n"
+    )
+    md = FinalView(answer, reasoning="<script>r</script>").markdown()
+    assert "<img" not in md
+    assert "&lt;img src=x onerror" in md
+    assert "`<kbd>`" in md  # code spans are left alone (they show as text anyway)
+    assert "<https://example.org>" in md  # an autolink stays a link
+    assert "javascript:" not in md
+    assert "<script>ok in code</script>" in md  # code blocks are left alone
+    assert "&lt;script>r" in md
+    assert escape_raw_html("a < b and c") == "a &lt; b and c"
