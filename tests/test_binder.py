@@ -69,6 +69,22 @@ def test_binder_environment_runs_the_quickstart(tmp_path: Path) -> None:
         timeout=60,
     )
     assert str(env_dir) in where
+    # The live view's pane: anywidget (and its prebuilt JupyterLab extension) came with the
+    # notebook extra, and the package ships its front-end files (the view, marked).
+    shipped = _run(
+        [
+            str(python),
+            "-c",
+            "import anywidget; from notebook_llm.widgets import live; "
+            "print(len(live.marked_source()), (live.STATIC / 'live_view.js').is_file())",
+        ],
+        env,
+        tmp_path,
+        timeout=60,
+    )
+    size, view = shipped.split()
+    assert int(size) > 40_000
+    assert view == "True"
 
     out = tmp_path / "quickstart.out.ipynb"
     _run(
