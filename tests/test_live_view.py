@@ -1,6 +1,6 @@
 """The live pane (issue 16): each delta sent once, the rate coalesced on a fake clock, keys cut
-across deltas never sent, the Markdown library sent on request, and the static Markdown's raw
-HTML shown as text. A recording comm stands in for the front end."""
+across deltas never sent, the Markdown library sent once per kernel, and the static Markdown's
+raw HTML shown as text. A recording comm stands in for the front end."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from comm.base_comm import BaseComm
 
 from notebook_llm.protocol import BlockEnd, BlockStart, Finish, TextBlock, TextDelta
 from notebook_llm.secrets import register_secret
+from notebook_llm.widgets import live
 from notebook_llm.widgets.final import FinalView
 from notebook_llm.widgets.live import HOLD_MAX, HOLD_TAIL, LivePane, RedactedStream
 from notebook_llm.widgets.render import escape_raw_html
@@ -37,6 +38,7 @@ class RecordingComm(BaseComm):
 def comms(monkeypatch: pytest.MonkeyPatch) -> Iterator[Log]:
     log: Log = []
     monkeypatch.setattr(comm, "create_comm", lambda **kw: RecordingComm(log, **kw))
+    monkeypatch.setattr(live, "_LIBRARY", None)  # made on this recording comm
     return log
 
 
@@ -130,18 +132,22 @@ def test_a_long_run_without_white_space_is_sent_anyway() -> None:
     assert len(stream.take(final=True)) == HOLD_TAIL
 
 
-def test_the_pane_sends_its_code_once_and_the_markdown_library_on_request(comms: Log) -> None:
-    pane = LivePane("m")
+def test_the_markdown_library_is_sent_once_per_kernel_not_with_each_view(comms: Log) -> None:
+    first, second = LivePane("m"), LivePane("n")
     opened = [json.loads(d)["state"] for k, d in comms if k == "comm_open"]
-    state = next(s for s in opened if s["_model_name"] == "AnyModel")
-    assert "export default" in state["_esm"]
-    assert "marked v18" not in state["_esm"]  # the library is not sent with every view
-    assert state["label"] == "m"
-    del comms[:]
-    pane._handle_custom_msg({"lib": 1}, [])
-    (reply,) = [json.loads(d) for _, d in comms]
-    assert "marked v18" in reply["content"]["lib"]
-    pane.close()
+    panes = [s for s in opened if s["_model_name"] == "AnyModel"]
+    libraries = [s for s in opened if "marked v18" in s.get("source", "")]
+    assert len(panes) == 2
+    assert len(libraries) == 1  # one model holds marked, for every pane of this kernel
+    assert {p["lib"] for p in panes} == {live.library().model_id}
+    for state in panes:
+        assert "export default" in state["_esm"]  # the pane's own code, small
+        assert "marked v18" not in state["_esm"]
+        assert len(state["_esm"]) < 12_000
+    assert [p["label"] for p in panes] == ["m", "n"]
+    first.close()
+    second.close()
+    assert live.library().comm is not None  # the library outlives the views
 
 
 def test_the_static_markdown_shows_raw_html_as_text() -> None:

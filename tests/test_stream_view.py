@@ -25,6 +25,7 @@ from notebook_llm.protocol import (
     Usage,
 )
 from notebook_llm.secrets import register_secret
+from notebook_llm.widgets import live
 from notebook_llm.widgets.stream_view import StreamView
 
 
@@ -50,6 +51,7 @@ class RecordingComm(BaseComm):
 def comms(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[tuple[str, str]]]:
     log: list[tuple[str, str]] = []
     monkeypatch.setattr(comm, "create_comm", lambda **kw: RecordingComm(log, **kw))
+    monkeypatch.setattr(live, "_LIBRARY", None)  # made on this recording comm
     return log
 
 
@@ -210,6 +212,8 @@ def test_a_plain_answer_opens_few_models_and_only_non_default_state(
 def test_close_empties_then_closes_every_model_of_the_view(
     comms: list[tuple[str, str]],
 ) -> None:
+    live.library()  # made by an earlier view of this kernel: it outlives them all
+    del comms[:]
     view = StreamView("mock:reasoning", clock=Clock())
     text = "".join(f"Paragraph {i} with some words.\n\n" for i in range(40))
     for event in [

@@ -16,9 +16,12 @@ Protocol, kernel -> front end: one message is a JSON list of ops, applied in ord
     ["=", id, "html"]  replace a card's HTML (built and escaped by render.tool_card_html)
     ["s", "line"]      the stats line (after the bold provider:model label)
 
-plus ``{"lib": source}``, marked's source, sent once per browser page when the front end asks
-for it with ``{"lib": 1}`` (52 KB that would otherwise travel with every view). Nothing of the
-answer is in the widget's state, so no saved notebook or widget snapshot can hold it.
+marked itself (52 KB) does not travel with every view: it is the state of ONE plain widget model
+per kernel (:func:`library`), which every pane names in its ``lib`` trait and the front end
+reads once per page through the widget manager. No request goes from the browser to the kernel
+while a cell runs (such a round trip, answered mid-cell, once left a JupyterLab cell showing
+``[*]`` after "Run All"), and a reloaded page gets the library back with the kernel's models.
+Nothing of the answer is in any widget's state, so no saved notebook or snapshot can hold it.
 
 Keys: text is redacted before it is sent, and a piece is only sent up to a point where no key,
 ``Bearer`` token or ``key=`` parameter can be cut in two (:class:`RedactedStream`).
@@ -32,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 import anywidget
+import ipywidgets as w
 import traitlets
 
 from ..secrets import redact
@@ -46,7 +50,7 @@ HOLD_TAIL = 256
 
 @cache
 def marked_source() -> str:
-    """The vendored marked ESM (read once per kernel)."""
+    """The vendored marked ESM (read once per kernel process)."""
     return (STATIC / "marked.esm.js").read_text(encoding="utf-8")
 
 
@@ -92,6 +96,23 @@ class RedactedStream:
         return start
 
 
+class MarkedLibrary(w.Widget):  # type: ignore[misc]
+    """A model with no view whose state is marked's source (see the module docstring)."""
+
+    source = traitlets.Unicode("").tag(sync=True)
+
+
+_LIBRARY: MarkedLibrary | None = None
+
+
+def library() -> MarkedLibrary:
+    """The kernel's one library model (made again if someone closed it)."""
+    global _LIBRARY
+    if _LIBRARY is None or _LIBRARY.comm is None:
+        _LIBRARY = MarkedLibrary(source=marked_source())
+    return _LIBRARY
+
+
 class LivePane(Sparse, anywidget.AnyWidget):
     """The anywidget (see the module docstring); ``send_ops`` sends one batch of ops."""
 
@@ -100,20 +121,18 @@ class LivePane(Sparse, anywidget.AnyWidget):
     #: different proxies of one model).
     key = traitlets.Unicode("").tag(sync=True)
     label = traitlets.Unicode("").tag(sync=True)
+    #: The model id of :func:`library`.
+    lib = traitlets.Unicode("").tag(sync=True)
 
     def __init__(self, label: str, **kwargs: Any) -> None:
-        super().__init__(key=uuid.uuid4().hex, label=redact(label), **kwargs)
-        self.on_msg(self._from_front_end)
+        lib = library().model_id
+        super().__init__(key=uuid.uuid4().hex, label=redact(label), lib=lib, **kwargs)
 
     def get_state(self, key: Any = None, drop_defaults: bool = False) -> dict[str, Any]:
         state = super().get_state(key, drop_defaults)
         if key is None:  # the ESM and anywidget's id are defaults too, but the front end needs them
             state.update(super().get_state(["_esm", "_anywidget_id"]))
         return state
-
-    def _from_front_end(self, _widget: Any, content: Any, _buffers: Any) -> None:
-        if isinstance(content, dict) and content.get("lib"):
-            self.send({"lib": marked_source()})
 
     def send_ops(self, ops: list[list[Any]]) -> None:
         if ops and self.comm is not None:

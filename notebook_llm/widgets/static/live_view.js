@@ -1,6 +1,7 @@
 // notebook_llm live view: the anywidget front end of notebook_llm/widgets/live.py (read its
 // docstring for the message protocol). Hand-written: it appends each delta once and renders the
-// Markdown here, with marked (vendored next to this file, MIT), fetched once per browser page.
+// Markdown here, with marked (vendored next to this file, MIT), read once per browser page from
+// the kernel's library model (the pane's "lib" trait names it).
 //
 // Safety: the answer is untrusted. marked's raw-HTML tokens are rendered escaped (as text), and
 // the produced HTML is parsed into an inert <template> and passed through an allow-list (tags,
@@ -63,21 +64,21 @@ function fragment(html, sanitize) {
 
 async function loadLib(model) {
   if (LIB || LIB_WAIT) return;
-  LIB_WAIT = new Promise((resolve) => {
-    model.on("msg:custom", (msg) => {
-      if (msg && typeof msg.lib === "string") resolve(msg.lib);
-    });
-  });
-  model.send({ lib: 1 });
-  const source = await LIB_WAIT;
-  const url = URL.createObjectURL(new Blob([source], { type: "text/javascript" }));
+  let url = null;
   try {
+    LIB_WAIT = model.widget_manager.get_model(model.get("lib"));
+    const source = (await LIB_WAIT).get("source");
+    url = URL.createObjectURL(new Blob([source], { type: "text/javascript" }));
     const mod = await import(/* webpackIgnore: true */ url);
     const marked = new mod.Marked({ gfm: true, breaks: false });
     marked.use({ renderer: { html: (token) => escapeHtml(token.text || token.raw || "") } });
     LIB = marked;
+  } catch (err) {
+    console.warn("notebook_llm: no Markdown library, the live view shows plain text", err);
+    LIB_WAIT = null; // the next view tries again
+    return;
   } finally {
-    URL.revokeObjectURL(url);
+    if (url) URL.revokeObjectURL(url);
   }
   for (const view of WAITERS) view.redraw();
   WAITERS.clear();
