@@ -86,7 +86,7 @@ def test_padding_of_any_length_fits_the_shape() -> None:
         for i in range(30)
     ]
     assert hot(sb, texts) == general(sb, texts)
-    assert sb.json_stats() == {"hits": 29, "learned": 1, "paused": 0}
+    assert sb.json_stats() == {"hits": 29, "learned": 1, "paused": 0, "prefix": 27}
 
 
 def test_values_of_another_type_fall_back_to_the_general_decoder() -> None:
@@ -349,3 +349,86 @@ def test_invalid_texts_count_as_misses() -> None:
     bad = ['["' + "a" * 50 + r"\x" + '",1,1,1]'] * 100
     assert hot(sb, good + bad) == general(sb, good + bad)
     assert sb.json_stats()["paused"] == 1
+
+
+# ---------------------------------------------------------------------------- prefix builders
+
+LONG_ID = "chatcmpl-" + "x" * 40
+
+
+def test_texts_sharing_a_prefix_skip_it_with_a_prefix_builder() -> None:
+    sb = LuaSandbox(SCRIPT_ONE, name="shapes")
+    texts = [CHUNK.replace("chatcmpl-1", LONG_ID).replace("%s", f"tok{i} ") for i in range(40)]
+    assert hot(sb, texts) == general(sb, texts)
+    # text 1 is learned, texts 2 and 3 decode with the full shape (3 makes the prefix builder
+    # from 2 and 3), and the rest with the prefix builder.
+    assert sb.json_stats() == {"hits": 39, "learned": 1, "paused": 0, "prefix": 37}
+
+
+def test_a_changed_prefix_value_falls_back_to_the_full_shape() -> None:
+    sb = LuaSandbox(SCRIPT_ONE, name="shapes")
+    texts = [CHUNK.replace("chatcmpl-1", LONG_ID).replace("%s", f"tok{i} ") for i in range(10)]
+    # The same shape, but every value before the delta differs in turn: the prefix builder
+    # must not hand back the values it remembers.
+    texts += [
+        texts[5].replace(LONG_ID, LONG_ID[:-1] + "y"),
+        texts[5].replace("1732900000", "1732900001"),
+        texts[5].replace('"model":"m"', '"model":"n"'),
+        texts[5].replace('"index":0', '"index":7'),
+        texts[5].replace('"index":0', '"index":0.5'),
+        texts[5].replace('"index":0', '"index":"0"'),
+        texts[5].replace('"logprobs":null', '"logprobs":[]'),
+        texts[5].replace('"finish_reason":null', '"finish_reason":"stop"'),
+        texts[5].replace("}]}", "}]} \n"),
+        texts[5].replace('"content":"tok5 "', '"content":"a\\"b\\u00e9\\\\"'),
+        texts[5].replace('"content":"tok5 "', '"content":"a\\x"'),  # invalid escape
+        texts[5] + "x",  # trailing junk
+        texts[5],
+    ]
+    out = hot(sb, texts)
+    assert out == general(sb, texts)
+    assert json.loads(out[-3])["err"].startswith("json.decode: invalid escape")
+    assert json.loads(out[-1])["ok"][0]["id"] == LONG_ID
+    assert sb.json_stats()["prefix"] >= 7
+
+
+def test_a_prefix_holding_an_escape_is_not_used() -> None:
+    sb = LuaSandbox(SCRIPT_ONE, name="shapes")
+    escaped = LONG_ID + "\\n"
+    texts = [CHUNK.replace("chatcmpl-1", escaped).replace("%s", f"tok{i} ") for i in range(10)]
+    assert hot(sb, texts) == general(sb, texts)
+    assert sb.json_stats()["hits"] == 9
+    assert sb.json_stats()["prefix"] == 0
+
+
+PREFIX_VALUES = st.sampled_from(
+    ['"' + "p" * 40 + '"', '"' + "p" * 39 + 'q"', "1234567890123456789012345678901234", "true"]
+)
+
+
+@st.composite
+def prefixed_series(draw: st.DrawFn) -> list[str]:
+    # A series of one shape whose first member is long and mostly the same: the texts share a
+    # prefix often enough for prefix builders to be made and used, and to stop fitting.
+    shape = draw(shapes)
+    sep = draw(st.sampled_from([",", ", "]))
+    main = draw(PREFIX_VALUES)
+    rests = [draw(render(shape, sep)) for _ in range(2)]
+    texts = []
+    for _ in range(draw(st.integers(3, 10))):
+        head = draw(st.sampled_from([main, main, main]) | PREFIX_VALUES)
+        rest = draw(st.sampled_from(rests) | render(shape, sep))
+        texts.append('{"head":' + head + sep + '"rest":' + rest + "}")
+    return texts
+
+
+@settings(
+    deadline=None,
+    max_examples=300,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+@given(st.lists(prefixed_series(), min_size=1, max_size=3))
+def test_prefix_builders_agree_with_the_general_decoder(series: list[list[str]]) -> None:
+    sb = LuaSandbox(SCRIPT, name="shapes")
+    texts = [t for s in series for t in s]
+    assert hot(sb, texts) == general(sb, texts)

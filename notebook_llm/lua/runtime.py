@@ -391,9 +391,15 @@ class LuaSandbox:
 
     def json_stats(self) -> dict[str, int]:
         """Counters of the sandbox's ``json.decode`` shape cache (see ``json.lua``): texts decoded
-        by a learned shape, shapes learned, and times the cache paused itself for missing."""
-        hits, learned, paused = self._lua_json_stats()
-        return {"hits": int(hits), "learned": int(learned), "paused": int(paused)}
+        by a learned shape, shapes learned, times the cache paused itself for missing, and the
+        hits (among ``hits``) of a shape's prefix builder."""
+        hits, learned, paused, prefix = self._lua_json_stats()
+        return {
+            "hits": int(hits),
+            "learned": int(learned),
+            "paused": int(paused),
+            "prefix": int(prefix),
+        }
 
     def __repr__(self) -> str:
         return f"<LuaSandbox adapter={self._name!r}>"
