@@ -798,10 +798,23 @@ local function shape_decode(s)
   return nil
 end
 
+-- A shape is learned the second time a text of its outline (its structural characters, the
+-- other bytes dropped: one cheap gsub) is read by the general decoder, not the first: a
+-- stream's one-off chunks (a role header, the finish, the usage) are then never learned, and
+-- a short answer learns nothing it would not use (learning costs about ten decodes).
+-- Values holding those characters only make an outline look new once more.
+local outlines, noutlines = {}, 0
 local learn_skips = 0
 local function shape_learn_maybe(s)
   learn_skips = learn_skips + 1
   if nshapes < SHAPE_SLOTS or learn_skips % 4 == 0 then
+    local outline = gsub(s, "[^{}%[%]:,]+", "")
+    if not outlines[outline] then
+      if noutlines >= 64 then outlines, noutlines = {}, 0 end
+      outlines[outline] = true
+      noutlines = noutlines + 1
+      return
+    end
     local f, r = shape_learn(s)
     if f then
       stat_learned = stat_learned + 1
