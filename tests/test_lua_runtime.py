@@ -676,3 +676,42 @@ def test_call_each_keeps_the_results_before_a_table_holding_invalid_utf8() -> No
     assert error is not None
     assert error.code == ErrorCode.ADAPTER_ERROR
     assert "not valid UTF-8" in error.message
+
+
+def test_call_each_parsed_hands_back_what_json_encode_wrote_as_dicts() -> None:
+    sb = LuaSandbox(
+        """return { transform_request = function(s) return s end,
+        transform_stream_chunk = function(s)
+          if s == 'skip' then return nil end
+          if s == 'empty' then return "" end
+          if s == 'none' then return json.encode({}) end
+          if s == 'own' then return '{"content":"mine"}' end
+          if s == 'arr' then return json.encode(json.array({ 1 })) end
+          if s == 'null' then return json.encode(json.null) end
+          if s == 'tbl' then return { content = "table" } end
+          if s == 'bad' then error('no') end
+          if s == 'cut' then return json.encode({ content = "\\xff" }) end
+          return json.encode({ ['k"' .. s] = s .. "\\n" })
+        end }""",
+        name="parsed",
+    )
+    hook = "transform_stream_chunk"
+    items = ["a", "skip", "b", "empty", "none", "tbl", "a"]
+    assert sb.call_each(hook, items, parsed=True) == (
+        [{'k"a': "a\n"}, "", {'k"b': "b\n"}, "", {}, {"content": "table"}, {'k"a': "a\n"}],
+        None,
+    )
+    # without parsed, the same results as text
+    assert sb.call_each(hook, ["a", "skip"]) == (['{"k\\"a":"a\\n"}', ""], None)
+    # a text the script wrote itself, or JSON that is not an object, is left to Python's
+    # checks with its own message: the whole batch comes back as text
+    for odd, text in (("own", '{"content":"mine"}'), ("arr", "[1]"), ("null", "null")):
+        assert sb.call_each(hook, ["a", odd], parsed=True) == (['{"k\\"a":"a\\n"}', text], None)
+    results, error = sb.call_each(hook, ["a", "bad", "b"], parsed=True)
+    assert results == [{'k"a': "a\n"}]
+    assert error is not None
+    assert error.code == "ADAPTER_ERROR"
+    results, error = sb.call_each(hook, ["a", "cut"], parsed=True)
+    assert results == [{'k"a': "a\n"}]
+    assert error is not None
+    assert "not valid UTF-8" in error.message

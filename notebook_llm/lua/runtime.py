@@ -341,18 +341,25 @@ class LuaSandbox:
             status = "timeout"
         raise self._call_error(hook, status, value, line)
 
-    def call_each(self, hook: str, items: list[str]) -> tuple[list[Any], LlmError | None]:
+    def call_each(
+        self, hook: str, items: list[str], *, parsed: bool = False
+    ) -> tuple[list[Any], LlmError | None]:
         """``adapter[hook](item)`` for each item, in one crossing into Lua and under one budget
         (for the stream payloads of one network read). Returns the results of the items that
         succeeded (strings; ``""`` where the hook returned nil) and the error of the item after
-        them, if one failed."""
+        them, if one failed.
+
+        With ``parsed``, when every result is ``""`` or an object text that the sandbox's
+        ``json.encode`` wrote (``return json.encode(out)``), the objects come back parsed, as
+        dicts, from one ``json.loads`` of the whole batch (the encoder's output is valid JSON
+        by construction). Otherwise the results are strings, as without it."""
         self._budget.begin()
         main = threading.get_ident() == _MAIN_IDENT
         if main:
             _enter_main(self._budget)
         try:
-            status, value, line, _tb, results, count, joined = self._entry_call_each(
-                hook, self._lua.table_from(items)
+            status, value, line, _tb, results, count, joined, array = self._entry_call_each(
+                hook, self._lua.table_from(items), parsed
             )
         except Exception as exc:  # raised outside the protected call (e.g. out of memory)
             return [], self._call_error(hook, self._classify(exc), str(exc), None)
@@ -362,7 +369,11 @@ class LuaSandbox:
         if self._budget.interrupted:  # a kernel interrupt arrived during the call
             raise KeyboardInterrupt
         count = int(count)
-        out: list[Any] = joined.split("\0") if joined is not None and count else []
+        out: list[Any] = []
+        if array:
+            out = json.loads(joined)
+        elif joined is not None and count:
+            out = joined.split("\0")
         if len(out) != count:  # a result held a NUL byte, or was not a string
             out = [results[i] for i in range(1, count + 1)]
         if status == "ok" and not self._budget.over:
