@@ -443,7 +443,13 @@ function entry.call_each(name, items, as_array)
     local fn = adapter[name]
     if type(fn) ~= "function" then error("the adapter has no function '" .. name .. "'", 0) end
     for i = 1, #items do
-      local _, v = converted(fn(items[i]))
+      local v = fn(items[i])
+      if type(v) == "string" then -- the common result, checked here without two more calls
+        if not utf8_len(v) then error("returned a string that is not valid UTF-8", 0) end
+      else
+        local _
+        _, v = converted(v)
+      end
       if v == nil or v == "" then
         v, blanks = "", true
       elseif written and not written[v] then
