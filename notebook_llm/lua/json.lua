@@ -850,14 +850,16 @@ end
 --- JSON null decodes to nil; with opts = {null = json.null} it decodes to json.null.
 function json.decode(s, opts)
   -- The commonest call first, in as few VM instructions as it takes (each costs more under the
-  -- sandbox's count hook): a stream chunk without escapes that the most recent shape's prefix
-  -- builder decodes. Anything else goes the long way, which gives the same value.
+  -- sandbox's count hook): a stream chunk that the most recent shape's prefix builder decodes,
+  -- without an escaped quote (shape_decode respells those). Anything else goes the long way,
+  -- which gives the same value.
   if opts == nil and not keep_order and shape_cooldown == 0 and type(s) == "string"
     and #s <= SHAPE_MAX_BYTES then
     local rec = shape_recs[1]
     local split = rec and rec.split
-    if split and not find(s, "\\", 1, true) then
-      local v = split(s, false, shape_str, nil)
+    local esc = split and find(s, "\\", 1, true)
+    if split and not (esc and find(s, '\\"', esc, true)) then
+      local v = split(s, esc ~= nil, shape_str, nil)
       if v ~= nil then
         null_value = nil
         shape_tries = shape_tries + 1
