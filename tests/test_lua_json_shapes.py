@@ -411,6 +411,7 @@ def test_a_changed_prefix_value_falls_back_to_the_full_shape() -> None:
         texts[5].replace('"finish_reason":null', '"finish_reason":"stop"'),
         texts[5].replace("}]}", "}]} \n"),
         texts[5].replace('"content":"tok5 "', '"content":"a\\"b\\u00e9\\\\"'),
+        texts[5].replace('"content":"tok5 "', '"content":"a\\nb\\u00e9\\/"'),  # no \"
         texts[5].replace('"content":"tok5 "', '"content":"a\\x"'),  # invalid escape
         texts[5] + "x",  # trailing junk
         texts[5],
@@ -419,6 +420,8 @@ def test_a_changed_prefix_value_falls_back_to_the_full_shape() -> None:
     assert out == general(sb, texts)
     assert json.loads(out[-3])["err"].startswith("json.decode: invalid escape")
     assert json.loads(out[-1])["ok"][0]["id"] == LONG_ID
+    delta = json.loads(out[-4])["ok"][0]["choices"][0]["delta"]
+    assert delta == {"content": "a\nb\u00e9/"}
     assert sb.json_stats()["prefix"] >= 7
 
 
