@@ -21,9 +21,9 @@ baseline, the openai SDK at least 8x slower than notebook_llm):
 
 ``--profile`` times each stage of the pipeline on its own over the same body (see
 :func:`profile`): SSE framing, the crossing into Lua, Lua's json.decode, the script's own
-logic, the unified chunk's json.encode in Lua, its decode in Python (one json.loads of each read's
-results), ChunkMapper, the
-validator, the HTTP read, and the async layers (the rest of the end-to-end time).
+logic, the unified chunk's json.encode in Lua, its decode in Python (one json.loads of each
+read's results), ChunkMapper, the validator, the HTTP read, and the async layers (the rest of
+the end-to-end time).
 
 Bodies: ``uniform`` is the issue's workload (short plain tokens); ``varied`` is LLM-like text
 where a fifth of the tokens hold JSON escapes (newlines, quotes, backslashes) or non-ASCII
@@ -412,7 +412,9 @@ def profile(n: int, text: str, repeat: int) -> None:
     The Lua stages are differences between scripts run by the real sandbox on the real
     payload batches (one ``call_each`` per 16 KiB read, as the adapter does): a script that
     returns "" (the crossing), one that only decodes, openai.lua with its encode stubbed, and
-    openai.lua itself. The Python stages run on the real outputs of the stage before. The HTTP
+    openai.lua itself, each with ``parsed=True`` as the pipeline calls it (so the full script's
+    figure holds Python's one json.loads per read, which is timed on its own and taken out of
+    the encode's). The Python stages run on the real outputs of the stage before. The HTTP
     read and ``LuaAdapter.stream`` / ``Engine.stream`` end to end run over loopback; the async
     layers are what end to end costs beyond the sum of the stages and the read.
     """
