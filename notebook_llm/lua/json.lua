@@ -520,7 +520,9 @@ end
 --   * every quantified item is followed by a character outside its class, so a match never
 --     backtracks more than linearly (the matcher runs in one C call, out of the CPU hook's reach).
 -- A stream whose texts keep missing (e.g. every chunk differs) turns shapes off for a while, so
--- the worst case costs little more than the general decoder.
+-- the worst case costs little more than the general decoder. A shape is learned from the second
+-- text of its outline (shape_learn_maybe), and from two texts of a shape that share a long
+-- prefix it makes a prefix builder, which skips that prefix with one memcmp (shape_split).
 local SHAPE_MAX_BYTES = 4096  -- larger texts are not stream chunks worth it
 local SHAPE_MAX_CAPTURES = 24 -- Lua allows 32; keeps the matcher's recursion shallow
 local SHAPE_MAX_DEPTH = 12
