@@ -715,3 +715,24 @@ def test_call_each_parsed_hands_back_what_json_encode_wrote_as_dicts() -> None:
     assert results == [{'k"a': "a\n"}]
     assert error is not None
     assert "not valid UTF-8" in error.message
+
+
+def test_call_each_parsed_falls_back_to_the_texts_if_the_array_does_not_parse() -> None:
+    # The array is the encoder's own output and always parses; were it ever not to, the texts
+    # must still come back (each then checked by the caller with its own message), not raise.
+    sb = LuaSandbox(
+        "return { transform_stream_chunk = function(s) return json.encode({ a = s }) end }",
+        name="fallback",
+    )
+    real = sb._entry_call_each
+
+    def broken(*args: Any) -> Any:
+        result = list(real(*args))
+        result[6] = result[6][:-1]  # the array loses its closing bracket
+        return tuple(result)
+
+    sb._entry_call_each = broken
+    assert sb.call_each("transform_stream_chunk", ["x", "y"], parsed=True) == (
+        ['{"a":"x"}', '{"a":"y"}'],
+        None,
+    )

@@ -39,6 +39,7 @@ the GIL while Lua runs). One sandbox is not meant for concurrent calls; lupa ser
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib
 import json
@@ -374,7 +375,9 @@ class LuaSandbox:
         count = int(count)
         out: list[Any] = []
         if array:
-            out = json.loads(joined)
+            # Never fails (the encoder's own output); if it did, the strings go the path below.
+            with contextlib.suppress(ValueError):
+                out = json.loads(joined)
         elif joined is not None and count:
             out = joined.split("\0")
         if len(out) != count:  # a result held a NUL byte, or was not a string
@@ -407,13 +410,9 @@ class LuaSandbox:
         """Counters of the sandbox's ``json.decode`` shape cache (see ``json.lua``): texts decoded
         by a learned shape, shapes learned, times the cache paused itself for missing, and the
         hits (among ``hits``) of a shape's prefix builder."""
-        hits, learned, paused, prefix = self._lua_json_stats()
-        return {
-            "hits": int(hits),
-            "learned": int(learned),
-            "paused": int(paused),
-            "prefix": int(prefix),
-        }
+        counts = self._lua_json_stats()
+        names = ("hits", "learned", "paused", "prefix")
+        return {k: int(v) for k, v in zip(names, counts, strict=True)}
 
     def __repr__(self) -> str:
         return f"<LuaSandbox adapter={self._name!r}>"
