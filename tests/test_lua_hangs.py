@@ -104,6 +104,17 @@ CASES: dict[str, tuple[str, str]] = {
         "local t = {} for i = 1, 1e6 do t[i] = i end while true do table.sort(t) end",
         T,
     ),
+    # "stream-": run as transform_stream_chunk, where json.decode learns shapes and makes prefix
+    # builders, and json.encode takes its one-field path: a loop of them still ends in time
+    "stream-decode-in-a-loop": (
+        'local s = \'{"id":"chatcmpl-0123456789abcdef0123456789","n":1,'
+        '"d":{"content":"x"}}\' while true do local t = json.decode(s) end',
+        T,
+    ),
+    "stream-encode-in-a-loop": (
+        "while true do local t = json.encode({ content = 'x' }) end",
+        T,
+    ),
 }
 
 RUNNER = textwrap.dedent(
@@ -114,7 +125,8 @@ RUNNER = textwrap.dedent(
 
     cases = json.loads(sys.stdin.read())
     for name, body in cases.items():
-        src = "return { name = 't', transform_request = function(r)\\n" + body + "\\nend }"
+        hook = "transform_stream_chunk" if name.startswith("stream-") else "transform_request"
+        src = "return { name = 't', " + hook + " = function(r)\\n" + body + "\\nend }"
         sb = LuaSandbox(src, limits=LuaLimits(cpu_seconds=0.5))
         used = resource.getrusage(resource.RUSAGE_SELF)
         used = used.ru_utime + used.ru_stime
@@ -123,7 +135,12 @@ RUNNER = textwrap.dedent(
         resource.setrlimit(resource.RLIMIT_CPU, (limit, resource.RLIM_INFINITY))
         t0 = time.thread_time()
         try:
-            sb.call("transform_request", "{}")
+            if hook == "transform_stream_chunk":
+                _, failed = sb.call_each(hook, ["{}"], parsed=True)
+                if failed is not None:
+                    raise failed
+            else:
+                sb.call(hook, "{}")
             code, msg = "OK", ""
         except LlmError as err:
             code, msg = str(err.code), str(err)
@@ -161,7 +178,8 @@ def test_each_case_ends_within_its_cpu_limit_with_the_right_error(
     code, msg, _cpu = results[name]
     assert code == CASES[name][1], msg
     if code == T:  # names the hook and the script's line
-        assert "hook 'transform_request'" in msg, msg
+        hook = "transform_stream_chunk" if name.startswith("stream-") else "transform_request"
+        assert f"hook '{hook}'" in msg, msg
         assert "at line 2" in msg, msg
 
 

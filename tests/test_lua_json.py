@@ -303,3 +303,35 @@ def test_one_string_field_fast_path_keeps_the_encode_errors() -> None:
     assert results == []
     assert error is not None
     assert "numeric key" in error.message
+
+
+def test_keys_and_values_are_escaped_every_time_in_both_encoders() -> None:
+    # Key texts are cached (up to a bound) and strings are checked with one anchored match:
+    # every special character must still be escaped, the first time and the thousandth, in
+    # the general encoder and in the stream hot path's.
+    script = """
+    local M = { name = "keys" }
+    local function many()
+      local t = {}
+      for i = 1, 1500 do t['k"\\\\' .. i .. "\\1"] = 'v\\n"' .. i .. "\\127" end
+      return t
+    end
+    function M.general() return json.encode(many()) end
+    function M.transform_stream_chunk(s)
+      if s == "many" then return json.encode(many()) end
+      return json.encode({ [s] = s })
+    end
+    return M
+    """
+    sb = LuaSandbox(script, name="keys")
+    want = {f'k"\\{i}\x01': f'v\n"{i}\x7f' for i in range(1, 1501)}
+    for _ in range(2):
+        assert json.loads(sb.call("general")) == want
+        results, error = sb.call_each("transform_stream_chunk", ["many", 'a"b', "c\\d", "\x02"] * 2)
+        assert error is None
+        assert [json.loads(r) for r in results] == [
+            want,
+            {'a"b': 'a"b'},
+            {"c\\d": "c\\d"},
+            {"\x02": "\x02"},
+        ] * 2

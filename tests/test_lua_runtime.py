@@ -676,3 +676,63 @@ def test_call_each_keeps_the_results_before_a_table_holding_invalid_utf8() -> No
     assert error is not None
     assert error.code == ErrorCode.ADAPTER_ERROR
     assert "not valid UTF-8" in error.message
+
+
+def test_call_each_parsed_hands_back_what_json_encode_wrote_as_dicts() -> None:
+    sb = LuaSandbox(
+        """return { transform_request = function(s) return s end,
+        transform_stream_chunk = function(s)
+          if s == 'skip' then return nil end
+          if s == 'empty' then return "" end
+          if s == 'none' then return json.encode({}) end
+          if s == 'own' then return '{"content":"mine"}' end
+          if s == 'arr' then return json.encode(json.array({ 1 })) end
+          if s == 'null' then return json.encode(json.null) end
+          if s == 'tbl' then return { content = "table" } end
+          if s == 'bad' then error('no') end
+          if s == 'cut' then return json.encode({ content = "\\xff" }) end
+          return json.encode({ ['k"' .. s] = s .. "\\n" })
+        end }""",
+        name="parsed",
+    )
+    hook = "transform_stream_chunk"
+    items = ["a", "skip", "b", "empty", "none", "tbl", "a"]
+    assert sb.call_each(hook, items, parsed=True) == (
+        [{'k"a': "a\n"}, "", {'k"b': "b\n"}, "", {}, {"content": "table"}, {'k"a': "a\n"}],
+        None,
+    )
+    # without parsed, the same results as text
+    assert sb.call_each(hook, ["a", "skip"]) == (['{"k\\"a":"a\\n"}', ""], None)
+    # a text the script wrote itself, or JSON that is not an object, is left to Python's
+    # checks with its own message: the whole batch comes back as text
+    for odd, text in (("own", '{"content":"mine"}'), ("arr", "[1]"), ("null", "null")):
+        assert sb.call_each(hook, ["a", odd], parsed=True) == (['{"k\\"a":"a\\n"}', text], None)
+    results, error = sb.call_each(hook, ["a", "bad", "b"], parsed=True)
+    assert results == [{'k"a': "a\n"}]
+    assert error is not None
+    assert error.code == "ADAPTER_ERROR"
+    results, error = sb.call_each(hook, ["a", "cut"], parsed=True)
+    assert results == [{'k"a': "a\n"}]
+    assert error is not None
+    assert "not valid UTF-8" in error.message
+
+
+def test_call_each_parsed_falls_back_to_the_texts_if_the_array_does_not_parse() -> None:
+    # The array is the encoder's own output and always parses; were it ever not to, the texts
+    # must still come back (each then checked by the caller with its own message), not raise.
+    sb = LuaSandbox(
+        "return { transform_stream_chunk = function(s) return json.encode({ a = s }) end }",
+        name="fallback",
+    )
+    real = sb._entry_call_each
+
+    def broken(*args: Any) -> Any:
+        result = list(real(*args))
+        result[6] = result[6][:-1]  # the array loses its closing bracket
+        return tuple(result)
+
+    sb._entry_call_each = broken
+    assert sb.call_each("transform_stream_chunk", ["x", "y"], parsed=True) == (
+        ['{"a":"x"}', '{"a":"y"}'],
+        None,
+    )

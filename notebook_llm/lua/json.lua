@@ -49,6 +49,10 @@ local key_order = setmetatable({}, { __mode = "k" })
 -- Off while a stream chunk is transformed: its output is parsed by Python, where key order
 -- means nothing, and this is the hot path (recording the order costs ~20% of a decode).
 local keep_order = true
+-- While sandbox.lua's call_each runs, the object texts json.encode writes are noted here (the
+-- text as key): a hook result equal to one is JSON this encoder wrote, so the batch's results
+-- can cross to Python as one JSON array, parsed with one json.loads (see call_each).
+local written = nil
 local table_sort = table.sort
 local array_mt = { __name = "json.array", __metatable = "json.array" }
 local object_mt = { __name = "json.object", __metatable = "json.object" }
@@ -118,6 +122,21 @@ local function check_key(k, mt)
   end
 end
 
+-- A string that needs no escaping. One anchored match (one pass of the C matcher) rather than
+-- an unanchored search for a special character, which restarts the matcher at every byte:
+-- a third of the cost for a short text delta.
+local PLAIN = '^[^%c"\\]*$'
+
+-- Escaped key texts, by key: an object's keys repeat from chunk to chunk (bounded, so a script
+-- encoding ever new keys does not grow it without end).
+local key_texts, nkey_texts = {}, 0
+local function quote_key(k)
+  local q = k
+  if not find(k, PLAIN) then q = gsub(k, '[%c"\\]', escapes) end
+  if nkey_texts < 1024 then nkey_texts = nkey_texts + 1; key_texts[k] = q end
+  return q
+end
+
 -- A checked key of t as the text between its quotes.
 local function key_text(t, k)
   if type(k) == "number" then
@@ -126,8 +145,7 @@ local function key_text(t, k)
       error("json.encode: object has the key " .. k .. " both as a number and as a string", 0)
     end
   end
-  if find(k, '[%c"\\]') then k = gsub(k, '[%c"\\]', escapes) end
-  return k
+  return key_texts[k] or quote_key(k)
 end
 
 local function encode_table(t, buf, n, depth)
@@ -175,7 +193,7 @@ local function encode_table(t, buf, n, depth)
       k = key_text(t, k)
       local vt = type(v)
       if vt == "string" then -- the common leaves inline: one buffer entry each
-        if find(v, '[%c"\\]') then v = gsub(v, '[%c"\\]', escapes) end
+        if not find(v, PLAIN) then v = gsub(v, '[%c"\\]', escapes) end
         n = n + 1; buf[n] = sep .. '"' .. k .. '":"' .. v .. '"'
       elseif vt == "boolean" then
         n = n + 1; buf[n] = sep .. '"' .. k .. (v and '":true' or '":false')
@@ -233,7 +251,7 @@ end
 encode_value = function(v, buf, n, depth)
   local vt = type(v)
   if vt == "string" then
-    if find(v, '[%c"\\]') then v = gsub(v, '[%c"\\]', escapes) end
+    if not find(v, PLAIN) then v = gsub(v, '[%c"\\]', escapes) end
     n = n + 1; buf[n] = '"'
     n = n + 1; buf[n] = v
     n = n + 1; buf[n] = '"'
@@ -261,7 +279,7 @@ end
 function json.encode(v)
   local vt = type(v)
   if vt == "string" then
-    if find(v, '[%c"\\]') then v = gsub(v, '[%c"\\]', escapes) end
+    if not find(v, PLAIN) then v = gsub(v, '[%c"\\]', escapes) end
     return '"' .. v .. '"'
   end
   if not keep_order and vt == "table" then
@@ -273,15 +291,19 @@ function json.encode(v)
     if mt == nil or rawequal(mt, object_mt) then
       local k, x = next(v)
       if type(k) == "string" and type(x) == "string" and next(v, k) == nil then
-        if find(k, '[%c"\\]') then k = gsub(k, '[%c"\\]', escapes) end
-        if find(x, '[%c"\\]') then x = gsub(x, '[%c"\\]', escapes) end
-        return '{"' .. k .. '":"' .. x .. '"}'
+        k = key_texts[k] or quote_key(k)
+        if not find(x, PLAIN) then x = gsub(x, '[%c"\\]', escapes) end
+        local r = '{"' .. k .. '":"' .. x .. '"}'
+        if written then written[r] = true end
+        return r
       end
     end
   end
   local buf = {}
   local n = encode_value(v, buf, 0, 0)
-  return concat(buf, "", 1, n)
+  local r = concat(buf, "", 1, n)
+  if written and byte(r, 1) == 123 then written[r] = true end
+  return r
 end
 
 -------------------------------------------------------------------------------- decode
@@ -498,14 +520,17 @@ end
 --   * every quantified item is followed by a character outside its class, so a match never
 --     backtracks more than linearly (the matcher runs in one C call, out of the CPU hook's reach).
 -- A stream whose texts keep missing (e.g. every chunk differs) turns shapes off for a while, so
--- the worst case costs little more than the general decoder.
+-- the worst case costs little more than the general decoder. A shape is learned from the second
+-- text of its outline (shape_learn_maybe), and from two texts of a shape that share a long
+-- prefix it makes a prefix builder, which skips that prefix with one memcmp (shape_split).
 local SHAPE_MAX_BYTES = 4096  -- larger texts are not stream chunks worth it
 local SHAPE_MAX_CAPTURES = 24 -- Lua allows 32; keeps the matcher's recursion shallow
 local SHAPE_MAX_DEPTH = 12
 local SHAPE_SLOTS = 6
-local shapes, shape_pats, nshapes = {}, {}, 0 -- builders and their patterns, most recent first
+local shapes, shape_recs, nshapes = {}, {}, 0 -- builders and their records, most recent first
 local shape_tries, shape_misses, shape_cooldown = 0, 0, 0
 local stat_hits, stat_learned, stat_paused = 0, 0, 0 -- totals, for tests and diagnostics
+local stat_prefix = 0 -- hits of a prefix builder (see shape_split)
 local compile = load -- captured while the real globals are still there (the sandbox strips them)
 local pcall = pcall
 
@@ -540,10 +565,50 @@ end
 local function shape_str(c) return unescape_capture(c, simple_escapes, '\\[^"\\/bfnrt]') end
 local function shape_str_q(c) return unescape_capture(c, quote_escapes, '\\[^"\\/bfnrtq]') end
 
+-- The code of a shape's builder: captures m..nc come from one anchored find; with m > 1,
+-- captures 1..m-1 are constants (upvalues), read from a prefix of the text that the builder
+-- first checks is there byte for byte (see shape_split).
+local function shape_builder(rec, m, prefix, init, values)
+  local nc, kinds = rec.nc, rec.kinds
+  local head = "local find, num, tonumber, M, OM, AM, P, PRE, INIT"
+  for k = 1, m - 1 do head = head .. ", c" .. k end
+  local code, nl = { head .. " = ...\nreturn function(s, esc, str, N)\n" }, 1
+  local names = {}
+  for k = m, nc do names[#names + 1] = "c" .. k end
+  local lhs = #names > 0 and "local _, e, " .. concat(names, ", ") or "local _, e"
+  nl = nl + 1
+  if m > 1 then
+    code[nl] = "if find(s, PRE, 1, true) ~= 1 then return nil end\n" .. lhs .. " = find(s, P, INIT)\n"
+  else
+    code[nl] = lhs .. " = find(s, P)\n"
+  end
+  nl = nl + 1; code[nl] = "if not e then return nil end\n"
+  local strings = {}
+  for k = m, nc do
+    if kinds[k] == "n" then
+      nl = nl + 1; code[nl] = format("c%d = num(c%d) if c%d == nil then return nil end\n", k, k, k)
+    elseif kinds[k] == "i" then
+      nl = nl + 1; code[nl] = format("c%d = tonumber(c%d)\n", k, k)
+    else
+      strings[#strings + 1] = format("c%d = str(c%d) if c%d == nil then return nil end\n", k, k, k)
+    end
+  end
+  if #strings > 0 then
+    nl = nl + 1; code[nl] = "if esc then\n" .. concat(strings) .. "end\n"
+  end
+  nl = nl + 1; code[nl] = "return " .. rec.expr .. "\nend\n"
+  local chunk = compile(concat(code, "", 1, nl), "=nbllm.json.shape", "t", {})
+  if not chunk then return nil end
+  local pattern = rec.pattern
+  if m > 1 then pattern = "^" .. concat(rec.pat, "", rec.cap_at[m], rec.np) end
+  return chunk(find, shape_num, tonumber, setmetatable, object_mt, array_mt, pattern, prefix,
+    init, unpack(values or {}, 1, m - 1))
+end
+
 --- The builder of the shape of s (a text the general decoder has read), or nil.
 local function shape_learn(s)
   local pat, np = { "^" }, 1
-  local kinds, nc = {}, 0
+  local kinds, nc, cap_at = {}, 0, {}
   local i, depth = 1, 0
   local function lit(x) np = np + 1; pat[np] = gsub(x, "[^%w]", "%%%0") end
   local function ws()
@@ -556,6 +621,7 @@ local function shape_learn(s)
     nc = nc + 1
     kinds[nc] = kind
     np = np + 1; pat[np] = piece
+    cap_at[nc] = np
     return nc <= SHAPE_MAX_CAPTURES and ("c" .. nc) or nil
   end
   local value
@@ -652,34 +718,14 @@ local function shape_learn(s)
   local pattern = concat(pat, "", 1, np)
   -- Already known: the text missed it for a value the shape cannot take (e.g. an escaped quote).
   for k = 1, nshapes do
-    if shape_pats[k] == pattern then return nil end
+    if shape_recs[k].pattern == pattern then return nil end
   end
 
-  local code, nl = {
-    "local find, num, tonumber, M, OM, AM, P = ...\nreturn function(s, esc, str, N)\n",
-  }, 1
-  local names = {}
-  for k = 1, nc do names[k] = "c" .. k end
-  nl = nl + 1
-  code[nl] = (nc > 0 and "local _, e, " .. concat(names, ", ") or "local _, e") .. " = find(s, P)\n"
-    .. "if not e then return nil end\n"
-  local strings = {}
-  for k = 1, nc do
-    if kinds[k] == "n" then
-      nl = nl + 1; code[nl] = format("c%d = num(c%d) if c%d == nil then return nil end\n", k, k, k)
-    elseif kinds[k] == "i" then
-      nl = nl + 1; code[nl] = format("c%d = tonumber(c%d)\n", k, k)
-    else
-      strings[#strings + 1] = format("c%d = str(c%d) if c%d == nil then return nil end\n", k, k, k)
-    end
-  end
-  if #strings > 0 then
-    nl = nl + 1; code[nl] = "if esc then\n" .. concat(strings) .. "end\n"
-  end
-  nl = nl + 1; code[nl] = "return " .. expr .. "\nend\n"
-  local chunk = compile(concat(code, "", 1, nl), "=nbllm.json.shape", "t", {})
-  if not chunk then return nil end
-  return chunk(find, shape_num, tonumber, setmetatable, object_mt, array_mt, pattern), pattern
+  local rec = { pat = pat, np = np, cap_at = cap_at, kinds = kinds, nc = nc, expr = expr,
+    pattern = pattern, tries = 0 }
+  local f = shape_builder(rec, 1)
+  if not f then return nil end
+  return f, rec
 end
 
 -- \" inside a string cannot be captured by "([^"%c]*)", so it is spelt \q, in a text that
@@ -688,10 +734,67 @@ end
 -- bounds, and each \q in the captures is exactly a \" of the text (shape_str_q reads it back).
 local quote_as_q = { ['"'] = "\\q" }
 
--- Put builder f and its pattern p first, moving down the entries before slot k.
-local function shape_to_front(k, f, p)
-  for j = k, 2, -1 do shapes[j] = shapes[j - 1]; shape_pats[j] = shape_pats[j - 1] end
-  shapes[1] = f; shape_pats[1] = p
+-- Put builder f and its record r first, moving down the entries before slot k.
+local function shape_to_front(k, f, r)
+  for j = k, 2, -1 do shapes[j] = shapes[j - 1]; shape_recs[j] = shape_recs[j - 1] end
+  shapes[1] = f; shape_recs[1] = r
+end
+
+-- Prefix builders. The chunks of one stream mostly repeat their first values (id, object,
+-- created, model, ...) and differ in the last ones (the text delta). Once two texts of a shape
+-- share a prefix that ends where capture m starts, a second builder checks that prefix with
+-- one plain find (memcmp) and matches only the rest of the pattern from there: the pattern
+-- matcher, which costs some nanoseconds per byte, no longer walks the prefix. Its values are
+-- those of the texts it came from: the shape's match is decided left to right, each item
+-- ending at the first byte outside its class, so the same bytes give the same captures, and
+-- capture m starting at the same place is checked by the anchored find. A prefix holding a
+-- backslash is not used (its strings would need unescaping, and \" is respelt), nor a short
+-- one (not worth a second find). A shape makes at most SPLIT_TRIES prefix builders.
+local SPLIT_MIN_BYTES, SPLIT_TRIES = 32, 4
+local POS_PIECES = { s = '"()[^"%c]*"', i = "()-?%d+", n = "()[-%d][-+%d.eE]*" }
+
+local function shape_split(rec, a, b)
+  rec.tries = rec.tries + 1
+  local nc, kinds, cap_at = rec.nc, rec.kinds, rec.cap_at
+  if nc < 2 then return nil end
+  local pp = {}
+  for j = 1, rec.np do pp[j] = rec.pat[j] end
+  for c = 1, nc do pp[cap_at[c]] = POS_PIECES[kinds[c]] end
+  local pos = pack(find(b, concat(pp, "", 1, rec.np)))
+  if not pos[1] then return nil end
+  -- The last capture m such that a and b agree on everything before it.
+  local m, init
+  for c = 2, nc do
+    local start = pos[c + 2]
+    if kinds[c] == "s" then start = start - 1 end -- the piece starts at the opening quote
+    if sub(a, 1, start - 1) ~= sub(b, 1, start - 1) then break end
+    m, init = c, start
+  end
+  if not m or init - 1 < SPLIT_MIN_BYTES then return nil end
+  local prefix = sub(b, 1, init - 1)
+  if find(prefix, "\\", 1, true) then return nil end
+  local caps = pack(find(b, rec.pattern))
+  local values = {}
+  for c = 1, m - 1 do
+    local v = caps[c + 2]
+    if kinds[c] == "i" then v = tonumber(v) elseif kinds[c] == "n" then v = shape_num(v) end
+    values[c] = v
+  end
+  return shape_builder(rec, m, prefix, init, values)
+end
+
+-- A text decoded by the full builder of rec: keep it, and from two such texts make a prefix
+-- builder (again once the one made before stopped fitting).
+local function shape_full_hit(rec, s)
+  if rec.tries >= SPLIT_TRIES then return end
+  local last = rec.last
+  if last then
+    rec.last = nil
+    rec.split = shape_split(rec, last, s)
+  else
+    rec.split = nil
+    rec.last = s
+  end
 end
 
 local function shape_decode(s)
@@ -702,25 +805,45 @@ local function shape_decode(s)
     str = shape_str_q
   end
   for k = 1, nshapes do
-    local f = shapes[k]
-    local v = f(s, esc, str, null_value)
+    local rec = shape_recs[k]
+    local split = rec.split
+    local v = split and split(s, esc, str, null_value)
+    if v == nil then
+      v = shapes[k](s, esc, str, null_value)
+      if v ~= nil then shape_full_hit(rec, s) end
+    else
+      stat_prefix = stat_prefix + 1
+    end
     if v ~= nil then
-      if k > 1 then shape_to_front(k, f, shape_pats[k]) end
+      if k > 1 then shape_to_front(k, shapes[k], rec) end
       return v
     end
   end
   return nil
 end
 
+-- A shape is learned the second time a text of its outline (its structural characters, the
+-- other bytes dropped: one cheap gsub) is read by the general decoder, not the first: a
+-- stream's one-off chunks (a role header, the finish, the usage) are then never learned, and
+-- a short answer learns nothing it would not use (learning costs about ten decodes).
+-- Values holding those characters only make an outline look new once more.
+local outlines, noutlines = {}, 0
 local learn_skips = 0
 local function shape_learn_maybe(s)
   learn_skips = learn_skips + 1
   if nshapes < SHAPE_SLOTS or learn_skips % 4 == 0 then
-    local f, p = shape_learn(s)
+    local outline = gsub(s, "[^{}%[%]:,]+", "")
+    if not outlines[outline] then
+      if noutlines >= 64 then outlines, noutlines = {}, 0 end
+      outlines[outline] = true
+      noutlines = noutlines + 1
+      return
+    end
+    local f, r = shape_learn(s)
     if f then
       stat_learned = stat_learned + 1
       if nshapes < SHAPE_SLOTS then nshapes = nshapes + 1 end
-      shape_to_front(nshapes, f, p) -- full: the least recently used one drops out
+      shape_to_front(nshapes, f, r) -- full: the least recently used one drops out
     end
   end
 end
@@ -728,6 +851,26 @@ end
 --- Decode a JSON text. Raises an error with the byte position on invalid input.
 --- JSON null decodes to nil; with opts = {null = json.null} it decodes to json.null.
 function json.decode(s, opts)
+  -- The commonest call first, in as few VM instructions as it takes (each costs more under the
+  -- sandbox's count hook): a stream chunk that the most recent shape's prefix builder decodes,
+  -- without an escaped quote (shape_decode respells those). Anything else goes the long way,
+  -- which gives the same value.
+  if opts == nil and not keep_order and shape_cooldown == 0 and type(s) == "string"
+    and #s <= SHAPE_MAX_BYTES then
+    local rec = shape_recs[1]
+    local split = rec and rec.split
+    local esc = split and find(s, "\\", 1, true)
+    if split and not (esc and find(s, '\\"', esc, true)) then
+      local v = split(s, esc ~= nil, shape_str, nil)
+      if v ~= nil then
+        null_value = nil
+        shape_tries = shape_tries + 1
+        stat_hits = stat_hits + 1
+        stat_prefix = stat_prefix + 1
+        return v
+      end
+    end
+  end
   local st = type(s)
   if st == "number" then
     s = tostring(s) -- as the kernel (its string check converts numbers)
@@ -787,7 +930,8 @@ end
 -- The second value is for the trusted sandbox setup only (never given to scripts).
 local control = {
   set_keep_order = function(on) keep_order = on end,
-  -- texts decoded by a shape, shapes learned, times shapes were paused
-  stats = function() return stat_hits, stat_learned, stat_paused end,
+  set_written = function(t) written = t end,
+  -- texts decoded by a shape, shapes learned, times shapes were paused, prefix builder hits
+  stats = function() return stat_hits, stat_learned, stat_paused, stat_prefix end,
 }
 return json, control
