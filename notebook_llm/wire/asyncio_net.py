@@ -1,0 +1,271 @@
+"""An asyncio-native network backend for httpcore, the layer under httpx.
+
+Why it exists (issue 16, measured with ``bench/bench_batch.py --profile``): httpcore reaches
+the network on asyncio through AnyIO, and AnyIO's ``SocketStream.send`` ends every write that
+did not have to wait with a cancel-shielded ``sleep(0)``, and wraps every read and write in a
+``fail_after`` cancel scope. httpcore writes a request's headers and its body separately, so
+each request hands the event loop back twice before it is even sent. In a batch of 16
+concurrent streams each of those yields puts the request behind every other ready task: the
+responses that arrive together are then worked on round-robin, all of them finish late, and
+the next round's requests leave late. That interleaving, not the bytes, was most of the gap
+between a batch and its ideal time.
+
+httpcore lets the network layer be replaced (``AsyncConnectionPool(network_backend=...)``,
+public API), and no maintained package provides an asyncio one, so this module is the small
+hand-written part: a buffered :class:`asyncio.Protocol` per connection, a write that returns at
+once unless the socket's buffer is full (flow control, as ``StreamWriter.drain`` does), a
+read that returns buffered bytes without waiting, timeouts as one timer per wait, and the
+errors httpcore expects (``ConnectError``, ``ReadTimeout``...). TLS is ``loop.start_tls`` on
+the same protocol. HTTP itself (h11, the connection pool, keep-alive) stays httpcore's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ssl
+import typing
+from collections import deque
+from collections.abc import Iterable
+
+import httpcore
+
+#: Stop reading from the socket while this much is buffered and unread (back pressure).
+READ_HIGH_WATER = 256 * 1024
+
+SocketOption = (
+    tuple[int, int, int] | tuple[int, int, bytes | bytearray] | tuple[int, int, None, int]
+)
+
+
+class _Protocol(asyncio.Protocol):
+    """One connection's bytes: buffered as they arrive, handed to one reader at a time."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self.transport: asyncio.Transport | None = None
+        self.chunks: deque[bytes] = deque()
+        self.buffered = 0
+        self.eof = False
+        self.error: BaseException | None = None
+        self.reading_paused = False
+        self.writing_paused = False
+        self.read_waiter: asyncio.Future[None] | None = None
+        self.drain_waiter: asyncio.Future[None] | None = None
+
+    # ---------------------------------------------------------------- asyncio callbacks
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = typing.cast(asyncio.Transport, transport)
+
+    def data_received(self, data: bytes) -> None:
+        self.chunks.append(data)
+        self.buffered += len(data)
+        if self.buffered > READ_HIGH_WATER and not self.reading_paused and self.transport:
+            self.transport.pause_reading()
+            self.reading_paused = True
+        self._wake_reader()
+
+    def eof_received(self) -> bool:
+        self.eof = True
+        self._wake_reader()
+        return False  # let the transport close itself
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.eof = True
+        if exc is not None:
+            self.error = exc
+        self._wake_reader()
+        self._wake_writer()
+
+    def pause_writing(self) -> None:
+        self.writing_paused = True
+
+    def resume_writing(self) -> None:
+        self.writing_paused = False
+        self._wake_writer()
+
+    def _wake_reader(self) -> None:
+        waiter, self.read_waiter = self.read_waiter, None
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    def _wake_writer(self) -> None:
+        waiter, self.drain_waiter = self.drain_waiter, None
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    # ---------------------------------------------------------------- for the stream
+
+    def take(self, max_bytes: int) -> bytes:
+        """Up to ``max_bytes`` buffered bytes (``b""`` when none)."""
+        if not self.chunks:
+            return b""
+        chunk = self.chunks.popleft()
+        if len(chunk) > max_bytes:
+            chunk, rest = chunk[:max_bytes], chunk[max_bytes:]
+            self.chunks.appendleft(rest)
+        self.buffered -= len(chunk)
+        if self.reading_paused and self.buffered <= READ_HIGH_WATER // 4 and self.transport:
+            self.transport.resume_reading()
+            self.reading_paused = False
+        return chunk
+
+    async def wait(self, kind: str, limit: float | None) -> None:
+        """Wait until bytes, EOF or an error arrive (``kind="read"``) or the write buffer has
+        drained (``kind="write"``); ``TimeoutError`` after ``limit`` seconds."""
+        waiter: asyncio.Future[None] = self.loop.create_future()
+        if kind == "read":
+            self.read_waiter = waiter
+        else:
+            self.drain_waiter = waiter
+        timer = None
+        if limit is not None:
+            timer = self.loop.call_later(limit, _expire, waiter)
+        try:
+            await waiter
+        finally:
+            if timer is not None:
+                timer.cancel()
+
+
+def _expire(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_exception(TimeoutError())
+
+
+class AsyncioStream(httpcore.AsyncNetworkStream):
+    """One TCP (or TLS, or Unix socket) connection, as httpcore uses it (its interface passes
+    each call's ``timeout``)."""
+
+    def __init__(self, transport: asyncio.Transport, protocol: _Protocol) -> None:
+        self._transport = transport
+        self._protocol = protocol
+
+    async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:  # noqa: ASYNC109
+        protocol = self._protocol
+        if not protocol.chunks and not protocol.eof:
+            try:
+                await protocol.wait("read", timeout)
+            except TimeoutError:
+                raise httpcore.ReadTimeout("timed out reading the response") from None
+        if protocol.chunks:
+            return protocol.take(max_bytes)
+        if protocol.error is not None:
+            raise httpcore.ReadError(str(protocol.error) or repr(protocol.error))
+        return b""  # the server closed the connection
+
+    async def write(self, buffer: bytes, timeout: float | None = None) -> None:  # noqa: ASYNC109
+        if not buffer:
+            return
+        protocol = self._protocol
+        if protocol.error is not None or self._transport.is_closing():
+            raise httpcore.WriteError(str(protocol.error or "the connection is closed"))
+        self._transport.write(buffer)  # hands the bytes to the socket, or buffers them
+        if protocol.writing_paused:  # the socket's buffer is full: wait until it drains
+            try:
+                await protocol.wait("write", timeout)
+            except TimeoutError:
+                raise httpcore.WriteTimeout("timed out sending the request") from None
+            if protocol.error is not None:
+                raise httpcore.WriteError(str(protocol.error))
+
+    async def aclose(self) -> None:
+        self._transport.close()
+
+    async def start_tls(
+        self,
+        ssl_context: ssl.SSLContext,
+        server_hostname: str | None = None,
+        timeout: float | None = None,  # noqa: ASYNC109 - httpcore's interface
+    ) -> httpcore.AsyncNetworkStream:
+        loop = self._protocol.loop
+        try:
+            async with asyncio.timeout(timeout):
+                transport = await loop.start_tls(
+                    self._transport, self._protocol, ssl_context, server_hostname=server_hostname
+                )
+        except TimeoutError:
+            self._transport.abort()
+            raise httpcore.ConnectTimeout("timed out during the TLS handshake") from None
+        except (OSError, ssl.SSLError) as exc:
+            self._transport.abort()
+            raise httpcore.ConnectError(str(exc)) from exc
+        if transport is None:  # pragma: no cover - only for a transport closed meanwhile
+            raise httpcore.ConnectError("the connection closed during the TLS handshake")
+        return AsyncioStream(transport, self._protocol)
+
+    def get_extra_info(self, info: str) -> typing.Any:
+        if info == "ssl_object":
+            return self._transport.get_extra_info("ssl_object")
+        if info == "client_addr":
+            return self._transport.get_extra_info("sockname")
+        if info == "server_addr":
+            return self._transport.get_extra_info("peername")
+        if info == "socket":
+            return self._transport.get_extra_info("socket")
+        if info == "is_readable":
+            # httpcore asks this of an idle keep-alive connection: anything that arrived on
+            # it (bytes, EOF, an error) means the server closed it or broke it.
+            protocol = self._protocol
+            return bool(protocol.chunks) or protocol.eof or self._transport.is_closing()
+        return None
+
+
+class AsyncioBackend(httpcore.AsyncNetworkBackend):
+    """httpcore's network backend on the running asyncio loop (see the module docstring)."""
+
+    async def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,  # noqa: ASYNC109 - httpcore's interface
+        local_address: str | None = None,
+        socket_options: Iterable[SocketOption] | None = None,
+    ) -> httpcore.AsyncNetworkStream:
+        loop = asyncio.get_running_loop()
+        try:
+            async with asyncio.timeout(timeout):
+                transport, protocol = await loop.create_connection(
+                    lambda: _Protocol(loop),
+                    host,
+                    port,
+                    local_addr=(local_address, 0) if local_address else None,
+                    happy_eyeballs_delay=0.25,  # as AnyIO does: IPv6 and IPv4 both tried
+                )
+        except TimeoutError:
+            raise httpcore.ConnectTimeout(f"timed out connecting to {host}:{port}") from None
+        except OSError as exc:
+            raise httpcore.ConnectError(str(exc)) from exc
+        return _configured(transport, protocol, socket_options)  # asyncio sets TCP_NODELAY
+
+    async def connect_unix_socket(
+        self,
+        path: str,
+        timeout: float | None = None,  # noqa: ASYNC109 - httpcore's interface
+        socket_options: Iterable[SocketOption] | None = None,
+    ) -> httpcore.AsyncNetworkStream:
+        loop = asyncio.get_running_loop()
+        try:
+            async with asyncio.timeout(timeout):
+                transport, protocol = await loop.create_unix_connection(
+                    lambda: _Protocol(loop), path
+                )
+        except TimeoutError:
+            raise httpcore.ConnectTimeout(f"timed out connecting to {path}") from None
+        except OSError as exc:
+            raise httpcore.ConnectError(str(exc)) from exc
+        return _configured(transport, protocol, socket_options)
+
+    async def sleep(self, seconds: float) -> None:
+        await asyncio.sleep(seconds)
+
+
+def _configured(
+    transport: asyncio.BaseTransport,
+    protocol: _Protocol,
+    socket_options: Iterable[SocketOption] | None,
+) -> AsyncioStream:
+    sock = transport.get_extra_info("socket")
+    for option in socket_options or ():
+        sock.setsockopt(*option)
+    return AsyncioStream(typing.cast(asyncio.Transport, transport), protocol)

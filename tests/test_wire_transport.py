@@ -1,0 +1,223 @@
+"""The network transport (``notebook_llm.wire.transport``, ``notebook_llm.wire.asyncio_net``):
+httpx on an asyncio network backend, and a batch's keep-alive pool (issue 16)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ssl
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import httpx
+import pytest
+import trustme
+
+from notebook_llm import Completion, Engine, LlmError
+from notebook_llm.batch import amap
+from notebook_llm.mock.server import MockServer
+from notebook_llm.wire.asyncio_net import AsyncioBackend, AsyncioStream
+from notebook_llm.wire.transport import (
+    NetworkTransport,
+    connection_pool,
+    network_transport,
+    scoped_client,
+)
+
+Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
+
+
+@contextlib.asynccontextmanager
+async def tiny_server(
+    handler: Handler, ssl_context: ssl.SSLContext | None = None
+) -> AsyncIterator[tuple[int, list[int]]]:
+    """A loopback server running ``handler`` per connection; yields its port and a one-item
+    list counting the connections it accepted."""
+    opened = [0]
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        opened[0] += 1
+        try:
+            await handler(reader, writer)
+        except (ConnectionError, asyncio.IncompleteReadError):
+            pass
+        finally:
+            writer.close()
+
+    server = await asyncio.start_server(serve, "127.0.0.1", 0, ssl=ssl_context)
+    async with server:
+        yield server.sockets[0].getsockname()[1], opened
+
+
+async def read_request(reader: asyncio.StreamReader) -> bytes:
+    """One HTTP/1.1 request's body (the request is assumed to carry a Content-Length)."""
+    head = await reader.readuntil(b"\r\n\r\n")
+    length = 0
+    for line in head.split(b"\r\n"):
+        name, _, value = line.partition(b":")
+        if name.strip().lower() == b"content-length":
+            length = int(value)
+    return await reader.readexactly(length)
+
+
+def response(body: bytes) -> bytes:
+    return b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body)
+
+
+async def keep_alive(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    """Answers every request on the connection with its own body (or ``ok``)."""
+    while True:
+        body = await read_request(reader)
+        writer.write(response(body or b"ok"))
+        await writer.drain()
+
+
+# ------------------------------------------------------------------ the backend itself
+
+
+async def test_a_write_and_a_buffered_read_do_not_hand_the_loop_back() -> None:
+    # AnyIO's stream yields to the loop on every write that did not wait; with 16 streams in
+    # a batch those yields interleave their responses round-robin (issue 16).
+    async with tiny_server(keep_alive) as (port, _):
+        stream = await AsyncioBackend().connect_tcp("127.0.0.1", port, timeout=5)
+        write = stream.write(b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello")
+        with pytest.raises(StopIteration):  # finished without suspending
+            write.send(None)
+        await asyncio.sleep(0.2)  # the answer arrives and is buffered
+        read = stream.read(65536, timeout=5)
+        with pytest.raises(StopIteration) as done:
+            read.send(None)
+        assert done.value.value.endswith(b"\r\n\r\nhello")
+        await stream.aclose()
+
+
+async def test_the_transport_and_a_batch_pool_run_on_the_asyncio_backend() -> None:
+    async with tiny_server(keep_alive) as (port, _):
+        url = f"http://127.0.0.1:{port}/"
+        async with httpx.AsyncClient(transport=network_transport()) as client:
+            resp = await client.post(url, content=b"one")
+            assert resp.text == "one"
+            assert isinstance(resp.extensions["network_stream"], AsyncioStream)
+        async with connection_pool() as pool:
+            assert scoped_client() is pool
+            resp = await pool.post(url, content=b"two")
+            assert isinstance(resp.extensions["network_stream"], AsyncioStream)
+
+
+async def test_keep_alive_reuses_one_connection_and_replaces_one_the_server_closed() -> None:
+    async def one_answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await read_request(reader)
+        writer.write(response(b"once"))  # no "Connection: close": the client keeps it ...
+        await writer.drain()  # ... and the server closes it anyway (idle timeout)
+
+    async with tiny_server(keep_alive) as (port, opened):
+        async with httpx.AsyncClient(transport=network_transport()) as client:
+            for i in range(5):
+                assert (await client.post(f"http://127.0.0.1:{port}/", content=b"%d" % i)).text
+        assert opened[0] == 1
+    async with tiny_server(one_answer) as (port, opened):
+        async with httpx.AsyncClient(transport=network_transport()) as client:
+            for _ in range(3):
+                assert (await client.get(f"http://127.0.0.1:{port}/")).text == "once"
+                await asyncio.sleep(0.05)  # the close reaches the idle connection
+        assert opened[0] == 3
+
+
+async def test_large_bodies_both_ways_arrive_whole() -> None:
+    # More than the read buffer's high-water mark and the socket's send buffer: reading pauses
+    # and resumes, writing waits for the socket to drain.
+    big = bytes(range(256)) * 16 * 1024  # 4 MiB
+
+    async def slow_echo(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await asyncio.sleep(0.2)  # the client's send buffer fills meanwhile
+        body = await read_request(reader)
+        writer.write(response(body))
+        await writer.drain()
+
+    async with (
+        tiny_server(slow_echo) as (port, _),
+        httpx.AsyncClient(transport=network_transport()) as client,
+    ):
+        resp = await client.post(f"http://127.0.0.1:{port}/", content=big)
+    assert resp.content == big
+
+
+async def test_errors_are_httpx_errors() -> None:
+    async def silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await read_request(reader)
+        await asyncio.sleep(5)
+
+    async def hang_up(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await read_request(reader)
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nhalf")
+        await writer.drain()
+        writer.transport.abort()
+
+    async with httpx.AsyncClient(transport=network_transport()) as client:
+        async with tiny_server(silent) as (port, _):
+            with pytest.raises(httpx.ReadTimeout):
+                await client.get(f"http://127.0.0.1:{port}/", timeout=httpx.Timeout(5, read=0.1))
+        async with tiny_server(hang_up) as (port, _):
+            with pytest.raises((httpx.RemoteProtocolError, httpx.ReadError)):
+                await client.get(f"http://127.0.0.1:{port}/")
+        with pytest.raises(httpx.ConnectError):  # that server is gone: nothing listens there
+            await client.get(f"http://127.0.0.1:{port}/")
+
+
+# ------------------------------------------------------------------ TLS
+
+
+@pytest.fixture(scope="module")
+def ca() -> trustme.CA:
+    return trustme.CA()
+
+
+async def test_https_through_the_backend(ca: trustme.CA) -> None:
+    server_ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ca.issue_cert("localhost").configure_cert(server_ctx)
+    trusting = ssl.create_default_context()
+    ca.configure_trust(trusting)
+    async with tiny_server(keep_alive, server_ctx) as (port, opened):
+        url = f"https://localhost:{port}/"
+        async with httpx.AsyncClient(transport=NetworkTransport(ssl_context=trusting)) as client:
+            first = await client.post(url, content=b"secret")
+            second = await client.post(url, content=b"again")
+        assert (first.text, second.text) == ("secret", "again")
+        stream: Any = first.extensions["network_stream"]
+        assert stream.get_extra_info("ssl_object").version().startswith("TLS")
+        assert opened[0] == 1
+        # The default context does not trust the test CA: a clean ConnectError.
+        async with httpx.AsyncClient(transport=network_transport()) as client:
+            with pytest.raises(httpx.ConnectError):
+                await client.get(url)
+
+
+# ------------------------------------------------------------------ a batch's pool
+
+
+@pytest.mark.parametrize(("concurrency", "prompts"), [(4, 20), (24, 72)])
+async def test_a_batch_opens_one_connection_per_concurrent_request(
+    concurrency: int, prompts: int
+) -> None:
+    # httpx keeps 20 idle connections: at concurrency 24, four were closed after every
+    # request and a new TCP connection opened for the next one.
+    with MockServer() as srv:
+        engine = Engine(config_file=False, env_file=False)
+        engine.add_provider("m", adapter="openai", base_url=srv.url + "/v1", model="echo")
+        texts = [f"prompt {i}" for i in range(prompts)]
+        results = await amap(
+            texts, engine=engine, provider="m", concurrency=concurrency, progress=False
+        )
+        assert [r.text for r in results if isinstance(r, Completion)] == texts
+        assert srv.connections_opened == concurrency
+
+
+async def test_a_batch_on_the_backend_reports_transport_faults_per_prompt() -> None:
+    with MockServer() as srv:
+        engine = Engine(config_file=False, env_file=False, retries=0)
+        engine.add_provider("m", adapter="openai", base_url=srv.url + "/v1", model="echo")
+        srv.inject("disconnect", after=0)
+        results = await amap(["a", "b", "c"], engine=engine, provider="m", concurrency=1)
+    assert isinstance(results[0], LlmError)
+    assert results[0].code == "TRANSPORT"
+    assert [r.text for r in results[1:] if isinstance(r, Completion)] == ["b", "c"]
