@@ -91,6 +91,40 @@ async def test_a_write_and_a_buffered_read_do_not_hand_the_loop_back() -> None:
         await stream.aclose()
 
 
+async def test_a_request_on_a_kept_alive_connection_is_sent_before_other_tasks_run() -> None:
+    # httpcore's connections take AnyIO locks, which hand the loop back even when free: three
+    # times per request, each time behind every other ready task (issue 16).
+    ran: list[int] = []
+    sent_after: list[int] = []
+
+    class Watched(AsyncioStream):
+        async def write(self, buffer: bytes, timeout: float | None = None) -> None:  # noqa: ASYNC109
+            sent_after.append(len(ran))
+            await super().write(buffer, timeout)
+
+    async def other_task() -> None:
+        while True:
+            ran.append(1)
+            await asyncio.sleep(0)
+
+    async with (
+        tiny_server(keep_alive) as (port, _),
+        httpx.AsyncClient(transport=network_transport()) as client,
+    ):
+        url = f"http://127.0.0.1:{port}/"
+        first = await client.post(url, content=b"connect")
+        stream = first.extensions["network_stream"]
+        stream.__class__ = Watched
+        other = asyncio.ensure_future(other_task())
+        await asyncio.sleep(0.01)
+        ran.clear()
+        second = await client.post(url, content=b"reused")
+        other.cancel()
+    assert second.text == "reused"
+    assert sent_after  # the headers and the body ...
+    assert set(sent_after) == {0}  # ... written before the other task ran once
+
+
 async def test_the_transport_and_a_batch_pool_run_on_the_asyncio_backend() -> None:
     async with tiny_server(keep_alive) as (port, _):
         url = f"http://127.0.0.1:{port}/"

@@ -20,10 +20,9 @@ import ssl
 import threading
 from collections.abc import AsyncIterator
 
-import httpcore
 import httpx
 
-from .asyncio_net import AsyncioBackend
+from .asyncio_net import ConnectionPool
 
 _ssl_context_lock = threading.Lock()
 _ssl_context: ssl.SSLContext | None = None
@@ -45,7 +44,8 @@ DEFAULT_LIMITS = httpx.Limits(max_connections=100, max_keepalive_connections=20,
 
 class NetworkTransport(httpx.AsyncHTTPTransport):
     """``httpx.AsyncHTTPTransport`` (HTTP/1.1, the shared SSL context, no proxy) whose httpcore
-    connection pool runs on :class:`~notebook_llm.wire.asyncio_net.AsyncioBackend`."""
+    connection pool runs on :mod:`~notebook_llm.wire.asyncio_net` (asyncio network backend,
+    connections that take asyncio locks)."""
 
     def __init__(
         self, limits: httpx.Limits = DEFAULT_LIMITS, ssl_context: ssl.SSLContext | None = None
@@ -54,14 +54,11 @@ class NetworkTransport(httpx.AsyncHTTPTransport):
         super().__init__(verify=context, limits=limits)
         # httpx builds its httpcore pool without a ``network_backend`` argument; the same pool
         # is built again here with one (tests/test_wire_transport.py checks that it is used).
-        self._pool = httpcore.AsyncConnectionPool(
-            ssl_context=context,
-            max_connections=limits.max_connections,
-            max_keepalive_connections=limits.max_keepalive_connections,
-            keepalive_expiry=limits.keepalive_expiry,
-            http1=True,
-            http2=False,
-            network_backend=AsyncioBackend(),
+        self._pool = ConnectionPool(
+            context,
+            limits.max_connections,
+            limits.max_keepalive_connections,
+            limits.keepalive_expiry,
         )
 
 
