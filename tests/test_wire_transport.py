@@ -176,6 +176,29 @@ async def test_large_bodies_both_ways_arrive_whole() -> None:
     assert resp.content == big
 
 
+async def test_reading_pauses_while_much_is_unread_and_loses_nothing() -> None:
+    data = bytes(range(256)) * 8 * 1024  # 2 MiB sent at once
+
+    async def flood(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        writer.write(data)
+        await writer.drain()
+        writer.close()
+
+    async with tiny_server(flood) as (port, _):
+        stream = await AsyncioBackend().connect_tcp("127.0.0.1", port, timeout=5)
+        assert isinstance(stream, AsyncioStream)
+        await asyncio.sleep(0.3)  # nobody reads
+        protocol = stream._protocol
+        assert protocol.reading_paused
+        assert protocol.buffered < len(data)  # the rest waits in the socket
+        got = bytearray()
+        while chunk := await stream.read(65536, timeout=5):
+            got += chunk
+        assert bytes(got) == data
+        assert not protocol.reading_paused
+        await stream.aclose()
+
+
 async def test_errors_are_httpx_errors() -> None:
     async def silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         await read_request(reader)
@@ -215,8 +238,10 @@ async def test_https_through_the_backend(ca: trustme.CA) -> None:
         url = f"https://localhost:{port}/"
         async with httpx.AsyncClient(transport=NetworkTransport(ssl_context=trusting)) as client:
             first = await client.post(url, content=b"secret")
-            second = await client.post(url, content=b"again")
-        assert (first.text, second.text) == ("secret", "again")
+            big = bytes(range(256)) * 4096  # 1 MiB: reading pauses and resumes through TLS
+            second = await client.post(url, content=big)
+        assert first.text == "secret"
+        assert second.content == big
         stream: Any = first.extensions["network_stream"]
         assert stream.get_extra_info("ssl_object").version().startswith("TLS")
         assert opened[0] == 1

@@ -1,22 +1,29 @@
-"""An asyncio-native network backend for httpcore, the layer under httpx.
+"""An asyncio network backend and HTTP/1.1 connection for httpcore, the layer under httpx.
 
-Why it exists (issue 16, measured with ``bench/bench_batch.py --profile``): httpcore reaches
-the network on asyncio through AnyIO, and AnyIO's ``SocketStream.send`` ends every write that
-did not have to wait with a cancel-shielded ``sleep(0)``, and wraps every read and write in a
-``fail_after`` cancel scope. httpcore writes a request's headers and its body separately, so
-each request hands the event loop back twice before it is even sent. In a batch of 16
-concurrent streams each of those yields puts the request behind every other ready task: the
-responses that arrive together are then worked on round-robin, all of them finish late, and
-the next round's requests leave late. That interleaving, not the bytes, was most of the gap
-between a batch and its ideal time.
+Why it exists (issue 16, measured with ``bench/bench_batch.py``): httpcore reaches the network
+on asyncio through AnyIO. AnyIO's ``SocketStream.send`` ends every write that did not have to
+wait with a cancel-shielded ``sleep(0)`` (httpcore writes a request's headers and body
+separately: two), and AnyIO's ``Lock`` does the same on every acquire, even of a free lock
+(httpcore's connection takes three per request). In a batch of 16 concurrent streams each of
+those yields puts the request behind every other ready task: responses that arrive together
+are worked on round-robin, all of them finish late, and the next round's requests leave late.
+A request took a median 10-14 ms from ``complete()`` to the wire (2-3 ms now) and the batch ran
+at 1.36-1.45x its ideal time (1.17x now, on the same loaded machine).
 
-httpcore lets the network layer be replaced (``AsyncConnectionPool(network_backend=...)``,
-public API), and no maintained package provides an asyncio one, so this module is the small
-hand-written part: a buffered :class:`asyncio.Protocol` per connection, a write that returns at
-once unless the socket's buffer is full (flow control, as ``StreamWriter.drain`` does), a
-read that returns buffered bytes without waiting, timeouts as one timer per wait, and the
-errors httpcore expects (``ConnectError``, ``ReadTimeout``...). TLS is ``loop.start_tls`` on
-the same protocol. HTTP itself (h11, the connection pool, keep-alive) stays httpcore's.
+httpcore lets both be replaced through public API: ``AsyncConnectionPool(network_backend=...)``
+and the pool's ``create_connection``. No maintained package provides an asyncio backend (the
+upstream lock fix, encode/httpcore#953, was merged and reverted), so this module is the small
+hand-written part:
+
+* :class:`AsyncioBackend` / :class:`AsyncioStream`: a buffered :class:`asyncio.Protocol` per
+  connection, a write that returns at once unless the socket's buffer is full (then it waits
+  for it to drain, as ``StreamWriter.drain`` does), a read that returns buffered bytes without
+  waiting and pauses the socket while 256 KiB lie unread, a timeout as one timer per wait, and
+  the errors httpcore expects (``ConnectError``, ``ReadTimeout``...); TLS is
+  ``loop.start_tls`` on the same protocol;
+* :class:`Http11Connection`: connects through that backend, then is httpcore's own
+  ``AsyncHTTP11Connection`` (h11 does HTTP) with an ``asyncio.Lock``;
+* :class:`ConnectionPool`: httpcore's pool (limits, queueing, keep-alive) of those.
 """
 
 from __future__ import annotations
@@ -192,6 +199,8 @@ class AsyncioStream(httpcore.AsyncNetworkStream):
             raise httpcore.ConnectError(str(exc)) from exc
         if transport is None:  # pragma: no cover - only for a transport closed meanwhile
             raise httpcore.ConnectError("the connection closed during the TLS handshake")
+        # asyncio does not call connection_made again: flow control now goes through TLS.
+        self._protocol.transport = transport
         return AsyncioStream(transport, self._protocol)
 
     def get_extra_info(self, info: str) -> typing.Any:

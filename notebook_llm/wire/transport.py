@@ -7,9 +7,10 @@ the adapter with each request (``GenerateOptions.make_transport``). Nothing here
 one engine's requests travel behind another's back.
 
 :func:`network_transport` is httpx's own ``AsyncHTTPTransport`` (h11, httpcore's connection
-pool and keep-alive) on the asyncio network backend of :mod:`notebook_llm.wire.asyncio_net`
-instead of AnyIO's, whose per-write yields to the loop made a batch's concurrent responses
-interleave round-robin (issue 16).
+pool and keep-alive) on :mod:`notebook_llm.wire.asyncio_net`: an asyncio network backend and
+connections that take asyncio locks, instead of AnyIO's stream and locks, which handed the loop
+back five times per request and made a batch's concurrent responses interleave round-robin
+(issue 16). A batch (:func:`connection_pool`) uses it.
 """
 
 from __future__ import annotations
