@@ -24,7 +24,8 @@ Lines, each run ``--repeat`` times with the clients taking turns (median, and th
   adapter; ``notebook_llm.map``: the same from synchronous code, as in a notebook (on the
   package's background loop).
 * ``plain httpx``: the same requests with an ``httpx.AsyncClient`` and 16 tasks, reading each
-  stream to its end without parsing it (httpx on its default AnyIO backend).
+  stream to its end without parsing it, on httpx's default transport (AnyIO) and on
+  notebook_llm's (:func:`notebook_llm.wire.transport.network_transport`, which a batch uses).
 * ``scheduler only``: :func:`notebook_llm.batch.amap` over an in-process adapter that only
   sleeps ``latency`` (no HTTP, no Lua): the batch scheduler's own overhead.
 
@@ -58,6 +59,7 @@ from notebook_llm import Completion, Engine, Event, GenerateOptions, LlmAdapter
 from notebook_llm.batch import amap, map_prompts
 from notebook_llm.mock.direct_adapter import MockAdapter
 from notebook_llm.mock.server import MockServer
+from notebook_llm.wire.transport import network_transport
 
 TARGET = 1.10
 
@@ -115,8 +117,11 @@ async def timed(run: Callable[[], Awaitable[int]]) -> tuple[float, float, int]:
     return time.perf_counter() - start, time.process_time() - cpu, bad
 
 
-def plain_httpx(url: str, n: int, concurrency: int) -> Callable[[], Awaitable[int]]:
-    """The batch with a bare ``httpx.AsyncClient``: post, read the stream to its end."""
+def plain_httpx(
+    url: str, n: int, concurrency: int, ours: bool = False
+) -> Callable[[], Awaitable[int]]:
+    """The batch with a bare ``httpx.AsyncClient``: post, read the stream to its end; on
+    httpx's default transport, or (``ours``) on notebook_llm's."""
     body = [
         json.dumps(
             {"model": "echo", "stream": True, "messages": [{"role": "user", "content": p}]}
@@ -128,7 +133,8 @@ def plain_httpx(url: str, n: int, concurrency: int) -> Callable[[], Awaitable[in
     async def run() -> int:
         bad = 0
         todo = iter(range(n))
-        async with httpx.AsyncClient() as client:
+        transport = network_transport() if ours else None
+        async with httpx.AsyncClient(transport=transport) as client:
 
             async def worker() -> None:
                 nonlocal bad
@@ -270,6 +276,7 @@ async def run(args: argparse.Namespace) -> int:
             "notebook_llm.amap": ours,
             "notebook_llm.map (sync, as in a notebook)": ours_sync,
             "plain httpx (no parsing, no events)": plain_httpx(url, n, concurrency),
+            "plain httpx on notebook_llm's transport": plain_httpx(url, n, concurrency, True),
             "scheduler only (no HTTP, no Lua)": sleepy,
         }
         # Warm-up: adapters loaded, connections of the background loop's client open.
@@ -296,11 +303,12 @@ async def run(args: argparse.Namespace) -> int:
         )
     cpu = statistics.median(c for _, c, _ in lines["notebook_llm.amap"]) / n
     raw_cpu = statistics.median(c for _, c, _ in lines["plain httpx (no parsing, no events)"]) / n
+    our_cpu = statistics.median(c for _, c, _ in lines["plain httpx on notebook_llm's transport"])
     busy = cpu * concurrency / latency
     print(
         f"CPU per request on the loop's thread: notebook_llm {cpu * 1e3:.2f} ms, plain httpx "
-        f"{raw_cpu * 1e3:.2f} ms; {concurrency} in flight keep it {busy:.0%} busy per "
-        f"{latency * 1000:.0f} ms round"
+        f"{raw_cpu * 1e3:.2f} ms ({our_cpu / n * 1e3:.2f} ms on notebook_llm's transport); "
+        f"{concurrency} in flight keep it {busy:.0%} busy per {latency * 1000:.0f} ms round"
     )
     print(
         f"  notebook_llm's Lua per request: fresh sandbox {costs[0]:.2f} ms, request "
