@@ -177,7 +177,9 @@ class AsyncioStream(httpcore.AsyncNetworkStream):
                 raise httpcore.WriteError(str(protocol.error))
 
     async def aclose(self) -> None:
-        self._transport.close()
+        # At once, as AnyIO does: a TLS close() would keep a shutdown handshake running on
+        # the loop (up to 30 s), which may be about to end with the batch.
+        self._transport.abort()
 
     async def start_tls(
         self,
