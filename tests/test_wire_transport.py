@@ -176,6 +176,22 @@ async def test_large_bodies_both_ways_arrive_whole() -> None:
     assert resp.content == big
 
 
+async def test_a_read_returns_everything_that_arrived_since_the_last_one() -> None:
+    # SSE events arrive as separate writes; one read hands them to the parser together.
+    async def two_writes(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        for part in (b"data: one\n\n", b"data: two\n\n"):
+            writer.write(part)
+            await writer.drain()
+            await asyncio.sleep(0.05)
+        await asyncio.sleep(1)
+
+    async with tiny_server(two_writes) as (port, _):
+        stream = await AsyncioBackend().connect_tcp("127.0.0.1", port, timeout=5)
+        await asyncio.sleep(0.3)
+        assert await stream.read(65536) == b"data: one\n\ndata: two\n\n"
+        await stream.aclose()
+
+
 async def test_reading_pauses_while_much_is_unread_and_loses_nothing() -> None:
     data = bytes(range(256)) * 8 * 1024  # 2 MiB sent at once
 

@@ -104,14 +104,20 @@ class _Protocol(asyncio.Protocol):
     # ---------------------------------------------------------------- for the stream
 
     def take(self, max_bytes: int) -> bytes:
-        """Up to ``max_bytes`` buffered bytes (``b""`` when none)."""
-        if not self.chunks:
-            return b""
-        chunk = self.chunks.popleft()
-        if len(chunk) > max_bytes:
-            chunk, rest = chunk[:max_bytes], chunk[max_bytes:]
-            self.chunks.appendleft(rest)
-        self.buffered -= len(chunk)
+        """Up to ``max_bytes`` buffered bytes (``b""`` when none): everything that arrived
+        since the last read, in one piece, so that the stream's parser runs once for it."""
+        parts: list[bytes] = []
+        size = 0
+        while self.chunks and size < max_bytes:
+            part = self.chunks.popleft()
+            if size + len(part) > max_bytes:
+                cut = max_bytes - size
+                part, rest = part[:cut], part[cut:]
+                self.chunks.appendleft(rest)
+            parts.append(part)
+            size += len(part)
+        chunk = parts[0] if len(parts) == 1 else b"".join(parts)
+        self.buffered -= size
         if self.reading_paused and self.buffered <= READ_HIGH_WATER // 4 and self.transport:
             self.transport.resume_reading()
             self.reading_paused = False
