@@ -60,6 +60,14 @@ async def read_request(reader: asyncio.StreamReader) -> bytes:
     return await reader.readexactly(length)
 
 
+async def until(condition: Callable[[], object], seconds: float = 10.0) -> None:
+    """Wait until ``condition()`` holds (the machine may be slow: no fixed sleeps)."""
+    deadline = asyncio.get_running_loop().time() + seconds
+    while not condition():
+        assert asyncio.get_running_loop().time() < deadline, "timed out waiting"
+        await asyncio.sleep(0.01)
+
+
 def response(body: bytes) -> bytes:
     return b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body)
 
@@ -80,10 +88,11 @@ async def test_a_write_and_a_buffered_read_do_not_hand_the_loop_back() -> None:
     # a batch those yields interleave their responses round-robin (issue 16).
     async with tiny_server(keep_alive) as (port, _):
         stream = await AsyncioBackend().connect_tcp("127.0.0.1", port, timeout=5)
+        assert isinstance(stream, AsyncioStream)
         write = stream.write(b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello")
         with pytest.raises(StopIteration):  # finished without suspending
             write.send(None)
-        await asyncio.sleep(0.2)  # the answer arrives and is buffered
+        await until(lambda: stream._protocol.buffered >= 43)  # the answer is buffered
         read = stream.read(65536, timeout=5)
         with pytest.raises(StopIteration) as done:
             read.send(None)
@@ -152,8 +161,10 @@ async def test_keep_alive_reuses_one_connection_and_replaces_one_the_server_clos
     async with tiny_server(one_answer) as (port, opened):
         async with httpx.AsyncClient(transport=network_transport()) as client:
             for _ in range(3):
-                assert (await client.get(f"http://127.0.0.1:{port}/")).text == "once"
-                await asyncio.sleep(0.05)  # the close reaches the idle connection
+                resp = await client.get(f"http://127.0.0.1:{port}/")
+                assert resp.text == "once"
+                idle = resp.extensions["network_stream"]
+                await until(lambda s=idle: s.get_extra_info("is_readable"))  # the close arrived
         assert opened[0] == 3
 
 
@@ -187,7 +198,8 @@ async def test_a_read_returns_everything_that_arrived_since_the_last_one() -> No
 
     async with tiny_server(two_writes) as (port, _):
         stream = await AsyncioBackend().connect_tcp("127.0.0.1", port, timeout=5)
-        await asyncio.sleep(0.3)
+        assert isinstance(stream, AsyncioStream)
+        await until(lambda: stream._protocol.buffered == 22)  # both arrived, nobody read
         assert await stream.read(65536) == b"data: one\n\ndata: two\n\n"
         await stream.aclose()
 
@@ -203,9 +215,8 @@ async def test_reading_pauses_while_much_is_unread_and_loses_nothing() -> None:
     async with tiny_server(flood) as (port, _):
         stream = await AsyncioBackend().connect_tcp("127.0.0.1", port, timeout=5)
         assert isinstance(stream, AsyncioStream)
-        await asyncio.sleep(0.3)  # nobody reads
         protocol = stream._protocol
-        assert protocol.reading_paused
+        await until(lambda: protocol.reading_paused)  # nobody reads
         assert protocol.buffered < len(data)  # the rest waits in the socket
         got = bytearray()
         while chunk := await stream.read(65536, timeout=5):
