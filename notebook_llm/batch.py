@@ -220,7 +220,7 @@ async def amap(
     watcher = asyncio.ensure_future(watch_stop(stop_signal)) if stop_signal is not None else None
     try:
         # One keep-alive connection pool for the whole batch (closed with it).
-        async with connection_pool():
+        async with connection_pool(concurrency):
             await asyncio.gather(*(worker() for _ in range(min(concurrency, total))))
     finally:
         if watcher is not None:

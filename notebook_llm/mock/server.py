@@ -94,6 +94,7 @@ class MockServer:
         self._replies: deque[MockReply] = deque()
         self._faults: deque[Fault] = deque()
         self._conns: set[socket.socket] = set()
+        self._opened = 0
         self._handlers: set[threading.Thread] = set()
         self._ids = count(1)
         self._stopping = threading.Event()
@@ -164,6 +165,12 @@ class MockServer:
         with self._lock:
             return list(self._requests)
 
+    @property
+    def connections_opened(self) -> int:
+        """How many TCP connections clients have opened so far (keep-alive reuses one)."""
+        with self._lock:
+            return self._opened
+
     def clear_requests(self) -> None:
         """Forget the recorded requests."""
         with self._lock:
@@ -199,6 +206,7 @@ class MockServer:
     def _track(self, conn: socket.socket, add: bool) -> None:
         with self._lock:
             if add:
+                self._opened += 1
                 self._conns.add(conn)
                 self._handlers.add(threading.current_thread())
             else:

@@ -1,9 +1,16 @@
-"""Shared HTTP plumbing of the Lua adapters: one SSL context, and optional connection pools.
+"""Shared HTTP plumbing of the Lua adapters: one SSL context, the network transport, and
+optional connection pools.
 
 Which transport a request uses is not chosen here: it is the engine's, httpx-style
 (``Engine(transport=...)``, ``engine.recording(path)``, ``engine.replaying(path)``), handed to
 the adapter with each request (``GenerateOptions.make_transport``). Nothing here changes how
 one engine's requests travel behind another's back.
+
+:func:`network_transport` is httpx's own ``AsyncHTTPTransport`` (h11, httpcore's connection
+pool and keep-alive) on :mod:`notebook_llm.wire.asyncio_net`: an asyncio network backend and
+connections that take asyncio locks, instead of AnyIO's stream and locks, which handed the loop
+back five times per request and made a batch's concurrent responses interleave round-robin
+(issue 16). A batch (:func:`connection_pool`) uses it.
 """
 
 from __future__ import annotations
@@ -15,6 +22,8 @@ import threading
 from collections.abc import AsyncIterator
 
 import httpx
+
+from .asyncio_net import ConnectionPool
 
 _ssl_context_lock = threading.Lock()
 _ssl_context: ssl.SSLContext | None = None
@@ -29,6 +38,36 @@ def shared_ssl_context() -> ssl.SSLContext:
         return _ssl_context
 
 
+#: httpx's default pool limits; :func:`connection_pool` raises the keep-alive count to its
+#: concurrency, or the connections above 20 would be closed after every request.
+DEFAULT_LIMITS = httpx.Limits(max_connections=100, max_keepalive_connections=20, keepalive_expiry=5)
+
+
+class NetworkTransport(httpx.AsyncHTTPTransport):
+    """``httpx.AsyncHTTPTransport`` (HTTP/1.1, the shared SSL context, no proxy) whose httpcore
+    connection pool runs on :mod:`~notebook_llm.wire.asyncio_net` (asyncio network backend,
+    connections that take asyncio locks)."""
+
+    def __init__(
+        self, limits: httpx.Limits = DEFAULT_LIMITS, ssl_context: ssl.SSLContext | None = None
+    ) -> None:
+        context = ssl_context or shared_ssl_context()
+        super().__init__(verify=context, limits=limits)
+        # httpx builds its httpcore pool without a ``network_backend`` argument; the same pool
+        # is built again here with one (tests/test_wire_transport.py checks that it is used).
+        self._pool = ConnectionPool(
+            context,
+            limits.max_connections,
+            limits.max_keepalive_connections,
+            limits.keepalive_expiry,
+        )
+
+
+def network_transport(limits: httpx.Limits = DEFAULT_LIMITS) -> httpx.AsyncHTTPTransport:
+    """A transport to the network for an ``httpx.AsyncClient`` (see the module docstring)."""
+    return NetworkTransport(limits)
+
+
 _scoped: contextvars.ContextVar[httpx.AsyncClient | None] = contextvars.ContextVar(
     "notebook_llm_scoped_client", default=None
 )
@@ -40,14 +79,24 @@ def scoped_client() -> httpx.AsyncClient | None:
 
 
 @contextlib.asynccontextmanager
-async def connection_pool() -> AsyncIterator[httpx.AsyncClient]:
+async def connection_pool(concurrency: int | None = None) -> AsyncIterator[httpx.AsyncClient]:
     """Share one HTTP connection pool (keep-alive) among the streams started inside the block,
     on the running loop; closed when the block ends, so no connection outlives its loop.
 
     ``notebook_llm.amap`` uses it for a batch; use it around your own ``asyncio.gather`` of
-    engine streams. (On the package's background loop a process-wide pool is used anyway.)
+    engine streams. ``concurrency``: how many streams run at once, so that as many
+    connections are kept alive (httpx keeps 20; a batch of 32 would otherwise open a new
+    connection for a third of its requests). (On the package's background loop a
+    process-wide pool is used when there is no block.)
     """
-    transport = httpx.AsyncHTTPTransport(verify=shared_ssl_context())
+    limits = DEFAULT_LIMITS
+    if concurrency is not None and concurrency > (limits.max_keepalive_connections or 0):
+        limits = httpx.Limits(
+            max_connections=max(concurrency, limits.max_connections or 0),
+            max_keepalive_connections=concurrency,
+            keepalive_expiry=limits.keepalive_expiry,
+        )
+    transport = network_transport(limits)
     async with httpx.AsyncClient(transport=transport, follow_redirects=False) as client:
         token = _scoped.set(client)
         try:
