@@ -17,6 +17,7 @@ from notebook_llm import Completion, Engine, LlmError
 from notebook_llm.batch import amap
 from notebook_llm.mock.server import MockServer
 from notebook_llm.wire.asyncio_net import AsyncioBackend, AsyncioStream
+from notebook_llm.wire.models import fetch_openai_models
 from notebook_llm.wire.transport import (
     NetworkTransport,
     connection_pool,
@@ -307,3 +308,37 @@ async def test_a_batch_on_the_backend_reports_transport_faults_per_prompt() -> N
     assert isinstance(results[0], LlmError)
     assert results[0].code == "TRANSPORT"
     assert [r.text for r in results[1:] if isinstance(r, Completion)] == ["b", "c"]
+
+
+def test_every_request_of_the_engine_goes_through_the_asyncio_backend(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
+    """Not only a batch: a stream on the caller's loop, a sync call on the background loop, a
+    recording's inner transport and ``list_models`` all connect through ``AsyncioBackend``."""
+    connects: list[str] = []
+    connect = AsyncioBackend.connect_tcp
+
+    async def spy(self: AsyncioBackend, host: str, port: int, *args: Any, **kw: Any) -> Any:
+        connects.append(host)
+        return await connect(self, host, port, *args, **kw)
+
+    monkeypatch.setattr(AsyncioBackend, "connect_tcp", spy)
+    with MockServer(require_key="sk-test") as server:
+        monkeypatch.setenv("NOTEBOOK_LLM_OPENAI_BASE_URL", server.url + "/v1")
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+        engine = Engine(config_file=False, env_file=False, retries=0)
+
+        async def on_callers_loop() -> str:
+            return (await engine.complete("openai", "echo", prompt="hi")).text
+
+        assert asyncio.run(on_callers_loop())
+        assert len(connects) == 1
+        assert engine.complete_sync("openai", "echo", prompt="hi").text
+        assert len(connects) == 2
+        with engine.recording(tmp_path / "tape.jsonl"):
+            assert engine.complete_sync("openai", "echo", prompt="hi").text
+        assert len(connects) == 3
+        assert asyncio.run(
+            fetch_openai_models(server.url + "/v1", provider="local", api_key="sk-test")
+        )
+        assert len(connects) == 4

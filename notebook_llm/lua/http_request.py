@@ -29,7 +29,7 @@ import httpx
 
 from ..errors import ErrorCode, LlmError
 from ..protocol import GenerateOptions
-from ..wire.transport import scoped_client, shared_ssl_context
+from ..wire.transport import network_transport, scoped_client
 from .request import build_request
 from .runtime import LuaSandbox
 
@@ -218,7 +218,7 @@ def _background_client() -> httpx.AsyncClient:
     with _background_client_lock:
         if _background_client_instance is None:
             _background_client_instance = httpx.AsyncClient(
-                transport=httpx.AsyncHTTPTransport(verify=shared_ssl_context()),
+                transport=network_transport(),
                 follow_redirects=False,
             )
         return _background_client_instance
@@ -246,6 +246,6 @@ def open_client(
             return pooled, False
         if _on_background_loop():
             return _background_client(), False
-    transport = transport or httpx.AsyncHTTPTransport(verify=shared_ssl_context())
+    transport = transport or network_transport()
     client = httpx.AsyncClient(transport=transport, timeout=timeout, follow_redirects=False)
     return client, True

@@ -17,7 +17,7 @@ from ..errors import ErrorCode, LlmError
 from ..protocol import ModelInfo
 from ..secrets import redact
 from .http_errors import error_from_http
-from .transport import shared_ssl_context
+from .transport import network_transport
 
 __all__ = ["fetch_openai_models", "parse_model_list"]
 
@@ -51,7 +51,7 @@ async def fetch_openai_models(
     sent = {"accept": "application/json", **(headers or {})}
     if api_key and not {k.lower() for k in sent} & {"authorization", "x-api-key"}:
         sent["authorization"] = f"Bearer {api_key}"
-    transport = transport or httpx.AsyncHTTPTransport(verify=shared_ssl_context())
+    transport = transport or network_transport()
     try:
         async with httpx.AsyncClient(transport=transport, timeout=LIST_TIMEOUT) as client:
             response = await client.get(url, headers=sent)

@@ -81,11 +81,9 @@ class Recorder:
         """A transport that records what passes through ``inner`` (default: a new network
         transport, closed with it; a given ``inner`` is the caller's and stays open)."""
         if inner is None:
-            from .transport import shared_ssl_context
+            from .transport import network_transport
 
-            return _RecordingTransport(
-                self, httpx.AsyncHTTPTransport(verify=shared_ssl_context()), owned=True
-            )
+            return _RecordingTransport(self, network_transport(), owned=True)
         return _RecordingTransport(self, inner, owned=False)
 
     def _finish(

@@ -10,7 +10,10 @@ one engine's requests travel behind another's back.
 pool and keep-alive) on :mod:`notebook_llm.wire.asyncio_net`: an asyncio network backend and
 connections that take asyncio locks, instead of AnyIO's stream and locks, which handed the loop
 back five times per request and made a batch's concurrent responses interleave round-robin
-(issue 16). A batch (:func:`connection_pool`) uses it.
+(issue 16). Every request notebook_llm sends to the network uses it: a batch's pool
+(:func:`connection_pool`), the background loop's shared client, a stream's own client, a
+recording's inner transport and ``list_models``. (A user's ``Engine(transport=...)`` is used as
+given.)
 """
 
 from __future__ import annotations
