@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ssl
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
@@ -13,7 +14,7 @@ import httpx
 import pytest
 import trustme
 
-from notebook_llm import Completion, Engine, LlmError
+from notebook_llm import Completion, Engine, Finish, LlmError, StopSignal, TextDelta
 from notebook_llm.batch import amap
 from notebook_llm.mock.server import MockServer
 from notebook_llm.wire.asyncio_net import AsyncioBackend, AsyncioStream
@@ -342,3 +343,34 @@ def test_every_request_of_the_engine_goes_through_the_asyncio_backend(
             fetch_openai_models(server.url + "/v1", provider="local", api_key="sk-test")
         )
         assert len(connects) == 4
+
+
+def test_a_stopped_stream_has_closed_its_socket_when_it_ends(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The server sees the close without the loop running any further (the caller may block
+    it, or end it, right after the stream)."""
+
+    async def stopped_stream(server: MockServer) -> str:
+        engine = Engine(config_file=False, env_file=False, retries=0)
+        stop = StopSignal()
+        loop = asyncio.get_running_loop()
+        last: Any = None
+        texts = 0
+        async for last in engine.stream(
+            "openai", "lorem", prompt="x", max_tokens=2000, stop_signal=stop
+        ):
+            texts += isinstance(last, TextDelta)
+            if texts == 3:
+                loop.call_soon(stop.set)
+        assert isinstance(last, Finish)
+        deadline = time.monotonic() + 5  # blocking: the loop does not run while we wait
+        while server.open_connections and time.monotonic() < deadline:
+            time.sleep(0.01)  # noqa: ASYNC251 - blocking the loop is the point
+        return last.reason.kind
+
+    with MockServer(require_key="sk-test", chunk_delay=0.05) as server:
+        monkeypatch.setenv("NOTEBOOK_LLM_OPENAI_BASE_URL", server.url + "/v1")
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+        assert asyncio.run(stopped_stream(server)) == "aborted"
+        assert server.open_connections == 0

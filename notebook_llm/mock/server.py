@@ -171,6 +171,13 @@ class MockServer:
         with self._lock:
             return self._opened
 
+    @property
+    def open_connections(self) -> int:
+        """How many client connections are open now (a closed one is gone once the server
+        notices: at its next read or write)."""
+        with self._lock:
+            return len(self._conns)
+
     def clear_requests(self) -> None:
         """Forget the recorded requests."""
         with self._lock:

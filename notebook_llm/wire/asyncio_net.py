@@ -186,6 +186,10 @@ class AsyncioStream(httpcore.AsyncNetworkStream):
         # At once, as AnyIO does: a TLS close() would keep a shutdown handshake running on
         # the loop (up to 30 s), which may be about to end with the batch.
         self._transport.abort()
+        # asyncio closes the socket in a callback it schedules (``connection_lost``): one turn
+        # of the loop runs it, so the server sees the close when a stopped stream ends, even if
+        # the caller then blocks the loop or ends it (AnyIO's aclose yields once too).
+        await asyncio.sleep(0)
 
     async def start_tls(
         self,
