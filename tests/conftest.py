@@ -59,3 +59,18 @@ class ScriptedAdapter(LlmAdapter):
             yield ev
         if self.raise_after is not None:
             raise self.raise_after
+
+
+@pytest.fixture
+def comms(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str]]:
+    """Every message the kernel would send to the front end, as (type, JSON data), recorded
+    by a comm that stands in for it (the live-view tests)."""
+    import comm
+    from live_view_support import RecordingComm
+
+    from notebook_llm.widgets import live
+
+    log: list[tuple[str, str]] = []
+    monkeypatch.setattr(comm, "create_comm", lambda **kw: RecordingComm(log, **kw))
+    monkeypatch.setattr(live, "_LIBRARY", None)  # made on this recording comm
+    return log

@@ -5,63 +5,16 @@ raw HTML shown as text. A recording comm stands in for the front end."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
-import comm
-import pytest
-from comm.base_comm import BaseComm
+from live_view_support import Clock, Log, feed, words
 
-from notebook_llm.protocol import BlockEnd, BlockStart, Finish, TextBlock, TextDelta
 from notebook_llm.secrets import register_secret
 from notebook_llm.widgets import live
 from notebook_llm.widgets.final import FinalView
 from notebook_llm.widgets.live import HOLD_MAX, HOLD_TAIL, LivePane, RedactedStream
 from notebook_llm.widgets.render import escape_raw_html
 from notebook_llm.widgets.stream_view import StreamView
-
-Log = list[tuple[str, str]]
-
-
-class RecordingComm(BaseComm):
-    def __init__(self, log: Log, **kwargs: Any) -> None:
-        self.log = log
-        super().__init__(**kwargs)
-
-    def publish_msg(
-        self, msg_type: str, data: Any = None, metadata: Any = None, buffers: Any = None, **k: Any
-    ) -> None:
-        self.log.append((msg_type, json.dumps(data, default=str)))
-
-
-@pytest.fixture
-def comms(monkeypatch: pytest.MonkeyPatch) -> Iterator[Log]:
-    log: Log = []
-    monkeypatch.setattr(comm, "create_comm", lambda **kw: RecordingComm(log, **kw))
-    monkeypatch.setattr(live, "_LIBRARY", None)  # made on this recording comm
-    return log
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-def feed(view: StreamView, clock: Clock, pieces: list[str], dt: float) -> None:
-    view.handle(BlockStart(0, "text"))
-    for piece in pieces:
-        clock.now += dt
-        view.handle(TextDelta(0, piece))
-        view.maybe_flush()
-    view.handle(BlockEnd(0, TextBlock("".join(pieces))))
-    view.handle(Finish.stop())
-
-
-def words(n: int) -> list[str]:
-    return [("\n\n" if i % 60 == 59 else " ") + f"word{i % 97}" for i in range(n)]
 
 
 def ops(log: Log) -> list[list[Any]]:

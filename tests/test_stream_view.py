@@ -3,12 +3,9 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
-import comm
-import pytest
-from comm.base_comm import BaseComm
+from live_view_support import Clock, feed, words
 
 from notebook_llm.loop_events import StepStart, ToolOutcome, ToolRun
 from notebook_llm.protocol import (
@@ -27,54 +24,6 @@ from notebook_llm.protocol import (
 from notebook_llm.secrets import register_secret
 from notebook_llm.widgets import live
 from notebook_llm.widgets.stream_view import StreamView
-
-
-class RecordingComm(BaseComm):
-    """A comm that records every message it would send to the front end."""
-
-    def __init__(self, log: list[tuple[str, str]], **kwargs: Any) -> None:
-        self.log = log
-        super().__init__(**kwargs)
-
-    def publish_msg(
-        self,
-        msg_type: str,
-        data: Any = None,
-        metadata: Any = None,
-        buffers: Any = None,
-        **keys: Any,
-    ) -> None:
-        self.log.append((msg_type, json.dumps(data, default=str)))
-
-
-@pytest.fixture
-def comms(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[tuple[str, str]]]:
-    log: list[tuple[str, str]] = []
-    monkeypatch.setattr(comm, "create_comm", lambda **kw: RecordingComm(log, **kw))
-    monkeypatch.setattr(live, "_LIBRARY", None)  # made on this recording comm
-    return log
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-def feed_text(view: StreamView, clock: Clock, pieces: list[str], dt: float) -> None:
-    view.handle(BlockStart(0, "text"))
-    for piece in pieces:
-        clock.now += dt
-        view.handle(TextDelta(0, piece))
-        view.maybe_flush()
-    view.handle(BlockEnd(0, TextBlock("".join(pieces))))
-    view.handle(Finish.stop())
-
-
-def words(n: int) -> list[str]:
-    return [("\n\n" if i % 60 == 59 else " ") + f"word{i % 97}" for i in range(n)]
 
 
 def test_renders_reasoning_text_tools_and_footer(comms: list[tuple[str, str]]) -> None:
@@ -130,7 +79,7 @@ def test_updates_are_coalesced(comms: list[tuple[str, str]]) -> None:
     clock = Clock()
     view = StreamView("m", clock=clock, max_rate=20)
     before = len(comms)
-    feed_text(view, clock, words(2000), dt=0.0)  # all at the same instant
+    feed(view, clock, words(2000), dt=0.0)  # all at the same instant
     assert len(comms) - before <= 1  # one message, not 2000 updates
 
 
@@ -139,7 +88,7 @@ def test_bytes_grow_linearly(comms: list[tuple[str, str]]) -> None:
         comms.clear()
         clock = Clock()
         view = StreamView("m", clock=clock)
-        feed_text(view, clock, words(n), dt=0.01)
+        feed(view, clock, words(n), dt=0.01)
         view.finish(status="done")
         return sum(len(data) for _, data in comms)
 
@@ -154,7 +103,7 @@ def test_bytes_grow_linearly_for_one_long_paragraph(comms: list[tuple[str, str]]
         comms.clear()
         clock = Clock()
         view = StreamView("m", clock=clock)
-        feed_text(view, clock, ["word "] * n, dt=0.01)
+        feed(view, clock, ["word "] * n, dt=0.01)
         view.finish(status="done")
         return sum(len(data) for _, data in comms)
 

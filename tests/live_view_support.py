@@ -1,0 +1,54 @@
+"""What the live-view tests share (``test_live_view.py``, ``test_stream_view.py``): a comm that
+records every message the kernel would send to the front end, a fake clock, a text feeder and
+the synthetic words. The ``comms`` fixture that installs the recording comm is in conftest."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from comm.base_comm import BaseComm
+
+from notebook_llm.protocol import BlockEnd, BlockStart, Finish, TextBlock, TextDelta
+from notebook_llm.widgets.stream_view import StreamView
+
+Log = list[tuple[str, str]]
+
+
+class RecordingComm(BaseComm):
+    """A comm that records (message type, JSON data) of every message it would send."""
+
+    def __init__(self, log: Log, **kwargs: Any) -> None:
+        self.log = log
+        super().__init__(**kwargs)
+
+    def publish_msg(
+        self, msg_type: str, data: Any = None, metadata: Any = None, buffers: Any = None, **k: Any
+    ) -> None:
+        self.log.append((msg_type, json.dumps(data, default=str)))
+
+
+class Clock:
+    """A clock the test moves by hand."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def feed(view: StreamView, clock: Clock, pieces: list[str], dt: float) -> None:
+    """One text block of ``pieces``, ``dt`` seconds apart, flushing as the view would."""
+    view.handle(BlockStart(0, "text"))
+    for piece in pieces:
+        clock.now += dt
+        view.handle(TextDelta(0, piece))
+        view.maybe_flush()
+    view.handle(BlockEnd(0, TextBlock("".join(pieces))))
+    view.handle(Finish.stop())
+
+
+def words(n: int) -> list[str]:
+    """``n`` tokens of Markdown-ish text: a paragraph break every 60."""
+    return [("\n\n" if i % 60 == 59 else " ") + f"word{i % 97}" for i in range(n)]
