@@ -25,6 +25,9 @@ KEY_VARS = [
 ]
 
 
+PROXY_VARS = ["HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY"]
+
+
 @pytest.fixture(autouse=True)
 def _isolate(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     config = tmp_path / "config" / "config.toml"
@@ -34,6 +37,9 @@ def _isolate(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     monkeypatch.setenv("NOTEBOOK_LLM_ADAPTERS_DIR", str(tmp_path / "config" / "adapters"))
     for var in KEY_VARS:
         monkeypatch.delenv(var, raising=False)
+    for var in PROXY_VARS:  # hermetic on a machine with a proxy (tests/test_proxy.py sets its own)
+        monkeypatch.delenv(var, raising=False)
+        monkeypatch.delenv(var.lower(), raising=False)
     for var in list(os.environ):
         if var.startswith("NOTEBOOK_LLM_") and var.endswith(("_BASE_URL", "_MODEL")):
             monkeypatch.delenv(var)

@@ -29,7 +29,7 @@ import httpx
 
 from ..errors import ErrorCode, LlmError
 from ..protocol import GenerateOptions
-from ..wire.transport import network_transport, scoped_client
+from ..wire.transport import network_client, scoped_client
 from .request import build_request
 from .runtime import LuaSandbox
 
@@ -217,10 +217,7 @@ def _background_client() -> httpx.AsyncClient:
     global _background_client_instance
     with _background_client_lock:
         if _background_client_instance is None:
-            _background_client_instance = httpx.AsyncClient(
-                transport=network_transport(),
-                follow_redirects=False,
-            )
+            _background_client_instance = network_client()
         return _background_client_instance
 
 
@@ -246,6 +243,7 @@ def open_client(
             return pooled, False
         if _on_background_loop():
             return _background_client(), False
-    transport = transport or network_transport()
+    if transport is None:
+        return network_client(timeout=timeout), True
     client = httpx.AsyncClient(transport=transport, timeout=timeout, follow_redirects=False)
     return client, True

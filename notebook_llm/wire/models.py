@@ -17,7 +17,7 @@ from ..errors import ErrorCode, LlmError
 from ..protocol import ModelInfo
 from ..secrets import redact
 from .http_errors import error_from_http
-from .transport import network_transport
+from .transport import network_client
 
 __all__ = ["fetch_openai_models", "parse_model_list"]
 
@@ -51,9 +51,13 @@ async def fetch_openai_models(
     sent = {"accept": "application/json", **(headers or {})}
     if api_key and not {k.lower() for k in sent} & {"authorization", "x-api-key"}:
         sent["authorization"] = f"Bearer {api_key}"
-    transport = transport or network_transport()
+    client = (
+        network_client(timeout=LIST_TIMEOUT)
+        if transport is None
+        else httpx.AsyncClient(transport=transport, timeout=LIST_TIMEOUT)
+    )
     try:
-        async with httpx.AsyncClient(transport=transport, timeout=LIST_TIMEOUT) as client:
+        async with client:
             response = await client.get(url, headers=sent)
             raw = await response.aread()
     except httpx.TimeoutException as exc:

@@ -22,6 +22,7 @@ import contextlib
 import contextvars
 import ssl
 import threading
+import urllib.request
 from collections.abc import AsyncIterator
 
 import httpx
@@ -71,6 +72,45 @@ def network_transport(limits: httpx.Limits = DEFAULT_LIMITS) -> httpx.AsyncHTTPT
     return NetworkTransport(limits)
 
 
+#: Loopback hosts are reached directly even when a proxy is set without ``NO_PROXY`` for them:
+#: a local server (Ollama, llama.cpp, the mock) is on this machine, never behind the proxy.
+LOOPBACK = ("all://localhost", "all://127.0.0.1", "all://[::1]")
+
+
+def proxy_in_env() -> bool:
+    """Whether ``HTTP_PROXY``, ``HTTPS_PROXY`` or ``ALL_PROXY`` (any case) names a proxy: what
+    httpx honours (with ``NO_PROXY``) when it builds a client with ``trust_env``."""
+    found = urllib.request.getproxies_environment()
+    return any(found.get(scheme) for scheme in ("http", "https", "all"))
+
+
+#: httpx's own default; each request of an adapter sets its own.
+DEFAULT_TIMEOUT = httpx.Timeout(5.0)
+
+
+def network_client(
+    limits: httpx.Limits = DEFAULT_LIMITS, timeout: httpx.Timeout = DEFAULT_TIMEOUT
+) -> httpx.AsyncClient:
+    """An ``httpx.AsyncClient`` to the network, as every client notebook_llm opens is built.
+
+    With no proxy in the environment: one :func:`network_transport`. With one: httpx's own
+    proxy handling (``HTTP(S)_PROXY``, ``ALL_PROXY``, ``NO_PROXY``; an explicit transport would
+    turn it off), and loopback hosts on :func:`network_transport`, directly (:data:`LOOPBACK`).
+    """
+    if not proxy_in_env():
+        return httpx.AsyncClient(
+            transport=network_transport(limits), follow_redirects=False, timeout=timeout
+        )
+    return httpx.AsyncClient(
+        verify=shared_ssl_context(),
+        limits=limits,
+        trust_env=True,
+        mounts={pattern: network_transport(limits) for pattern in LOOPBACK},
+        follow_redirects=False,
+        timeout=timeout,
+    )
+
+
 _scoped: contextvars.ContextVar[httpx.AsyncClient | None] = contextvars.ContextVar(
     "notebook_llm_scoped_client", default=None
 )
@@ -99,8 +139,7 @@ async def connection_pool(concurrency: int | None = None) -> AsyncIterator[httpx
             max_keepalive_connections=concurrency,
             keepalive_expiry=limits.keepalive_expiry,
         )
-    transport = network_transport(limits)
-    async with httpx.AsyncClient(transport=transport, follow_redirects=False) as client:
+    async with network_client(limits) as client:
         token = _scoped.set(client)
         try:
             yield client
