@@ -243,7 +243,4 @@ def open_client(
             return pooled, False
         if _on_background_loop():
             return _background_client(), False
-    if transport is None:
-        return network_client(timeout=timeout), True
-    client = httpx.AsyncClient(transport=transport, timeout=timeout, follow_redirects=False)
-    return client, True
+    return network_client(timeout=timeout, transport=transport), True

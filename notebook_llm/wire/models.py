@@ -51,13 +51,8 @@ async def fetch_openai_models(
     sent = {"accept": "application/json", **(headers or {})}
     if api_key and not {k.lower() for k in sent} & {"authorization", "x-api-key"}:
         sent["authorization"] = f"Bearer {api_key}"
-    client = (
-        network_client(timeout=LIST_TIMEOUT)
-        if transport is None
-        else httpx.AsyncClient(transport=transport, timeout=LIST_TIMEOUT)
-    )
     try:
-        async with client:
+        async with network_client(timeout=LIST_TIMEOUT, transport=transport) as client:
             response = await client.get(url, headers=sent)
             raw = await response.aread()
     except httpx.TimeoutException as exc:

@@ -10,10 +10,11 @@ one engine's requests travel behind another's back.
 pool and keep-alive) on :mod:`notebook_llm.wire.asyncio_net`: an asyncio network backend and
 connections that take asyncio locks, instead of AnyIO's stream and locks, which handed the loop
 back five times per request and made a batch's concurrent responses interleave round-robin
-(issue 16). Every request notebook_llm sends to the network uses it: a batch's pool
-(:func:`connection_pool`), the background loop's shared client, a stream's own client, a
-recording's inner transport and ``list_models``. (A user's ``Engine(transport=...)`` is used as
-given.)
+(issue 16). Every client notebook_llm opens is built by :func:`network_client` on it (a
+batch's pool, :func:`connection_pool`; the background loop's shared client; a stream's own
+client; ``list_models``), and a recording wraps it. With a proxy in the environment the proxied
+hosts go through httpx's own transport instead. A transport given by the engine or the adapter
+(``Engine(transport=...)``, a recorder, a replayer) is used as given.
 """
 
 from __future__ import annotations
@@ -89,17 +90,23 @@ DEFAULT_TIMEOUT = httpx.Timeout(5.0)
 
 
 def network_client(
-    limits: httpx.Limits = DEFAULT_LIMITS, timeout: httpx.Timeout = DEFAULT_TIMEOUT
+    limits: httpx.Limits = DEFAULT_LIMITS,
+    timeout: httpx.Timeout = DEFAULT_TIMEOUT,
+    transport: httpx.AsyncBaseTransport | None = None,
 ) -> httpx.AsyncClient:
-    """An ``httpx.AsyncClient`` to the network, as every client notebook_llm opens is built.
+    """An ``httpx.AsyncClient``, as every client notebook_llm opens is built.
 
-    With no proxy in the environment: one :func:`network_transport`. With one: httpx's own
-    proxy handling (``HTTP(S)_PROXY``, ``ALL_PROXY``, ``NO_PROXY``; an explicit transport would
-    turn it off), and loopback hosts on :func:`network_transport`, directly (:data:`LOOPBACK`).
+    ``transport`` (the engine's or the adapter's: a recorder, a replayer, a test's) is used as
+    given. Without one, and no proxy in the environment: one :func:`network_transport`. With a
+    proxy: httpx's own proxy handling (``HTTP(S)_PROXY``, ``ALL_PROXY``, ``NO_PROXY``; an
+    explicit transport would turn it off), and loopback hosts on :func:`network_transport`,
+    directly (:data:`LOOPBACK`).
     """
-    if not proxy_in_env():
+    if transport is not None or not proxy_in_env():
         return httpx.AsyncClient(
-            transport=network_transport(limits), follow_redirects=False, timeout=timeout
+            transport=transport or network_transport(limits),
+            follow_redirects=False,
+            timeout=timeout,
         )
     return httpx.AsyncClient(
         verify=shared_ssl_context(),
