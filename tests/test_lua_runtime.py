@@ -429,6 +429,26 @@ def test_http_time_not_counted() -> None:
     assert json.loads(sb.call("g"))["status"] == 200
 
 
+def test_tohex_stopped_while_building_its_table_is_whole_on_the_next_call() -> None:
+    """tohex builds its byte table on first use; a build cut short by the memory limit must not
+    leave a partial table behind (bytes missing from it would pass through unconverted)."""
+    src = """
+    local hog = {}
+    return {
+      fill = function()
+        pcall(function() while true do hog[#hog + 1] = {#hog} end end)
+        local built = pcall(tohex, "a")
+        hog = {}
+        collectgarbage()
+        return tostring(built)
+      end,
+      t = function(x) return tohex(x) end,
+    }"""
+    sb = LuaSandbox(src, limits=LuaLimits(cpu_seconds=2.0, memory_bytes=2 * 1024 * 1024))
+    assert sb.call("fill") == "false"  # the first build ran out of memory
+    assert sb.call("t", "AZaz~") == "415a617a7e"
+
+
 def test_hash_helpers() -> None:
     import base64
     import hashlib

@@ -21,7 +21,7 @@ local xpcall, pcall, error, type, tostring, load, setmetatable, getmetatable, se
 local rawequal = rawequal
 local pairs, ipairs = pairs, ipairs
 local pack, unpack, concat = table.pack, table.unpack, table.concat
-local byte, format, gsub, sub = string.byte, string.format, string.gsub, string.sub
+local byte, char, format, gsub, sub = string.byte, string.char, string.format, string.gsub, string.sub
 local utf8_len = utf8.len
 local raw_collectgarbage = collectgarbage
 
@@ -166,14 +166,15 @@ local function text(what, s)
 end
 
 -- Built on first use: its 512 C calls were a sixth of a fresh sandbox's cost (0.1 ms), and
--- most scripts never sign or hash anything.
+-- most scripts never sign or hash anything. Kept only once whole: a build stopped by the
+-- CPU or memory limit must not leave a partial table for the next call.
 local hexmap
-local char = string.char
 local function tohex(s)
   if type(s) ~= "string" then error("tohex expected a string, got " .. type(s), 2) end
   if not hexmap then
-    hexmap = {}
-    for i = 0, 255 do hexmap[char(i)] = format("%02x", i) end
+    local m = {}
+    for i = 0, 255 do m[char(i)] = format("%02x", i) end
+    hexmap = m
   end
   return (gsub(s, ".", hexmap))
 end
