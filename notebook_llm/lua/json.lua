@@ -49,9 +49,10 @@ local key_order = setmetatable({}, { __mode = "k" })
 -- Off while a stream chunk is transformed: its output is parsed by Python, where key order
 -- means nothing, and this is the hot path (recording the order costs ~20% of a decode).
 local keep_order = true
--- While sandbox.lua's call_each runs, the object texts json.encode writes are noted here (the
--- text as key): a hook result equal to one is JSON this encoder wrote, so the batch's results
--- can cross to Python as one JSON array, parsed with one json.loads (see call_each).
+-- While sandbox.lua's call_each runs, the last object text json.encode wrote is noted here
+-- (written[1]; one slot, so a hook that encodes in a loop holds nothing more): a hook result
+-- equal to it is JSON this encoder wrote, so the batch's results can cross to Python as one
+-- JSON array, parsed with one json.loads (see call_each).
 local written = nil
 local table_sort = table.sort
 local array_mt = { __name = "json.array", __metatable = "json.array" }
@@ -294,7 +295,7 @@ function json.encode(v)
         k = key_texts[k] or quote_key(k)
         if not find(x, PLAIN) then x = gsub(x, '[%c"\\]', escapes) end
         local r = '{"' .. k .. '":"' .. x .. '"}'
-        if written then written[r] = true end
+        if written then written[1] = r end
         return r
       end
     end
@@ -302,7 +303,7 @@ function json.encode(v)
   local buf = {}
   local n = encode_value(v, buf, 0, 0)
   local r = concat(buf, "", 1, n)
-  if written and byte(r, 1) == 123 then written[r] = true end
+  if written and byte(r, 1) == 123 then written[1] = r end
   return r
 end
 

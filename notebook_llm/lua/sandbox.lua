@@ -429,8 +429,8 @@ end
 --- succeeded (a string, "" for nil), count + 1 is the item that failed when status is not "ok".
 --- When all results are strings they also come joined (the 7th value), so that one string
 --- crosses to Python instead of one per result:
----   * with `as_array`, and when every result is "" or an object text that json.encode wrote
----     in this call (the common case: `return json.encode(out)`), as one JSON array (the 8th
+---   * with `as_array`, and when every result is "" or the object text json.encode wrote last
+---     (the common case: `return json.encode(out)`, or a table result), as one JSON array (the 8th
 ---     value is then true): Python parses the batch with one json.loads instead of one parse per
 ---     result. Nothing else may go in: a text the script wrote itself is checked by Python
 ---     alone, with its own error message;
@@ -439,7 +439,7 @@ end
 function entry.call_each(name, items, as_array)
   set_keep_order(name ~= "transform_stream_chunk")
   local results, count, strings, blanks = {}, 0, true, false
-  local written = as_array and {} or nil
+  local written = as_array and {} or nil -- written[1]: json.encode's last object text
   local function each()
     local fn = adapter[name]
     if type(fn) ~= "function" then error("the adapter has no function '" .. name .. "'", 0) end
@@ -453,7 +453,7 @@ function entry.call_each(name, items, as_array)
       end
       if v == nil or v == "" then
         v, blanks = "", true
-      elseif written and not written[v] then
+      elseif written and v ~= written[1] then
         written = nil
         set_written(nil)
         if type(v) ~= "string" then strings = false end
