@@ -12,6 +12,7 @@ this test FAILS with a message saying how to install it; it is never skipped.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -268,6 +269,25 @@ def _shutdown_kernels(base: str, timeout: float = 30) -> None:
     pytest.fail(f"kernels still running after {timeout}s")
 
 
+@contextlib.contextmanager
+def _chromium_page() -> Iterator[Any]:
+    """A 1280x900 page in headless Chromium, closed with its browser."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        try:
+            yield browser.new_page(viewport={"width": 1280, "height": 900})
+        finally:
+            browser.close()
+
+
+def _notebook_url(base: str, name: str, app: str) -> str:
+    """The URL of notebook ``name`` in JupyterLab or Notebook 7."""
+    where = "lab/tree" if app == "jupyterlab" else "notebooks"
+    return f"{base}/{where}/{name}?token={TOKEN}"
+
+
 def _open(page: Any, url: str) -> None:
     page.goto(url, timeout=90_000)
     page.wait_for_selector(".jp-Notebook .jp-CodeCell", timeout=90_000)
@@ -342,26 +362,13 @@ def _reopen_checks(page: Any, base: str, url: str, root: Path, app: str) -> None
 @pytest.mark.parametrize("app", ["jupyterlab", "notebook"])
 def test_a_saved_notebook_reopens_without_widgets(tmp_path: Path, app: str) -> None:
     _browser_or_fail()
-    from playwright.sync_api import sync_playwright
-
     server = _serve(tmp_path, app)
     base = next(server)
     try:
         root = tmp_path / "root"
-        url = (
-            f"{base}/lab/tree/quickstart.ipynb?token={TOKEN}"
-            if app == "jupyterlab"
-            else f"{base}/notebooks/quickstart.ipynb?token={TOKEN}"
-        )
-        with sync_playwright() as pw:
-            browser = pw.chromium.launch(
-                executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True
-            )
-            try:
-                page = browser.new_page(viewport={"width": 1280, "height": 900})
-                _reopen_checks(page, base, url, root, app)
-            finally:
-                browser.close()
+        url = _notebook_url(base, "quickstart.ipynb", app)
+        with _chromium_page() as page:
+            _reopen_checks(page, base, url, root, app)
     finally:
         server.close()
     if app == "jupyterlab":
@@ -371,8 +378,6 @@ def test_a_saved_notebook_reopens_without_widgets(tmp_path: Path, app: str) -> N
 def test_nbconvert_html_shows_the_card_offline(tmp_path: Path) -> None:
     """The committed quickstart as nbconvert HTML, opened with every network request refused."""
     _browser_or_fail()
-    from playwright.sync_api import sync_playwright
-
     html_path = tmp_path / "quickstart.html"
     subprocess.run(
         [
@@ -389,117 +394,98 @@ def test_nbconvert_html_shows_the_card_offline(tmp_path: Path) -> None:
         capture_output=True,
         timeout=120,
     )
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
-        try:
-            page = browser.new_page(viewport={"width": 1280, "height": 900})
-            page.route(
-                "**/*",
-                lambda route: (
-                    route.continue_() if route.request.url.startswith("file:") else route.abort()
-                ),
-            )
-            page.goto(html_path.as_uri())
-            card = page.locator(".notebook-llm-tool", has_text="get_weather")
-            assert card.count() >= 1
-            assert card.first.is_visible()
-            assert "sunny in Lisbon" in card.first.inner_text()
-            assert page.locator(".notebook-llm-footer").first.is_visible()
-            body = page.inner_text("body")
-            assert "Loading widget" not in body
-        finally:
-            browser.close()
+    with _chromium_page() as page:
+        page.route(
+            "**/*",
+            lambda route: (
+                route.continue_() if route.request.url.startswith("file:") else route.abort()
+            ),
+        )
+        page.goto(html_path.as_uri())
+        card = page.locator(".notebook-llm-tool", has_text="get_weather")
+        assert card.count() >= 1
+        assert card.first.is_visible()
+        assert "sunny in Lisbon" in card.first.inner_text()
+        assert page.locator(".notebook-llm-footer").first.is_visible()
+        body = page.inner_text("body")
+        assert "Loading widget" not in body
 
 
 def test_quickstart_renders_live_widgets_in_jupyterlab(lab: str) -> None:
     _browser_or_fail()
-    from playwright.sync_api import sync_playwright
+    with _chromium_page() as page:
+        page.goto(_notebook_url(lab, "quickstart.ipynb", "jupyterlab"), timeout=90_000)
+        page.wait_for_selector(".jp-Notebook .jp-CodeCell", timeout=90_000)
+        # The kernel must be up before "Run All"; the status bar says Idle.
+        page.wait_for_function("() => document.body.innerText.includes('Idle')", timeout=90_000)
+        page.locator(".lm-MenuBar-item", has_text="Run").first.click()
+        page.locator(".lm-Menu-item", has_text="Run All Cells").first.click()
 
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
-        try:
-            page = browser.new_page(viewport={"width": 1280, "height": 900})
-            page.goto(f"{lab}/lab/tree/quickstart.ipynb?token={TOKEN}", timeout=90_000)
-            page.wait_for_selector(".jp-Notebook .jp-CodeCell", timeout=90_000)
-            # The kernel must be up before "Run All"; the status bar says Idle.
-            page.wait_for_function("() => document.body.innerText.includes('Idle')", timeout=90_000)
-            page.locator(".lm-MenuBar-item", has_text="Run").first.click()
-            page.locator(".lm-Menu-item", has_text="Run All Cells").first.click()
+        _wait_all_done(page, 120)
+        page.wait_for_timeout(1500)  # let the last widget views render
 
-            _wait_all_done(page, 120)
-            page.wait_for_timeout(1500)  # let the last widget views render
+        outputs = page.locator(".jp-Notebook .jp-OutputArea-output")
+        all_text = "\n".join(outputs.all_inner_texts())
+        assert "Loading widget" not in all_text, "a widget view never rendered"
+        assert "Error displaying widget" not in all_text, all_text[:2000]
+        assert "Traceback" not in all_text, all_text[:4000]
+        # Every finished turn replaced its live view by one static output: the tool-call
+        # card (name, arguments, result) and a footer per turn, and no widget left.
+        _assert_static_outputs(page)
+        assert page.locator(".notebook-llm-view").count() == 0
+        assert page.locator(".notebook-llm-error").count() == 0
 
-            outputs = page.locator(".jp-Notebook .jp-OutputArea-output")
-            all_text = "\n".join(outputs.all_inner_texts())
-            assert "Loading widget" not in all_text, "a widget view never rendered"
-            assert "Error displaying widget" not in all_text, all_text[:2000]
-            assert "Traceback" not in all_text, all_text[:4000]
-            # Every finished turn replaced its live view by one static output: the tool-call
-            # card (name, arguments, result) and a footer per turn, and no widget left.
-            _assert_static_outputs(page)
-            assert page.locator(".notebook-llm-view").count() == 0
-            assert page.locator(".notebook-llm-error").count() == 0
+        # Watch a slow stream live: the text must appear inside the widget view while the
+        # cell runs, then the Stop button must end it.
+        page.keyboard.press("Control+b")  # hide the file browser: a wider notebook
+        _add_cell(page, SLOW_SETUP)
+        _add_cell(page, TOOL_CELL)
+        _wait_all_done(page, 30)
+        _add_cell(page, SLOW_CELL)
+        live = page.locator(".notebook-llm-view .notebook-llm-live", has_text="Lorem ipsum")
+        live.first.wait_for(timeout=15_000)  # streamed text, in the live widget
+        running = page.locator(".jp-CodeCell", has_text="Stream this slowly").last
+        assert "[*]" in running.locator(".jp-InputPrompt").inner_text()
+        page.wait_for_timeout(2500)
+        page.locator(".jp-CodeCell", has_text="--tools get_weather").last.evaluate(
+            "cell => cell.scrollIntoView({block: 'start'})"
+        )
+        page.wait_for_timeout(300)
+        SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(SCREENSHOT))
 
-            # Watch a slow stream live: the text must appear inside the widget view while the
-            # cell runs, then the Stop button must end it.
-            page.keyboard.press("Control+b")  # hide the file browser: a wider notebook
-            _add_cell(page, SLOW_SETUP)
-            _add_cell(page, TOOL_CELL)
-            _wait_all_done(page, 30)
-            _add_cell(page, SLOW_CELL)
-            live = page.locator(".notebook-llm-view .notebook-llm-live", has_text="Lorem ipsum")
-            live.first.wait_for(timeout=15_000)  # streamed text, in the live widget
-            running = page.locator(".jp-CodeCell", has_text="Stream this slowly").last
-            assert "[*]" in running.locator(".jp-InputPrompt").inner_text()
-            page.wait_for_timeout(2500)
-            page.locator(".jp-CodeCell", has_text="--tools get_weather").last.evaluate(
-                "cell => cell.scrollIntoView({block: 'start'})"
-            )
-            page.wait_for_timeout(300)
-            SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
-            page.screenshot(path=str(SCREENSHOT))
-
-            assert running.locator(".notebook-llm-view button", has_text="Stop").is_visible()
-            _wait_all_done(page, 60)
-        finally:
-            browser.close()
+        assert running.locator(".notebook-llm-view button", has_text="Stop").is_visible()
+        _wait_all_done(page, 60)
     assert SCREENSHOT.stat().st_size > 10_000
 
 
 @pytest.mark.parametrize("how", ["stop button", "kernel interrupt"])
 def test_stop_ends_the_stream_in_jupyterlab(lab: str, how: str) -> None:
     _browser_or_fail()
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
-        try:
-            page = browser.new_page(viewport={"width": 1280, "height": 900})
-            page.goto(f"{lab}/lab/tree/quickstart.ipynb?token={TOKEN}", timeout=90_000)
-            page.wait_for_selector(".jp-Notebook .jp-CodeCell", timeout=90_000)
-            page.wait_for_function("() => document.body.innerText.includes('Idle')", timeout=90_000)
-            _add_cell(page, "%load_ext notebook_llm")
-            _add_cell(page, SLOW_SETUP)
-            _add_cell(page, SLOW_CELL)
-            running = page.locator(".jp-CodeCell", has_text="Stream this slowly").last
-            page.locator(
-                ".notebook-llm-view .notebook-llm-live", has_text="Lorem ipsum"
-            ).first.wait_for(timeout=15_000)
-            clicked = time.monotonic()
-            if how == "stop button":
-                running.locator(".notebook-llm-view button", has_text="Stop").click()
-            else:
-                page.keyboard.press("Escape")  # command mode: "i, i" interrupts the kernel
-                page.keyboard.press("i")
-                page.keyboard.press("i")
-            _wait_all_done(page, 30)
-            took = time.monotonic() - clicked
-            # 600 tokens at 50 ms would take 30 s; the stream must end within about a second
-            # (plus the browser's own round trip to notice the idle kernel).
-            assert took < 2.5, f"{how} took {took:.1f}s to end the stream"
-            assert "[stopped]" in running.locator(".jp-Cell-outputArea").inner_text()
-        finally:
-            browser.close()
+    with _chromium_page() as page:
+        page.goto(_notebook_url(lab, "quickstart.ipynb", "jupyterlab"), timeout=90_000)
+        page.wait_for_selector(".jp-Notebook .jp-CodeCell", timeout=90_000)
+        page.wait_for_function("() => document.body.innerText.includes('Idle')", timeout=90_000)
+        _add_cell(page, "%load_ext notebook_llm")
+        _add_cell(page, SLOW_SETUP)
+        _add_cell(page, SLOW_CELL)
+        running = page.locator(".jp-CodeCell", has_text="Stream this slowly").last
+        page.locator(
+            ".notebook-llm-view .notebook-llm-live", has_text="Lorem ipsum"
+        ).first.wait_for(timeout=15_000)
+        clicked = time.monotonic()
+        if how == "stop button":
+            running.locator(".notebook-llm-view button", has_text="Stop").click()
+        else:
+            page.keyboard.press("Escape")  # command mode: "i, i" interrupts the kernel
+            page.keyboard.press("i")
+            page.keyboard.press("i")
+        _wait_all_done(page, 30)
+        took = time.monotonic() - clicked
+        # 600 tokens at 50 ms would take 30 s; the stream must end within about a second
+        # (plus the browser's own round trip to notice the idle kernel).
+        assert took < 2.5, f"{how} took {took:.1f}s to end the stream"
+        assert "[stopped]" in running.locator(".jp-Cell-outputArea").inner_text()
 
 
 # ------------------------------------------------------------------ live Markdown (issue 16)
@@ -544,59 +530,46 @@ def test_markdown_renders_live_and_raw_html_never_runs(tmp_path: Path, app: str)
     a code block); its raw HTML shows as text and runs nothing, its javascript: link is
     dropped; at the end the static Markdown output replaces the pane."""
     _browser_or_fail()
-    from playwright.sync_api import sync_playwright
-
     server = _serve(tmp_path, app)
     base = next(server)
     try:
         _live_notebook(tmp_path / "root")
-        url = (
-            f"{base}/lab/tree/live.ipynb?token={TOKEN}"
-            if app == "jupyterlab"
-            else f"{base}/notebooks/live.ipynb?token={TOKEN}"
-        )
-        with sync_playwright() as pw:
-            browser = pw.chromium.launch(
-                executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True
+        url = _notebook_url(base, "live.ipynb", app)
+        with _chromium_page() as page:
+            errors: list[str] = []
+            page.on("pageerror", lambda exc: errors.append(str(exc)))
+            _open(page, url)
+            _wait_kernel_idle(base)
+            page.wait_for_timeout(1000)
+            page.locator(".lm-MenuBar-item", has_text="Run").first.click()
+            page.locator(".lm-Menu-item", has_text="Run All Cells").first.click()
+            live = page.locator(".notebook-llm-live")
+            live.locator("h1", has_text="Live title").wait_for(timeout=30_000)
+            # Rendered while the cell still runs: the pane is there, the cell is busy.
+            running = page.locator(".jp-CodeCell", has_text="mock:echo").last
+            assert "[*]" in running.locator(".jp-InputPrompt").inner_text()
+            live.locator("strong", has_text="bold words").wait_for(timeout=10_000)
+            live.locator("pre code", has_text="x = 1").wait_for(timeout=10_000)
+            live.locator(".notebook-llm-md", has_text="streaming streaming").wait_for(
+                timeout=10_000
+            )  # past the raw HTML and the link
+            assert "[*]" in running.locator(".jp-InputPrompt").inner_text()
+            text = live.first.inner_text()
+            assert '<img src="x" onerror=' in text  # raw HTML is shown as text
+            state = page.evaluate(_XSS_JS)
+            assert state == {"xss": None, "handlers": 0, "jsLinks": 0}, state
+            assert "a link" in live.first.inner_text()  # the text is kept, the URL is not
+            _wait_all_done(page, 60)
+            page.wait_for_timeout(1000)
+            outputs = "\n".join(
+                page.locator(".jp-Notebook .jp-OutputArea-output").all_inner_texts()
             )
-            try:
-                page = browser.new_page(viewport={"width": 1280, "height": 900})
-                errors: list[str] = []
-                page.on("pageerror", lambda exc: errors.append(str(exc)))
-                _open(page, url)
-                _wait_kernel_idle(base)
-                page.wait_for_timeout(1000)
-                page.locator(".lm-MenuBar-item", has_text="Run").first.click()
-                page.locator(".lm-Menu-item", has_text="Run All Cells").first.click()
-                live = page.locator(".notebook-llm-live")
-                live.locator("h1", has_text="Live title").wait_for(timeout=30_000)
-                # Rendered while the cell still runs: the pane is there, the cell is busy.
-                running = page.locator(".jp-CodeCell", has_text="mock:echo").last
-                assert "[*]" in running.locator(".jp-InputPrompt").inner_text()
-                live.locator("strong", has_text="bold words").wait_for(timeout=10_000)
-                live.locator("pre code", has_text="x = 1").wait_for(timeout=10_000)
-                live.locator(".notebook-llm-md", has_text="streaming streaming").wait_for(
-                    timeout=10_000
-                )  # past the raw HTML and the link
-                assert "[*]" in running.locator(".jp-InputPrompt").inner_text()
-                text = live.first.inner_text()
-                assert '<img src="x" onerror=' in text  # raw HTML is shown as text
-                state = page.evaluate(_XSS_JS)
-                assert state == {"xss": None, "handlers": 0, "jsLinks": 0}, state
-                assert "a link" in live.first.inner_text()  # the text is kept, the URL is not
-                _wait_all_done(page, 60)
-                page.wait_for_timeout(1000)
-                outputs = "\n".join(
-                    page.locator(".jp-Notebook .jp-OutputArea-output").all_inner_texts()
-                )
-                assert "Error displaying widget" not in outputs, outputs[:2000]
-                assert page.locator(".notebook-llm-live").count() == 0  # replaced
-                final = running.locator(".jp-RenderedMarkdown")
-                assert final.locator("h1", has_text="Live title").count() == 1
-                assert final.locator(".notebook-llm-footer").count() == 1
-                assert page.evaluate("() => window.__nbllm_xss ?? null") is None
-                assert not [e for e in errors if "nbllm" in e or "anywidget" in e], errors
-            finally:
-                browser.close()
+            assert "Error displaying widget" not in outputs, outputs[:2000]
+            assert page.locator(".notebook-llm-live").count() == 0  # replaced
+            final = running.locator(".jp-RenderedMarkdown")
+            assert final.locator("h1", has_text="Live title").count() == 1
+            assert final.locator(".notebook-llm-footer").count() == 1
+            assert page.evaluate("() => window.__nbllm_xss ?? null") is None
+            assert not [e for e in errors if "nbllm" in e or "anywidget" in e], errors
     finally:
         server.close()
