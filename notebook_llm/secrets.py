@@ -27,6 +27,8 @@ SENSITIVE_HEADERS = frozenset(
 )
 _QUERY_KEY = re.compile(r"(?i)([?&](?:key|api_key|apikey|access_token|token)=)[^&#\s\"']+")
 _BEARER = re.compile(r"(?i)(bearer\s+)[A-Za-z0-9._~+/=-]{8,}")
+#: Text ending where a bearer token may follow (what ``_BEARER`` needs before the token).
+_BEARER_OPEN = re.compile(r"(?i)bearer\s+$")
 
 
 def register_secret(value: str | None) -> None:
@@ -63,6 +65,22 @@ def redact(text: str) -> str:
     if "earer" in text:
         text = _BEARER.sub(lambda m: m.group(1) + REDACTED, text)
     return text
+
+
+def redaction_spans(text: str) -> list[tuple[int, int]]:
+    """Where :func:`redact` hides something in ``text``: the ``(start, end)`` of each match of
+    its patterns (a streamed text must not be cut inside one, or neither half is hidden)."""
+    spans: list[tuple[int, int]] = []
+    for pattern in (_pattern, _QUERY_KEY, _BEARER):
+        if pattern is not None:
+            spans.extend(m.span() for m in pattern.finditer(text))
+    return spans
+
+
+def opens_bearer(text: str) -> bool:
+    """Whether ``text`` ends in ``bearer`` and white space, where a token may follow: a
+    streamed text cut there would leave the token without the word that marks it."""
+    return _BEARER_OPEN.search(text) is not None
 
 
 def redact_headers(headers: Mapping[str, str]) -> dict[str, str]:

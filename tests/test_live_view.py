@@ -85,6 +85,27 @@ def test_a_long_run_without_white_space_is_sent_anyway() -> None:
     assert len(stream.take(final=True)) == HOLD_TAIL
 
 
+def test_a_long_run_is_not_cut_inside_a_key_it_holds() -> None:
+    """The long-run cut moves back to the start of a whole key that straddles it."""
+    register_secret("sk-test-LEAKME-0123456789abcdef")
+    stream = RedactedStream()
+    stream.push("x" * 1990 + '"api":"sk-test-LEAKME-0123456789abcdef"' + "y" * 246)
+    sent = stream.take() + stream.take(final=True)
+    assert "LEAKME" not in sent
+    assert '"api":"***"' in sent
+
+
+def test_a_bearer_token_after_two_spaces_is_not_cut_from_its_word() -> None:
+    stream = RedactedStream()
+    sent = []
+    for ch in "Authorization: Bearer  abcdefghijklmnop1234 done":
+        stream.push(ch)
+        sent.append(stream.take())
+    sent.append(stream.take(final=True))
+    assert "abcdefghijklmnop1234" not in "".join(sent)
+    assert "".join(sent) == "Authorization: Bearer  *** done"
+
+
 def test_the_markdown_library_is_sent_once_per_kernel_not_with_each_view(comms: Log) -> None:
     first, second = LivePane("m"), LivePane("n")
     opened = [json.loads(d)["state"] for k, d in comms if k == "comm_open"]

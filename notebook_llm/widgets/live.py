@@ -38,7 +38,7 @@ import anywidget
 import ipywidgets as w
 import traitlets
 
-from ..secrets import redact
+from ..secrets import opens_bearer, redact, redaction_spans
 from .sparse import Sparse
 
 STATIC = Path(__file__).parent / "static"
@@ -58,42 +58,57 @@ class RedactedStream:
     """The text of one block, released in redacted pieces that never cut a secret in two.
 
     ``redact`` needs a whole key to hide it; a delta may end in the middle of one. So a piece is
-    released only up to the last white space that does not follow the word ``bearer`` (keys,
-    tokens and ``key=value`` parameters hold no white space); the rest waits for more text or
-    for :meth:`take` with ``final``. A run of ``HOLD_MAX`` characters without white space (a
-    long line of base64, say) is released but for its last ``HOLD_TAIL`` characters.
+    released only up to the last white space that does not end ``bearer`` and white space
+    (keys, tokens and ``key=value`` parameters hold no white space); the rest waits for more
+    text or for :meth:`take` with ``final``. A run of ``HOLD_MAX`` characters without white
+    space (a long line of base64, say) is released but for its last ``HOLD_TAIL`` characters.
+    Either way a cut never falls inside something ``redact`` hides
+    (:func:`~notebook_llm.secrets.redaction_spans`).
     """
 
     def __init__(self) -> None:
-        self.raw = ""
-        self._sent = 0
+        self._parts: list[str] = []  # everything pushed
+        self._tail = ""  # pushed and not yet sent (short: it is sent as it is cut)
+
+    @property
+    def raw(self) -> str:
+        """Everything pushed so far."""
+        return "".join(self._parts)
 
     def push(self, text: str) -> None:
-        self.raw += text
+        self._parts.append(text)
+        self._tail += text
 
     def take(self, final: bool = False) -> str:
         """The redacted text that can be sent now (each character of ``raw`` once)."""
-        end = len(self.raw) if final else self._cut()
-        if end <= self._sent:
+        tail = self._tail
+        end = len(tail) if final else self._cut(tail)
+        if end <= 0:
             return ""
-        piece = self.raw[self._sent : end]
-        self._sent = end
-        return redact(piece)
+        self._tail = tail[end:]
+        return redact(tail[:end])
 
-    def _cut(self) -> int:
-        raw, start = self.raw, self._sent
-        end = len(raw)
-        while end > start:
-            space = max(raw.rfind(" ", start, end), raw.rfind("\n", start, end))
-            if space < start:
+    @staticmethod
+    def _cut(tail: str) -> int:
+        end, cut = len(tail), 0
+        while end > 0:
+            space = max(tail.rfind(" ", 0, end), tail.rfind("\n", 0, end))
+            if space < 0:
                 break
-            word_start = max(raw.rfind(" ", start, space), raw.rfind("\n", start, space)) + 1
-            if raw[max(word_start, start) : space].lower() != "bearer":
-                return space + 1
+            if not opens_bearer(tail[: space + 1]):
+                cut = space + 1
+                break
             end = space
-        if len(raw) - start >= HOLD_MAX:
-            return len(raw) - HOLD_TAIL
-        return start
+        if not cut and len(tail) >= HOLD_MAX:
+            cut = len(tail) - HOLD_TAIL
+        spans = redaction_spans(tail)
+        moved = True
+        while moved:  # moving back out of one match may land inside another (they overlap)
+            moved = False
+            for start, stop in spans:
+                if start < cut < stop:
+                    cut, moved = start, True
+        return cut
 
 
 class MarkedLibrary(w.Widget):  # type: ignore[misc]
