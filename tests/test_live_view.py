@@ -138,3 +138,20 @@ def test_the_static_markdown_shows_raw_html_as_text() -> None:
     assert "<script>ok in code</script>" in md  # code blocks are left alone
     assert "&lt;script>r" in md
     assert escape_raw_html("a < b and c") == "a &lt; b and c"
+
+
+def test_the_static_markdown_allows_only_safe_link_targets_however_spelled() -> None:
+    tricks = [
+        "\\`<img src=x onerror=alert(1)>`",  # an escaped backtick opens no code span
+        "[a]\n\n[a]: javascript:alert(1)",  # a reference definition
+        "[a](jav&#97;script:alert(1))",  # a character reference
+        "[a](java&#9;script:alert(1))",  # a tab the browser drops
+        "![i](data:text/html;base64,PHNjcmlwdD4=)",
+    ]
+    for trick in tricks:
+        md = escape_raw_html(trick)
+        assert "<img" not in md, md
+        assert "script:" not in md.replace("&#97;", "a").replace("&#9;", ""), md
+        assert "data:" not in md, md
+    kept = "[a](https://example.org) [b](/rel) [c](mailto:x@y.z)\n\n[r]: http://ok.example"
+    assert escape_raw_html(kept) == kept

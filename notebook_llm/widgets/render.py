@@ -104,9 +104,28 @@ class JsonResult:
 
 
 _FENCE_LINE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
-_CODE_SPAN = re.compile(r"(?<!`)(`+)(?!`).+?(?<!`)\1(?!`)", re.DOTALL)
+# A backtick after a backslash starts no code span here (Markdown may read it as a literal
+# backtick): what follows is then escaped as prose, which is the safe side.
+_CODE_SPAN = re.compile(r"(?<![`\\])(`+)(?!`).+?(?<!`)\1(?!`)", re.DOTALL)
 _AUTOLINK = re.compile(r"<(?:https?|mailto):[^<>\s]*>", re.IGNORECASE)
-_BAD_LINK = re.compile(r"\]\(\s*<?\s*(?:javascript|vbscript|data)\s*:", re.IGNORECASE)
+# A link's destination: inline (``](dest``, images too) or a reference definition (``[a]: dest``).
+_LINK_DEST = re.compile(r"(\]\(\s*<?)([^\s)>]*)|^( {0,3}\[[^\]\n]+\]:[ \t]*<?)(\S*)", re.MULTILINE)
+_SCHEME = re.compile(r"([a-z][a-z0-9+.-]*):")
+
+
+def safe_url(url: str) -> bool:
+    """Whether a link may point at ``url``: relative, or ``http``/``https``/``mailto`` once its
+    character references are decoded and control characters and spaces dropped (what a
+    browser does). The rule ``safeUrl`` in ``static/live_view.js`` applies to links (it also
+    lets an image be a ``data:image/...`` URL, which this does not)."""
+    plain = re.sub(r"[\x00-\x20\x7f]", "", html.unescape(url)).lower()
+    scheme = _SCHEME.match(plain)
+    return scheme is None or scheme.group(1) in ("http", "https", "mailto")
+
+
+def _safe_link(m: re.Match[str]) -> str:
+    lead, dest = (m.group(1), m.group(2)) if m.group(1) is not None else (m.group(3), m.group(4))
+    return lead + (dest if safe_url(dest) else "#")
 
 
 def _escape_prose(text: str) -> str:
@@ -115,13 +134,13 @@ def _escape_prose(text: str) -> str:
         out += [text[pos : m.start()].replace("<", "&lt;"), m.group(0)]
         pos = m.end()
     out.append(text[pos:].replace("<", "&lt;"))
-    return _BAD_LINK.sub("](#", "".join(out))
+    return _LINK_DEST.sub(_safe_link, "".join(out))
 
 
 def escape_raw_html(markdown: str) -> str:
     """``markdown`` with its raw HTML shown as text: every ``<`` outside code blocks, code spans
-    and ``<https://...>`` autolinks becomes ``&lt;``, and ``javascript:``/``vbscript:``/
-    ``data:`` link targets become ``#``.
+    and ``<https://...>`` autolinks becomes ``&lt;``, and a link target that is not relative,
+    ``http``, ``https`` or ``mailto`` (:func:`safe_url`) becomes ``#``.
 
     Why by hand: an answer is untrusted, and JupyterLab renders the outputs of a cell the user
     ran as *trusted*, without its sanitizer, so an ``<img onerror=...>`` in an answer would run.

@@ -1,6 +1,6 @@
 /* Vendored: marked 18.2.1 (https://github.com/markedjs/marked), npm package "marked", file
  * lib/marked.esm.js, unmodified below this comment. Licence: MIT (see marked.LICENSE next to this
- * file). Loaded by live_view.js once per browser page, on request (see notebook_llm/widgets/live.py). */
+ * file). Sent once per kernel as the state of one library model, read once per page by live_view.js (see notebook_llm/widgets/live.py). */
 /**
  * marked v18.2.1 - a markdown parser
  * Copyright (c) 2018-2026, MarkedJS. (MIT License)
