@@ -255,15 +255,6 @@ class ErrorBox:
     __repr__ = __str__
 
 
-def stats_html(stats: ViewStats, label: str) -> str:
-    """The footer's HTML: ``label`` (provider:model), status, and the stats line."""
-    e = html.escape
-    return (
-        f'<span style="opacity:.75;font-size:90%"><b>{e(redact(label))}</b> · {e(stats.status)}'
-        f"{' · ' + e(stats.line()) if stats.line() else ''}</span>"
-    )
-
-
 def tool_card_html(
     name: str, status: str, arguments: str, result: str | None, is_error: bool
 ) -> str:

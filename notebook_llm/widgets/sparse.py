@@ -61,14 +61,6 @@ class SparseHBox(Sparse, w.HBox):  # type: ignore[misc]
     pass
 
 
-class SparseOutput(Sparse, w.Output):  # type: ignore[misc]
-    pass
-
-
-class SparseAccordion(Sparse, w.Accordion):  # type: ignore[misc]
-    pass
-
-
 class SparseHTML(Sparse, w.HTML):  # type: ignore[misc]
     pass
 
