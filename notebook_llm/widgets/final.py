@@ -24,7 +24,14 @@ from typing import Any
 
 from ..protocol import TokenUsage
 from ..secrets import redact
-from .render import EMPTY_ANSWER, STOPPED_MARK, USAGE_NOT_REPORTED, ErrorBox, escape_raw_html
+from .render import (
+    EMPTY_ANSWER,
+    STOPPED_MARK,
+    USAGE_NOT_REPORTED,
+    ErrorBox,
+    escape_raw_html,
+    reasoning_details,
+)
 
 FOOTER_STYLE = "opacity:.75;font-size:90%"
 
@@ -137,8 +144,7 @@ class FinalView:
     def markdown(self) -> str:
         blocks: list[str] = []
         if self.reasoning:
-            quoted = escape_raw_html(self.reasoning).replace("\n", "\n> ")
-            blocks.append(f"<details><summary>Reasoning</summary>\n\n> {quoted}\n\n</details>")
+            blocks.append(reasoning_details(self.reasoning))
         blocks += [card_html(call) for call in self.tools]
         answer = self._answer_markdown()
         if answer:

@@ -79,10 +79,7 @@ class Result:
             return {"text/plain": plain}
         markdown = escape_raw_html(self.text) + (f"\n\n*{STOPPED_MARK}*" if self.stopped else "")
         if self.reasoning:
-            quoted = escape_raw_html(self.reasoning).replace("\n", "\n> ")
-            markdown = (
-                f"<details><summary>Reasoning</summary>\n\n> {quoted}\n\n</details>\n\n{markdown}"
-            )
+            markdown = f"{reasoning_details(self.reasoning)}\n\n{markdown}"
         return {"text/markdown": markdown, "text/plain": plain}
 
     def __repr__(self) -> str:
@@ -135,6 +132,12 @@ def _escape_prose(text: str) -> str:
         pos = m.end()
     out.append(text[pos:].replace("<", "&lt;"))
     return _LINK_DEST.sub(_safe_link, "".join(out))
+
+
+def reasoning_details(reasoning: str) -> str:
+    """The reasoning as a collapsed ``<details>`` block of quoted Markdown (raw HTML as text)."""
+    quoted = escape_raw_html(reasoning).replace("\n", "\n> ")
+    return f"<details><summary>Reasoning</summary>\n\n> {quoted}\n\n</details>"
 
 
 def escape_raw_html(markdown: str) -> str:
