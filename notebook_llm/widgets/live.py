@@ -10,8 +10,8 @@ error box stay plain ipywidgets around it.
 
 Protocol, kernel -> front end: one message is a JSON list of ops, applied in order::
 
-    ["+", id, kind]    a new block; kind is "md" (Markdown), "text" (plain), "think"
-                       (reasoning, shown collapsed on top) or "card" (a tool card's HTML)
+    ["+", id, kind]    a new block; kind is "md" (Markdown), "think" (reasoning, plain
+                       text shown collapsed on top) or "card" (a tool card's HTML)
     [id, "text"]       append text to block id
     ["=", id, "html"]  replace a card's HTML (built and escaped by render.tool_card_html)
     ["s", "line"]      the stats line (after the bold provider:model label)

@@ -15,7 +15,7 @@ from .render import tool_card_html
 
 
 class TextBlock:
-    """One streamed block of the pane: ``kind`` is ``md``, ``text`` or ``think``."""
+    """One streamed block of the pane: ``kind`` is ``md`` or ``think``."""
 
     def __init__(self, block_id: int, kind: str = "md") -> None:
         self.id = block_id

@@ -138,8 +138,10 @@ class View {
     for (const block of this.pane.order) {
       if (block.kind === "think") {
         this.think.hidden = false;
-        this.thinkText.append(block.text.slice(this.thinkShown || 0));
-        this.thinkShown = block.text.length;
+        if (block.text.length > (this.thinkShown || 0)) {
+          this.thinkText.append(block.text.slice(this.thinkShown || 0));
+          this.thinkShown = block.text.length;
+        }
         continue;
       }
       let node = this.nodes.get(block.id);
@@ -150,8 +152,6 @@ class View {
           node.frozen = document.createElement("div");
           node.open = document.createElement("div");
           node.el.append(node.frozen, node.open);
-        } else if (block.kind === "text") {
-          node.el.style.whiteSpace = "pre-wrap";
         }
         node.remove = () => node.el.remove();
         this.nodes.set(block.id, node);
@@ -161,8 +161,6 @@ class View {
       if (node.shown === size) continue;
       if (block.kind === "card") {
         node.el.replaceChildren(fragment(block.html, false));
-      } else if (block.kind === "text") {
-        node.el.append(block.text.slice(Math.max(node.shown, 0)));
       } else {
         this.markdown(node, block.text);
       }
