@@ -92,8 +92,7 @@ class StreamView:
         self._last_flush = float("-inf")
         self._last_stats = float("-inf")
         self._deltas = 0
-        self._texts: dict[tuple[int, int], TextBlock] = {}
-        self._text_blocks: list[TextBlock] = []
+        self._texts: dict[tuple[int, int], TextBlock] = {}  # in stream order
         self._cards: dict[tuple[int, int], ToolCard] = {}
         self._cards_by_id: dict[str, ToolCard] = {}
         #: Ops for the pane not sent yet: new blocks (text goes at flush, from each block).
@@ -126,7 +125,7 @@ class StreamView:
     @property
     def text(self) -> str:
         """The answer text so far (all text blocks, across steps)."""
-        return "\n\n".join(p.text for p in self._text_blocks if p.text)
+        return "\n\n".join(p.text for p in self._texts.values() if p.text)
 
     @property
     def reasoning(self) -> TextBlock:
@@ -221,8 +220,10 @@ class StreamView:
                 card.call_id = event.id
                 self._cards_by_id[event.id] = card
         elif isinstance(event, BlockEnd) and not isinstance(event.block, ToolCallBlock):
-            done = self._reasoning if event.block.type == "reasoning" else None
-            done = done or self._texts.get((self.step, event.index))
+            if event.block.type == "reasoning":
+                done = self._reasoning
+            else:
+                done = self._texts.get((self.step, event.index))
             if done is not None:  # complete: its held-back tail can go
                 done.closed = True
         elif isinstance(event, BlockEnd) and isinstance(event.block, ToolCallBlock):
@@ -258,7 +259,6 @@ class StreamView:
         block = self._texts.get((self.step, index))
         if block is None:
             block = self._texts[(self.step, index)] = self._new_block("md")
-            self._text_blocks.append(block)
         return block
 
     def _card(self, index: int) -> ToolCard:
