@@ -798,7 +798,8 @@ local function shape_full_hit(rec, s)
   end
 end
 
-local function shape_decode(s)
+-- `tried`: the prefix builder json.decode's fast path already tried on this text (and missed).
+local function shape_decode(s, tried)
   local esc = find(s, "\\", 1, true) ~= nil
   local str = shape_str
   if esc and find(s, '\\"', 1, true) and not find(s, "\\q", 1, true) then
@@ -808,7 +809,7 @@ local function shape_decode(s)
   for k = 1, nshapes do
     local rec = shape_recs[k]
     local split = rec.split
-    local v = split and split(s, esc, str, null_value)
+    local v = split and split ~= tried and split(s, esc, str, null_value) or nil
     if v == nil then
       v = shapes[k](s, esc, str, null_value)
       if v ~= nil then shape_full_hit(rec, s) end
@@ -856,6 +857,7 @@ function json.decode(s, opts)
   -- sandbox's count hook): a stream chunk that the most recent shape's prefix builder decodes,
   -- without an escaped quote (shape_decode respells those). Anything else goes the long way,
   -- which gives the same value.
+  local tried
   if opts == nil and not keep_order and shape_cooldown == 0 and type(s) == "string"
     and #s <= SHAPE_MAX_BYTES then
     local rec = shape_recs[1]
@@ -870,6 +872,7 @@ function json.decode(s, opts)
         stat_prefix = stat_prefix + 1
         return v
       end
+      tried = split
     end
   end
   local st = type(s)
@@ -899,7 +902,7 @@ function json.decode(s, opts)
     else
       shaped = true
       if nshapes > 0 then
-        local v = shape_decode(s)
+        local v = shape_decode(s, tried)
         if v ~= nil then
           shape_tries = shape_tries + 1
           stat_hits = stat_hits + 1
