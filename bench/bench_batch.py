@@ -26,6 +26,8 @@ Lines, each run ``--repeat`` times with the clients taking turns (median, and th
 * ``plain httpx``: the same requests with an ``httpx.AsyncClient`` and 16 tasks, reading each
   stream to its end without parsing it, on httpx's default transport (AnyIO) and on
   notebook_llm's (:func:`notebook_llm.wire.transport.network_transport`, which a batch uses).
+* ``raw sockets``: no HTTP library at all, prebuilt request bytes on ``concurrency``
+  keep-alive sockets: the floor this server and the loopback set for any client.
 * ``scheduler only``: :func:`notebook_llm.batch.amap` over an in-process adapter that only
   sleeps ``latency`` (no HTTP, no Lua): the batch scheduler's own overhead.
 
@@ -146,6 +148,48 @@ def plain_httpx(
                     bad += not data.endswith(b"data: [DONE]\n\n")
 
             await asyncio.gather(*(worker() for _ in range(concurrency)))
+        return bad
+
+    return run
+
+
+def raw_sockets(url: str, n: int, concurrency: int) -> Callable[[], Awaitable[int]]:
+    """The batch with no HTTP library: ``concurrency`` keep-alive sockets, each writing
+    prebuilt request bytes and reading until the end of the chunked answer. What the server
+    and the loopback allow a client that costs (almost) nothing."""
+    host, port = url.removeprefix("http://").split(":")
+    requests = []
+    for p in prompts_of(n):
+        body = json.dumps(
+            {"model": "echo", "stream": True, "messages": [{"role": "user", "content": p}]}
+        ).encode()
+        head = (
+            f"POST /v1/chat/completions HTTP/1.1\r\nHost: {host}\r\n"
+            f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+        )
+        requests.append(head.encode() + body)
+
+    async def run() -> int:
+        bad = 0
+        todo = iter(range(n))
+
+        async def worker() -> None:
+            nonlocal bad
+            reader, writer = await asyncio.open_connection(host, int(port))
+            try:
+                for i in todo:
+                    writer.write(requests[i])
+                    data = b""
+                    while not data.endswith(b"\r\n0\r\n\r\n"):
+                        more = await reader.read(65536)
+                        if not more:
+                            raise ConnectionError("the server closed the connection")
+                        data += more
+                    bad += b"data: [DONE]" not in data
+            finally:
+                writer.close()
+
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
         return bad
 
     return run
@@ -277,6 +321,7 @@ async def run(args: argparse.Namespace) -> int:
             "notebook_llm.map (sync, as in a notebook)": ours_sync,
             "plain httpx (no parsing, no events)": plain_httpx(url, n, concurrency),
             "plain httpx on notebook_llm's transport": plain_httpx(url, n, concurrency, True),
+            "raw sockets (no HTTP library)": raw_sockets(url, n, concurrency),
             "scheduler only (no HTTP, no Lua)": sleepy,
         }
         # Warm-up: adapters loaded, connections of the background loop's client open.

@@ -20,6 +20,10 @@ class LlmAdapter(abc.ABC):
     name: str = "adapter"
     #: Free-text version shown in listings.
     version: str = ""
+    #: Whether :meth:`stream` holds a batch's request slot (:func:`notebook_llm.wire.slots.
+    #: request_slot`) around its request, and only there. A batch then prepares the next
+    #: prompts while the slots are taken; otherwise it runs only ``concurrency`` at a time.
+    takes_request_slot: bool = False
 
     @abc.abstractmethod
     def stream(self, options: GenerateOptions) -> AsyncIterator[Event]:

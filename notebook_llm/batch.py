@@ -33,6 +33,7 @@ from .completion import Completion
 from .engine import Engine
 from .errors import ErrorCode, LlmError
 from .protocol import Message
+from .wire.slots import request_slots, when_idle
 from .wire.transport import connection_pool
 
 __all__ = ["BatchResult", "ProgressFn", "amap", "map_prompts", "notebook_progress"]
@@ -141,6 +142,21 @@ async def _one(
         return LlmError(f"{type(exc).__name__}: {exc}", ErrorCode.UNKNOWN, provider=provider)
 
 
+#: At most this many prompts of a batch wait ready to send (``_lookahead``).
+MAX_LOOKAHEAD = 8
+
+
+def _lookahead(engine: Engine, provider: str, concurrency: int) -> int:
+    """How many prompts beyond ``concurrency`` to start: the ones the adapter prepares while
+    every request slot is taken (:mod:`notebook_llm.wire.slots`). None unless the adapter takes
+    its slot around the HTTP exchange only; otherwise the workers are the limit."""
+    try:
+        adapter = engine.adapter_of(provider)
+    except LlmError:
+        return 0  # each prompt's slot reports the error
+    return min(concurrency, MAX_LOOKAHEAD) if adapter.takes_request_slot else 0
+
+
 async def amap(
     prompts: Iterable[Any],
     *,
@@ -157,7 +173,10 @@ async def amap(
 
     ``prompts``: any iterable (a list, a generator, a pandas Series: its values) of strings,
     ``Message`` s or message lists. ``kw`` goes to :meth:`Engine.complete` (``system``,
-    ``temperature``, ``max_tokens``...). ``progress``: a ``(done, total)`` callback, ``False``
+    ``temperature``, ``max_tokens``...). ``concurrency``: the most requests at the provider
+    at once; with an adapter that supports it (the Lua adapters), up to :data:`MAX_LOOKAHEAD`
+    more prompts are prepared meanwhile, so each goes out as soon as a slot frees
+    (:mod:`notebook_llm.wire.slots`). ``progress``: a ``(done, total)`` callback, ``False``
     for none, ``None`` for a progress bar when running in a Jupyter kernel. ``stop_signal``:
     once set, running requests are aborted and the remaining prompts are not sent; their slots
     hold ``LlmError(ABORTED)``.
@@ -195,6 +214,8 @@ async def amap(
         while next_index < total:
             i = next_index
             next_index += 1
+            if lookahead:  # its request is prepared while the loop has nothing else to do
+                await when_idle()
             if stop_signal is not None and stop_signal.is_set():
                 results[i] = LlmError(stop_signal.reason, ErrorCode.ABORTED, provider=provider)
                 done += 1
@@ -218,10 +239,15 @@ async def amap(
             child.set(signal.reason)
 
     watcher = asyncio.ensure_future(watch_stop(stop_signal)) if stop_signal is not None else None
+    lookahead = _lookahead(eng, provider, concurrency)
     try:
-        # One keep-alive connection pool for the whole batch (closed with it).
-        async with connection_pool(concurrency):
-            await asyncio.gather(*(worker() for _ in range(min(concurrency, total))))
+        # One keep-alive connection pool for the whole batch (closed with it); at most
+        # `concurrency` requests hold a slot (and a connection) at once.
+        with request_slots(concurrency):
+            async with connection_pool(concurrency):
+                await asyncio.gather(
+                    *(worker() for _ in range(min(concurrency + lookahead, total)))
+                )
     finally:
         if watcher is not None:
             watcher.cancel()

@@ -222,6 +222,11 @@ class Engine:
         names = set(PRESETS) | set(self.file_config.providers) | set(self.registry.routes())
         return sorted(names)
 
+    def adapter_of(self, provider: str) -> LlmAdapter:
+        """The adapter that serves ``provider`` (a preset or config-file provider is added on
+        first use); ``LlmError(NO_ADAPTER)`` if there is none."""
+        return self._ensure_route(provider)
+
     def _ensure_route(self, name: str) -> LlmAdapter:
         adapter = self.registry.get(name)
         if adapter is not None:

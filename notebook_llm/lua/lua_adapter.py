@@ -41,6 +41,7 @@ from ..cancel import current_stop
 from ..errors import ErrorCode, LlmError
 from ..protocol import Event, GenerateOptions
 from ..wire.http_errors import error_from_http
+from ..wire.slots import request_slot, yield_slot
 from .contract import ChunkMapper
 from .http_request import (
     DEFAULT_TIMEOUT,
@@ -70,6 +71,8 @@ class AdapterInfo:
 
 class LuaAdapter(LlmAdapter):
     """An adapter backed by a Lua script (see the module docstring)."""
+
+    takes_request_slot = True
 
     def __init__(
         self,
@@ -221,13 +224,20 @@ class LuaAdapter(LlmAdapter):
         url, headers, body, streaming = self._prepare(sandbox, options)
         mapper = ChunkMapper(provider=options.provider, adapter=self.name)
         client, owned = self._client(options)
+        pipeline: StreamPipeline | None = None
+        last: list[Event] = []  # the answer's final events, handed over after the exchange
         async with contextlib.AsyncExitStack() as stack:
             if owned:
                 await stack.enter_async_context(client)
             with TransportGuard(options.provider, mapper, len(body)) as guard:
-                async with client.stream(
+                request = client.build_request(
                     "POST", url, content=body.encode("utf-8"), headers=headers, timeout=self.timeout
-                ) as response:
+                )
+                # Built before it waits for a batch's slot (wire.slots), sent when it has one.
+                async with (
+                    request_slot(),
+                    contextlib.aclosing(await client.send(request, stream=True)) as response,
+                ):
                     if response.status_code >= 400:
                         raw = await read_bounded(response)
                         raise with_max_tokens_hint(
@@ -242,33 +252,37 @@ class LuaAdapter(LlmAdapter):
                         )
                     guard.accepted = True
                     if not streaming:
-                        raw = await response.aread()
-                        whole = self._map_whole(sandbox, raw, options)
-                        if whole:
-                            yield whole
-                        return
-                    ctype = response.headers.get("content-type", "")
-                    ndjson = sandbox.meta().get("stream_format") == "ndjson" or "ndjson" in ctype
-                    pipeline = StreamPipeline(sandbox, mapper, ndjson, self.name, len(body))
-                    incoming = response.aiter_bytes()  # decodes gzip/br
-                    async for chunk in incoming:
-                        events = pipeline.feed(chunk)
-                        guard.started = guard.started or bool(events)
-                        if mapper.finished:  # [DONE] / done: the answer is complete. Read the
-                            await drain(incoming)  # rest first: the consumer stops at finish
-                        if events:
-                            yield events
-                        pipeline.raise_pending()  # after what came before it was yielded
-                        if mapper.finished:
-                            return
-                    events = pipeline.close()
-                    guard.started = guard.started or bool(events)
-                    if events:
-                        yield events
-                    pipeline.raise_pending()
-                    return
+                        last = self._map_whole(sandbox, await response.aread(), options)
+                    else:
+                        ctype = response.headers.get("content-type", "")
+                        ndjson = (
+                            sandbox.meta().get("stream_format") == "ndjson" or "ndjson" in ctype
+                        )
+                        pipeline = StreamPipeline(sandbox, mapper, ndjson, self.name, len(body))
+                        incoming = response.aiter_bytes()  # decodes gzip/br
+                        async for chunk in incoming:
+                            events = pipeline.feed(chunk)
+                            guard.started = guard.started or bool(events)
+                            if mapper.finished:  # [DONE] / done: the answer is complete. Read
+                                await drain(incoming)  # the rest: the consumer stops at finish
+                                last = events
+                                break
+                            if events:
+                                yield events
+                            pipeline.raise_pending()  # after what came before it was yielded
+                        else:
+                            last = pipeline.close()
+                            guard.started = guard.started or bool(last)
             if guard.tail:  # a transport error after output: keep what arrived
                 yield guard.tail
+                return
+        # The exchange is over and its slot free: a batch's next request, ready and waiting for
+        # it, goes out before the consumer handles these last events (wire.slots).
+        await yield_slot()
+        if last:
+            yield last
+        if pipeline is not None:
+            pipeline.raise_pending()
 
     def _map_whole(self, sandbox: LuaSandbox, raw: bytes, options: GenerateOptions) -> list[Event]:
         return map_whole_body(sandbox, raw, provider=options.provider, adapter=self.name)

@@ -95,6 +95,8 @@ class MockServer:
         self._faults: deque[Fault] = deque()
         self._conns: set[socket.socket] = set()
         self._opened = 0
+        self._active = 0
+        self._most_active = 0
         self._handlers: set[threading.Thread] = set()
         self._ids = count(1)
         self._stopping = threading.Event()
@@ -178,6 +180,13 @@ class MockServer:
         with self._lock:
             return len(self._conns)
 
+    @property
+    def most_requests_at_once(self) -> int:
+        """The most generation requests the server has been answering at the same time
+        (from receiving one to the end of its answer)."""
+        with self._lock:
+            return self._most_active
+
     def clear_requests(self) -> None:
         """Forget the recorded requests."""
         with self._lock:
@@ -199,6 +208,11 @@ class MockServer:
     def _record(self, req: RecordedRequest) -> None:
         with self._lock:
             self._requests.append(req)
+
+    def _count_active(self, change: int) -> None:
+        with self._lock:
+            self._active += change
+            self._most_active = max(self._most_active, self._active)
 
     def _next_fault(self, header: str | None) -> Fault | None:
         if header:
@@ -334,10 +348,13 @@ class _Handler(BaseHTTPRequestHandler):
         except ValueError:
             body = None
         mock._record(RecordedRequest("POST", path, _lower(self.headers.items()), body))
+        mock._count_active(+1)
         try:
             self._generate(path, body)
         except (ConnectionError, OSError):
             self.close_connection = True
+        finally:
+            mock._count_active(-1)
 
     def _generate(self, path: str, body: Any) -> None:
         mock = self.server.mock

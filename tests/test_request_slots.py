@@ -1,0 +1,214 @@
+"""Request slots (``notebook_llm.wire.slots``): a batch prepares the next prompts while its
+``concurrency`` requests are out, and never has more than that many at the server."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import pytest
+
+from notebook_llm import Completion, Engine, ErrorCode, LlmError, StopSignal
+from notebook_llm.batch import MAX_LOOKAHEAD, amap, map_prompts
+from notebook_llm.lua.lua_adapter import LuaAdapter
+from notebook_llm.mock.server import MockServer
+from notebook_llm.wire.slots import (
+    IDLE_TURNS,
+    request_slot,
+    request_slots,
+    when_idle,
+    yield_slot,
+)
+
+
+def server_engine(srv: MockServer) -> Engine:
+    engine = Engine(config_file=False, env_file=False, retries=0)
+    engine.add_provider("m", adapter="openai", base_url=srv.url + "/v1", model="echo")
+    return engine
+
+
+@pytest.mark.parametrize("concurrency", [1, 3, 12])
+async def test_the_server_never_has_more_than_concurrency_requests(concurrency: int) -> None:
+    # The latency is long enough for every slot to be taken before the first answer ends.
+    with MockServer(latency=0.25) as srv:
+        texts = [f"prompt {i}" for i in range(2 * concurrency + 1)]
+        results = await amap(
+            texts, engine=server_engine(srv), provider="m", concurrency=concurrency, progress=False
+        )
+        assert [r.text for r in results if isinstance(r, Completion)] == texts
+        assert srv.most_requests_at_once == concurrency
+
+
+def test_the_sync_map_keeps_the_limit_too() -> None:
+    with MockServer(latency=0.1) as srv:
+        texts = [f"prompt {i}" for i in range(12)]
+        results = map_prompts(
+            texts, engine=server_engine(srv), provider="m", concurrency=3, progress=False
+        )
+        assert [r.text for r in results if isinstance(r, Completion)] == texts
+        assert srv.most_requests_at_once == 3
+
+
+async def test_the_next_prompts_are_prepared_while_the_slots_are_taken(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    prepared: list[str] = []
+    original = LuaAdapter._prepare
+
+    def counting(self: LuaAdapter, sandbox: Any, options: Any) -> Any:
+        prepared.append(options.messages[-1].text)
+        return original(self, sandbox, options)
+
+    monkeypatch.setattr(LuaAdapter, "_prepare", counting)
+    with MockServer(latency=0.4) as srv:
+        batch = asyncio.ensure_future(
+            amap(
+                [f"p{i}" for i in range(10)],
+                engine=server_engine(srv),
+                provider="m",
+                concurrency=2,
+                progress=False,
+            )
+        )
+        await asyncio.sleep(0.2)  # the first two are at the server
+        assert len(srv.requests) == 2
+        assert prepared == ["p0", "p1", "p2", "p3"]  # two more, ready to go
+        results = await batch
+        assert [r.text for r in results if isinstance(r, Completion)] == [
+            f"p{i}" for i in range(10)
+        ]
+
+
+async def test_a_stop_aborts_the_prompts_waiting_for_a_slot_too() -> None:
+    with MockServer(latency=0.5) as srv:
+        stop = StopSignal()
+        asyncio.get_running_loop().call_later(0.15, stop.set)
+        start = time.perf_counter()
+        results = await amap(
+            [f"p{i}" for i in range(8)],
+            engine=server_engine(srv),
+            provider="m",
+            concurrency=2,
+            stop_signal=stop,
+            progress=False,
+        )
+        assert time.perf_counter() - start < 0.45  # nobody waited for an answer
+        assert all(isinstance(r, LlmError) and r.code == ErrorCode.ABORTED for r in results)
+        assert len(srv.requests) == 2  # the prepared ones were never sent
+
+
+async def test_a_failed_request_gives_its_slot_back() -> None:
+    with MockServer() as srv:
+        srv.inject("server_error", count=3)
+        results = await amap(
+            [f"p{i}" for i in range(6)],
+            engine=server_engine(srv),
+            provider="m",
+            concurrency=1,
+            progress=False,
+        )
+        codes = [r.code if isinstance(r, LlmError) else "ok" for r in results]
+        assert codes.count(ErrorCode.SERVER) == 3
+        assert codes.count("ok") == 3
+
+
+async def test_adapters_without_slots_run_concurrency_at_a_time() -> None:
+    from tests.test_batch import Picky
+
+    engine = Engine(config_file=False, env_file=False, retries=0)
+    adapter = Picky(delay=0.02)
+    engine.add_provider("p", adapter=adapter, model="echo")
+    assert not adapter.takes_request_slot
+    await amap([f"p{i}" for i in range(12)], engine=engine, provider="p", concurrency=3)
+    assert adapter.peak == 3
+
+
+async def test_the_lookahead_is_bounded() -> None:
+    with MockServer(latency=0.6) as srv:
+        batch = asyncio.ensure_future(
+            amap(
+                [f"p{i}" for i in range(60)],
+                engine=server_engine(srv),
+                provider="m",
+                concurrency=20,
+                progress=False,
+            )
+        )
+        await asyncio.sleep(0.4)
+        assert len(srv.requests) == 20
+        tasks = [t for t in asyncio.all_tasks() if "worker" in repr(t.get_coro())]
+        assert len(tasks) == 20 + MAX_LOOKAHEAD
+        await batch
+
+
+# ------------------------------------------------------------------ the primitives
+
+
+async def test_outside_a_batch_the_slots_do_nothing() -> None:
+    async with request_slot():
+        pass
+    await yield_slot()
+    start = time.perf_counter()
+    busy = asyncio.ensure_future(asyncio.sleep(0))
+    await when_idle()  # no waiting for the other task
+    assert not busy.done()
+    assert time.perf_counter() - start < 0.05
+    await busy
+
+
+async def test_a_released_slot_goes_to_its_waiter_first() -> None:
+    order: list[str] = []
+    with request_slots(1):
+        holding = asyncio.Event()
+
+        async def first() -> None:
+            async with request_slot():
+                holding.set()
+                await asyncio.sleep(0.01)
+            await yield_slot()
+            order.append("first goes on")
+
+        async def second() -> None:
+            await holding.wait()
+            async with request_slot():
+                order.append("second sends")
+
+        await asyncio.gather(first(), second())
+    assert order == ["second sends", "first goes on"]
+
+
+async def test_when_idle_waits_for_the_other_ready_tasks() -> None:
+    order: list[str] = []
+
+    async def busy() -> None:
+        for _ in range(20):
+            await asyncio.sleep(0)
+        order.append("busy done")
+
+    async def idle() -> None:
+        await when_idle()
+        order.append("idle")
+
+    with request_slots(1):
+        await asyncio.gather(idle(), busy())
+    assert order == ["busy done", "idle"]
+
+
+async def test_when_idle_gives_up_on_a_loop_that_is_never_idle() -> None:
+    stop = asyncio.Event()
+    turns = 0
+
+    async def spin() -> None:  # always ready to run
+        nonlocal turns
+        while not stop.is_set():
+            turns += 1
+            await asyncio.sleep(0)
+
+    spinner = asyncio.ensure_future(spin())
+    with request_slots(1):
+        async with asyncio.timeout(5):
+            await when_idle()  # returns after IDLE_TURNS turns, not never
+    stop.set()
+    await spinner
+    assert IDLE_TURNS <= turns <= IDLE_TURNS + 3
