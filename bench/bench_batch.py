@@ -21,8 +21,9 @@ nothing with the answer.
 Lines, each run ``--repeat`` times with the clients taking turns (median, and the range):
 
 * ``notebook_llm.amap``: the batch on this script's loop, through the built-in openai Lua
-  adapter; ``notebook_llm.map``: the same from synchronous code, as in a notebook (on the
-  package's background loop).
+  adapter (with its request slots: up to 8 prompts prepared ahead, see
+  ``notebook_llm/wire/slots.py``); ``notebook_llm.map``: the same from synchronous code, as in
+  a notebook (on the package's background loop).
 * ``plain httpx``: the same requests with an ``httpx.AsyncClient`` and 16 tasks, reading each
   stream to its end without parsing it, on httpx's default transport (AnyIO) and on
   notebook_llm's (:func:`notebook_llm.wire.transport.network_transport`, which a batch uses).

@@ -152,8 +152,8 @@ def _lookahead(engine: Engine, provider: str, concurrency: int) -> int:
     its slot around the HTTP exchange only; otherwise the workers are the limit."""
     try:
         adapter = engine.adapter_of(provider)
-    except LlmError:
-        return 0  # each prompt's slot reports the error
+    except Exception:  # an unknown provider, a bad config: each prompt's slot reports it
+        return 0
     return min(concurrency, MAX_LOOKAHEAD) if adapter.takes_request_slot else 0
 
 
