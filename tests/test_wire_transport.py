@@ -289,8 +289,9 @@ async def test_a_batch_opens_one_connection_per_concurrent_request(
 ) -> None:
     # httpx keeps 20 idle connections: at concurrency 24, four were closed after every
     # request and a new TCP connection opened for the next one. (The latency keeps every
-    # slot busy: with instant answers a batch needs fewer connections.)
-    with MockServer(latency=0.05) as srv:
+    # slot busy: a batch prepares its prompts one at a time, ~2 ms each, and with quick answers
+    # it needs fewer connections.)
+    with MockServer(latency=0.3) as srv:
         engine = Engine(config_file=False, env_file=False)
         engine.add_provider("m", adapter="openai", base_url=srv.url + "/v1", model="echo")
         texts = [f"prompt {i}" for i in range(prompts)]
