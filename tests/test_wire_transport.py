@@ -206,6 +206,73 @@ async def test_a_read_returns_everything_that_arrived_since_the_last_one() -> No
         await stream.aclose()
 
 
+def chunked(*parts: bytes) -> bytes:
+    """HTTP/1.1 chunks of ``parts`` (no response head, no end)."""
+    return b"".join(b"%x\r\n%s\r\n" % (len(p), p) for p in parts)
+
+
+STREAM_HEAD = (
+    b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+)
+EVENTS = [b"data: %d\n\n" % i for i in range(5)]
+
+
+async def body_pieces(port: int, seen: list[tuple[float, bytes]] | None = None) -> list[bytes]:
+    """The pieces ``aiter_raw`` yields for one POST on notebook_llm's transport."""
+    pieces: list[bytes] = []
+    async with (
+        httpx.AsyncClient(transport=network_transport()) as client,
+        client.stream("POST", f"http://127.0.0.1:{port}/", content=b"{}") as resp,
+    ):
+        async for piece in resp.aiter_raw():
+            pieces.append(piece)
+            if seen is not None:
+                seen.append((time.perf_counter(), piece))
+    return pieces
+
+
+async def test_the_chunks_of_one_read_come_up_as_one_piece() -> None:
+    # A provider writes every SSE event as its own HTTP chunk: six chunks in one read were six
+    # trips through httpcore, httpx and the pipeline (a Lua call each).
+    async def together(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await read_request(reader)
+        writer.write(STREAM_HEAD + chunked(*EVENTS) + b"0\r\n\r\n")
+        await writer.drain()
+
+    async with tiny_server(together) as (port, _):
+        assert await body_pieces(port) == [b"".join(EVENTS)]
+
+
+async def test_a_chunk_that_arrives_alone_is_not_held_for_the_next() -> None:
+    async def apart(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await read_request(reader)
+        writer.write(STREAM_HEAD + chunked(EVENTS[0]))
+        await writer.drain()
+        await asyncio.sleep(0.5)
+        writer.write(chunked(EVENTS[1], EVENTS[2]) + b"0\r\n\r\n")
+        await writer.drain()
+
+    async with tiny_server(apart) as (port, _):
+        seen: list[tuple[float, bytes]] = []
+        start = time.perf_counter()
+        assert await body_pieces(port, seen) == [EVENTS[0], EVENTS[1] + EVENTS[2]]
+        assert seen[0][0] - start < 0.4  # the first came before the server's pause ended
+
+
+async def test_the_chunks_before_a_broken_one_are_kept() -> None:
+    async def broken(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await read_request(reader)
+        writer.write(STREAM_HEAD + chunked(EVENTS[0], EVENTS[1]) + b"zz-not-a-size\r\n")
+        await writer.drain()
+        await asyncio.sleep(1)
+
+    async with tiny_server(broken) as (port, _):
+        seen: list[tuple[float, bytes]] = []
+        with pytest.raises(httpx.RemoteProtocolError):
+            await body_pieces(port, seen)
+        assert b"".join(piece for _, piece in seen) == EVENTS[0] + EVENTS[1]
+
+
 async def test_reading_pauses_while_much_is_unread_and_loses_nothing() -> None:
     data = bytes(range(256)) * 8 * 1024  # 2 MiB sent at once
 

@@ -22,7 +22,8 @@ hand-written part:
   the errors httpcore expects (``ConnectError``, ``ReadTimeout``...); TLS is
   ``loop.start_tls`` on the same protocol;
 * :class:`Http11Connection`: connects through that backend, then is httpcore's own
-  ``AsyncHTTP11Connection`` (h11 does HTTP) with an ``asyncio.Lock``;
+  ``AsyncHTTP11Connection`` (h11 does HTTP) with an ``asyncio.Lock``, whose response body comes
+  up one piece per network read instead of one per HTTP chunk (:class:`_Http11`);
 * :class:`ConnectionPool`: httpcore's pool (limits, queueing, keep-alive) of those.
 """
 
@@ -34,6 +35,7 @@ import typing
 from collections import deque
 from collections.abc import Iterable
 
+import h11
 import httpcore
 
 #: Stop reading from the socket while this much is buffered and unread (back pressure).
@@ -292,6 +294,40 @@ def _configured(
     return AsyncioStream(typing.cast(asyncio.Transport, transport), protocol)
 
 
+class _Http11(httpcore.AsyncHTTP11Connection):
+    """httpcore's HTTP/1.1 connection, whose response body comes one piece per network read.
+
+    httpcore yields one piece per HTTP chunk. A provider writes each SSE event as its own chunk,
+    so a read that brought six events became six trips up through httpcore, httpx and the
+    adapter's pipeline (a Lua call each). Here the chunks h11 already holds are joined, never
+    waiting for more: what arrives together is handled together, and what arrives alone is
+    passed on alone, as soon as it arrives (tests/test_wire_transport.py checks both).
+    """
+
+    async def _receive_response_body(
+        self, request: httpcore.Request
+    ) -> typing.AsyncIterator[bytes]:
+        timeout = request.extensions.get("timeout", {}).get("read")
+        h11_state = self._h11_state
+        while True:
+            event: object = await self._receive_event(timeout=timeout)
+            if isinstance(event, h11.Data):
+                parts = [bytes(event.data)]
+                failure: h11.RemoteProtocolError | None = None
+                try:
+                    event = h11_state.next_event()  # NEED_DATA when h11 holds nothing more
+                    while isinstance(event, h11.Data):
+                        parts.append(bytes(event.data))
+                        event = h11_state.next_event()
+                except h11.RemoteProtocolError as exc:
+                    failure = exc
+                yield b"".join(parts) if len(parts) > 1 else parts[0]
+                if failure is not None:  # after the body before it; mapped as httpcore does
+                    raise httpcore.RemoteProtocolError(failure) from failure
+            if isinstance(event, h11.EndOfMessage) or event is h11.PAUSED:
+                break
+
+
 class Http11Connection(httpcore.AsyncConnectionInterface):
     """One HTTP/1.1 connection of the pool: opened on its first request by
     :class:`AsyncioBackend` (TLS for ``https``), then httpcore's own
@@ -327,11 +363,13 @@ class Http11Connection(httpcore.AsyncConnectionInterface):
             except BaseException:
                 self._connect_failed = True
                 raise
-            http11 = httpcore.AsyncHTTP11Connection(
+            http11 = _Http11(
                 origin=self._origin, stream=stream, keepalive_expiry=self._keepalive_expiry
             )
-            # The one private name used here (see the class docstring); a test checks that a
-            # request does not yield before it is sent, so a rename upstream is noticed.
+            # httpcore's private names used here: `_state_lock` (see the class docstring), and
+            # in _Http11 `_receive_response_body`, `_receive_event`, `_h11_state`. Tests notice
+            # a rename upstream: a request that yields before it is sent, chunks of one read
+            # that come up one by one (tests/test_wire_transport.py).
             http11._state_lock = asyncio.Lock()  # type: ignore[assignment]
             self._http11 = http11
         return await self._http11.handle_async_request(request)
