@@ -496,7 +496,8 @@ LIVE_MD = (
     "# Live title\n\nSome **bold words** and `inline code`.\n\n"
     "```python\nx = 1\n```\n\n"
     '<img src="x" onerror="window.__nbllm_xss = 1"> <script>window.__nbllm_xss = 2</script> '
-    "[a link](javascript:window.__nbllm_xss=3)\n\n" + " ".join(["streaming"] * 120)
+    "[a link](javascript:window.__nbllm_xss=3)\n\n"
+    "![leak](http://127.0.0.1:9/nbllm-leak.png?q=secret)\n\n" + " ".join(["streaming"] * 120)
 )
 _XSS_JS = """() => ({
   xss: window.__nbllm_xss ?? null,
@@ -528,7 +529,8 @@ def _live_notebook(root: Path) -> None:
 def test_markdown_renders_live_and_raw_html_never_runs(tmp_path: Path, app: str) -> None:
     """While the answer streams, the live pane shows it as rendered Markdown (a heading, bold,
     a code block); its raw HTML shows as text and runs nothing, its javascript: link is
-    dropped; at the end the static Markdown output replaces the pane."""
+    dropped, its image is a link that the browser never fetched; at the end the static
+    Markdown output replaces the pane."""
     _browser_or_fail()
     server = _serve(tmp_path, app)
     base = next(server)
@@ -538,6 +540,8 @@ def test_markdown_renders_live_and_raw_html_never_runs(tmp_path: Path, app: str)
         with _chromium_page() as page:
             errors: list[str] = []
             page.on("pageerror", lambda exc: errors.append(str(exc)))
+            leaked: list[str] = []  # the answer's image URL, if the browser ever fetched it
+            page.on("request", lambda req: "nbllm-leak" in req.url and leaked.append(req.url))
             _open(page, url)
             _wait_kernel_idle(base)
             page.wait_for_timeout(1000)
@@ -559,6 +563,8 @@ def test_markdown_renders_live_and_raw_html_never_runs(tmp_path: Path, app: str)
             state = page.evaluate(_XSS_JS)
             assert state == {"xss": None, "handlers": 0, "jsLinks": 0}, state
             assert "a link" in live.first.inner_text()  # the text is kept, the URL is not
+            # The image is a link to it, not fetched.
+            assert live.locator("a", has_text="image: leak").count() == 1
             _wait_all_done(page, 60)
             page.wait_for_timeout(1000)
             outputs = "\n".join(
@@ -570,6 +576,8 @@ def test_markdown_renders_live_and_raw_html_never_runs(tmp_path: Path, app: str)
             assert final.locator("h1", has_text="Live title").count() == 1
             assert final.locator(".notebook-llm-footer").count() == 1
             assert page.evaluate("() => window.__nbllm_xss ?? null") is None
+            assert final.locator("a", has_text="leak").count() == 1
+            assert leaked == [], leaked  # neither live nor in the final output
             assert not [e for e in errors if "nbllm" in e or "anywidget" in e], errors
     finally:
         server.close()

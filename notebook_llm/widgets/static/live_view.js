@@ -20,12 +20,33 @@ const TAGS = new Set(
 const ATTRS = new Set(["href", "src", "alt", "title", "align", "start", "type", "checked",
   "disabled", "class"]);
 
+function plainUrl(url) {
+  return String(url).replace(/[\u0000-\u0020\u007f]/g, "").toLowerCase();
+}
+
+function isDataImage(url) {
+  return /^data:image\/(png|gif|jpe?g|webp);/.test(plainUrl(url));
+}
+
 function safeUrl(url, image) {
-  const u = String(url).replace(/[\u0000-\u0020\u007f]/g, "").toLowerCase();
-  const scheme = /^([a-z][a-z0-9+.-]*):/.exec(u);
+  const scheme = /^([a-z][a-z0-9+.-]*):/.exec(plainUrl(url));
   if (!scheme) return true; // relative, #anchor
   if (["http", "https", "mailto"].includes(scheme[1])) return true;
-  return image && /^data:image\/(png|gif|jpe?g|webp);/.test(u);
+  return image && isDataImage(url);
+}
+
+// An image that is not inline data becomes a link to it: the browser fetches a remote image as
+// soon as it is shown, and a URL the answer chose can carry what the answer knows (a
+// prompt-injected answer leaking the conversation). The kernel does the same in the final
+// Markdown (render.escape_raw_html). Nothing inside the inert <template> is fetched.
+function imageLink(img) {
+  const src = img.getAttribute("src") || "";
+  const a = document.createElement("a");
+  if (safeUrl(src, false)) a.setAttribute("href", src);
+  a.setAttribute("target", "_blank");
+  a.setAttribute("rel", "noopener noreferrer");
+  a.textContent = "image: " + (img.getAttribute("alt") || src);
+  return a;
 }
 
 function clean(node) {
@@ -33,6 +54,10 @@ function clean(node) {
     const tag = el.tagName.toLowerCase();
     if (!TAGS.has(tag) || (tag === "input" && el.getAttribute("type") !== "checkbox")) {
       el.replaceWith(document.createTextNode(el.textContent || ""));
+      continue;
+    }
+    if (tag === "img" && !isDataImage(el.getAttribute("src") || "")) {
+      el.replaceWith(imageLink(el));
       continue;
     }
     for (const attr of [...el.attributes]) {
