@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import json
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import pytest
 
@@ -98,3 +99,21 @@ async def test_no_proxy_and_loopback_hosts_are_reached_directly(
             assert (await engine.complete("local", "echo", prompt="hello")).text
             assert len(server.requests) == 1
         assert seen == []
+
+
+async def test_a_recording_goes_through_the_proxy_too(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # A recording wraps the network transport; the client's own proxy routing never saw it.
+    async with fake_proxy() as (url, seen):
+        monkeypatch.setenv("HTTP_PROXY", url)
+        engine = remote_engine()
+        with engine.recording(tmp_path / "rec.jsonl") as recorder:
+            answer = await engine.complete("remote", prompt="hi")
+        assert answer.text == "via proxy"
+        assert seen == ["POST http://llm.example/v1/chat/completions HTTP/1.1"]
+        assert [e.path for e in recorder.exchanges] == ["/v1/chat/completions"]
+        monkeypatch.setenv("NO_PROXY", "llm.example")
+        with engine.recording(tmp_path / "direct.jsonl"), pytest.raises(LlmError):
+            await engine.complete("remote", prompt="hi")  # NO_PROXY: straight to llm.example
+        assert len(seen) == 1

@@ -13,7 +13,7 @@ back five times per request and made a batch's concurrent responses interleave r
 (issue 16). Every client notebook_llm opens is built by :func:`network_client` on it (a
 batch's pool, :func:`connection_pool`; the background loop's shared client; a stream's own
 client; ``list_models``), and a recording wraps it. With a proxy in the environment the proxied
-hosts go through httpx's own transport instead. A transport given by the engine or the adapter
+hosts go through httpx's own transport instead, a recording's too (:class:`RoutedTransport`). A transport given by the engine or the adapter
 (``Engine(transport=...)``, a recorder, a replayer) is used as given.
 """
 
@@ -116,6 +116,34 @@ def network_client(
         follow_redirects=False,
         timeout=timeout,
     )
+
+
+class RoutedTransport(httpx.AsyncBaseTransport):
+    """Each request on the transport :func:`network_client` picks for its URL: the proxy the
+    environment names for it (``NO_PROXY`` and loopback excepted), else the network transport.
+
+    For a transport that wraps another (a recording): a client's proxy routing applies only to
+    the transports it makes itself, so a recording around :func:`network_transport` went
+    straight to the network with a proxy set.
+    """
+
+    def __init__(self, limits: httpx.Limits = DEFAULT_LIMITS) -> None:
+        self._client = network_client(limits)
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        # httpx routes a client's requests by URL in `_transport_for_url` (private; there since
+        # httpx 0.18). tests/test_proxy.py checks that a recording goes through the proxy.
+        transport = self._client._transport_for_url(request.url)
+        return await transport.handle_async_request(request)
+
+    async def aclose(self) -> None:
+        await self._client.aclose()
+
+
+def routed_transport() -> httpx.AsyncBaseTransport:
+    """A transport to the network that honours environment proxies (:class:`RoutedTransport`
+    when one is set, else :func:`network_transport`)."""
+    return RoutedTransport() if proxy_in_env() else network_transport()
 
 
 _scoped: contextvars.ContextVar[httpx.AsyncClient | None] = contextvars.ContextVar(
