@@ -214,7 +214,8 @@ async def amap(
         while next_index < total:
             i = next_index
             next_index += 1
-            if lookahead:  # its request is prepared while the loop has nothing else to do
+            stopped = stop_signal is not None and stop_signal.is_set()
+            if lookahead and not stopped:  # prepared while the loop has nothing else to do
                 await when_idle()
             if stop_signal is not None and stop_signal.is_set():
                 results[i] = LlmError(stop_signal.reason, ErrorCode.ABORTED, provider=provider)

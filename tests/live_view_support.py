@@ -52,3 +52,31 @@ def feed(view: StreamView, clock: Clock, pieces: list[str], dt: float) -> None:
 def words(n: int) -> list[str]:
     """``n`` tokens of Markdown-ish text: a paragraph break every 60."""
     return [("\n\n" if i % 60 == 59 else " ") + f"word{i % 97}" for i in range(n)]
+
+
+#: Markdown that a line scan could take for code where a renderer does not (and the reverse),
+#: each hiding an image and raw HTML: ``render.escape_raw_html`` must leave nothing in them that
+#: a renderer turns into an element (an image, a script, an event handler).
+_HIDDEN = "![x](https://evil.example/{n}.png) <img src=x onerror=alert({n})>"
+INERT_TRICKS: dict[str, str] = {
+    "plain": _HIDDEN,
+    "span across a heading and a list": "# a `b\n- {h} `c",
+    "span across list items": "- a `b\n- {h} `c",
+    "escaped backslash before a backtick": "\\\\`a` {h} `b`",
+    "escaped backtick": "\\`a {h} `b`",
+    "backticks in link targets": "[a](https://x.example/`) {h} [c](https://y.example/`)",
+    "backtick fence with a backtick in its info string": "``` `\n{h}\n",
+    "fence in a list item, ended by the list": "- item\n   ```\n   code\n- {h}\n",
+    "fence in a quote": "> ```\n{h}\n",
+    "indented fence": "  ```\n{h}\n",
+    "setext heading": "a `b\n---\n{h} `c",
+    "table": "| a `b |\n|---|\n| {h} `c |",
+    "thematic break": "a `b\n***\n{h} `c",
+    "reference image": "see ![r][ref] `x\n\n[ref]: https://evil.example/r.png",
+    "nested image": "![a ![b](https://evil.example/9.png)](https://evil.example/10.png)",
+    "line break in a code span": "`a\n{h}`",
+}
+INERT_TRICKS = {
+    name: text.replace("{h}", _HIDDEN).format(n=i)
+    for i, (name, text) in enumerate(INERT_TRICKS.items())
+}

@@ -488,6 +488,42 @@ def test_stop_ends_the_stream_in_jupyterlab(lab: str, how: str) -> None:
         assert "[stopped]" in running.locator(".jp-Cell-outputArea").inner_text()
 
 
+def test_escaped_answers_render_no_element_in_the_vendored_marked() -> None:
+    """What ``render.escape_raw_html`` makes of each Markdown trick, rendered by the marked
+    that JupyterLab and the live pane use, in Chromium: no image, script or event handler, and
+    no request to the answer's URLs."""
+    from live_view_support import INERT_TRICKS
+
+    from notebook_llm.widgets import render
+
+    _browser_or_fail()
+    source = (Path(render.__file__).parent / "static" / "marked.esm.js").read_text()
+    cases = {name: render.escape_raw_html(trick) for name, trick in INERT_TRICKS.items()}
+    with _chromium_page() as page:
+        requests: list[str] = []
+        page.on("request", lambda req: requests.append(req.url))
+        page.set_content("<html><body></body></html>")
+        found = page.evaluate(
+            """async ([source, cases]) => {
+              const url = URL.createObjectURL(new Blob([source], {type: "text/javascript"}));
+              const { Marked } = await import(url);
+              const marked = new Marked({ gfm: true, breaks: false });
+              const found = {};
+              for (const [name, md] of Object.entries(cases)) {
+                const div = document.createElement("div");
+                div.innerHTML = marked.parse(md);  // as a trusted Markdown output is shown
+                document.body.appendChild(div);
+                found[name] = div.querySelectorAll("img, script, iframe, [onerror]").length;
+              }
+              return found;
+            }""",
+            [source, cases],
+        )
+        page.wait_for_timeout(500)
+    assert found == dict.fromkeys(cases, 0), found
+    assert not [u for u in requests if "evil.example" in u], requests
+
+
 # ------------------------------------------------------------------ live Markdown (issue 16)
 
 #: An answer (echoed back by mock:echo) with Markdown, then raw HTML and a javascript: link that
@@ -497,7 +533,9 @@ LIVE_MD = (
     "```python\nx = 1\n```\n\n"
     '<img src="x" onerror="window.__nbllm_xss = 1"> <script>window.__nbllm_xss = 2</script> '
     "[a link](javascript:window.__nbllm_xss=3)\n\n"
-    "![leak](http://127.0.0.1:9/nbllm-leak.png?q=secret)\n\n" + " ".join(["streaming"] * 120)
+    "![leak](http://127.0.0.1:9/nbllm-leak.png?q=secret)\n\n"
+    "![probe](d&#1;ata:image/png;x/../../../nbllm-leak-probe?q=secret)\n\n"
+    + " ".join(["streaming"] * 120)
 )
 _XSS_JS = """() => ({
   xss: window.__nbllm_xss ?? null,
@@ -563,8 +601,9 @@ def test_markdown_renders_live_and_raw_html_never_runs(tmp_path: Path, app: str)
             state = page.evaluate(_XSS_JS)
             assert state == {"xss": None, "handlers": 0, "jsLinks": 0}, state
             assert "a link" in live.first.inner_text()  # the text is kept, the URL is not
-            # The image is a link to it, not fetched.
+            # The image is a link to it, not fetched; so is one that only looks like data.
             assert live.locator("a", has_text="image: leak").count() == 1
+            assert live.locator("a", has_text="image: probe").count() == 1
             _wait_all_done(page, 60)
             page.wait_for_timeout(1000)
             outputs = "\n".join(

@@ -5,9 +5,10 @@ raw HTML shown as text. A recording comm stands in for the front end."""
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
-from live_view_support import Clock, Log, feed, words
+from live_view_support import INERT_TRICKS, Clock, Log, feed, words
 
 from notebook_llm.secrets import register_secret
 from notebook_llm.widgets import live
@@ -132,7 +133,7 @@ def test_the_static_markdown_shows_raw_html_as_text() -> None:
     md = FinalView(answer, reasoning="<script>r</script>").markdown()
     assert "<img" not in md
     assert "&lt;img src=x onerror" in md
-    assert "`<kbd>`" in md  # code spans are left alone (they show as text anyway)
+    assert "<code>&#60;kbd&#62;</code>" in md  # a code span shows its text, as references
     assert "<https://example.org>" in md  # an autolink stays a link
     assert "javascript:" not in md
     assert "<script>ok in code</script>" in md  # code blocks are left alone
@@ -157,6 +158,34 @@ def test_the_static_markdown_allows_only_safe_link_targets_however_spelled() -> 
     assert escape_raw_html(kept) == kept
 
 
+def test_no_markdown_trick_makes_the_escaped_answer_render_an_element() -> None:
+    # Text the line scan takes for code where a renderer does not (and the reverse) must not
+    # carry an image or raw HTML through (found in review: a "code span" from a heading into a
+    # list item, a fence a list item ends, a backtick in a fence's info string...).
+    import mistune
+
+    for name, trick in INERT_TRICKS.items():
+        rendered = str(mistune.html(escape_raw_html(trick)))
+        assert "<img" not in rendered, (name, rendered)
+        assert "<script" not in rendered, (name, rendered)
+
+
+def test_code_spans_show_their_text_as_code() -> None:
+    import mistune
+
+    md = escape_raw_html("use `std::vector<int>` and `` a`b `` here")
+    assert "`" not in md
+    assert "<int>" not in md
+    rendered = str(mistune.html(md))
+    assert "<code>std::vector&lt;int&gt;</code>" in html_unescape_entities(rendered)
+    assert "<code>a`b</code>" in html_unescape_entities(rendered)
+
+
+def html_unescape_entities(rendered: str) -> str:
+    """``rendered`` with numeric character references decoded (``&lt;`` etc. kept)."""
+    return re.sub(r"&#(\d+);", lambda m: chr(int(m.group(1))), rendered)
+
+
 def test_an_image_in_an_answer_becomes_a_link_and_nothing_is_fetched() -> None:
     # A remote image is fetched as soon as it is shown, and a URL an answer chose can carry what
     # the answer knows (a prompt-injected answer leaking the conversation).
@@ -172,5 +201,6 @@ def test_an_image_in_an_answer_becomes_a_link_and_nothing_is_fetched() -> None:
         html = str(mistune.html(escape_raw_html(leak)))
         assert "<img" not in html, html
         assert 'href="https://evil.example/' in html, html  # still one click away
-    assert escape_raw_html("`![x](u)`") == "`![x](u)`"  # code is left alone
+    assert escape_raw_html("`![x](u)`") == "<code>&#33;&#91;x&#93;&#40;u&#41;</code>"  # code
+    assert escape_raw_html("```\n![x](u)\n```\n") == "```\n![x](u)\n```\n"  # a fence is kept
     assert escape_raw_html("\\![x](u)") == "\\![x](u)"  # already not an image

@@ -98,6 +98,47 @@ async def test_a_stop_aborts_the_prompts_waiting_for_a_slot_too() -> None:
         assert len(srv.requests) == 2  # the prepared ones were never sent
 
 
+async def test_after_a_stop_the_remaining_prompts_do_not_wait_for_an_idle_loop() -> None:
+    # Found in review: each remaining prompt waited its turn for an idle loop (200 turns when
+    # another task keeps the loop busy) before it saw the stop: 5 s for 5,000 prompts.
+    done = asyncio.Event()
+    turns = 0
+
+    async def busy() -> None:  # keeps the loop from ever being idle
+        nonlocal turns
+        while not done.is_set():
+            turns += 1
+            await asyncio.sleep(0)
+
+    spinner = asyncio.ensure_future(busy())
+    stop = StopSignal()
+    stopped_at: list[float] = []
+
+    def press_stop() -> None:
+        stopped_at.append(time.perf_counter())
+        stop.set()
+
+    try:
+        with MockServer(latency=0.3) as srv:
+            asyncio.get_running_loop().call_later(0.1, press_stop)
+            results = await amap(
+                [f"p{i}" for i in range(3000)],
+                engine=server_engine(srv),
+                provider="m",
+                concurrency=2,
+                stop_signal=stop,
+                progress=False,
+            )
+            returned_at = time.perf_counter()
+    finally:
+        done.set()
+        await spinner
+    assert all(isinstance(r, LlmError) and r.code == ErrorCode.ABORTED for r in results)
+    assert returned_at - stopped_at[0] < 1.0
+    assert len(srv.requests) <= 2
+    assert turns > 0
+
+
 async def test_a_failed_request_gives_its_slot_back() -> None:
     with MockServer() as srv:
         srv.inject("server_error", count=3)

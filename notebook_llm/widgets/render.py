@@ -100,10 +100,14 @@ class JsonResult:
         return data
 
 
-_FENCE_LINE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
-# A backtick after a backslash starts no code span here (Markdown may read it as a literal
-# backtick): what follows is then escaped as prose, which is the safe side.
-_CODE_SPAN = re.compile(r"(?<![`\\])(`+)(?!`).+?(?<!`)\1(?!`)", re.DOTALL)
+# A fenced code block is kept as it is only at the top level: its opening fence starts the line
+# (in a list item or a quote the container can end it, which a line scan cannot tell), and a
+# backtick fence's info string has no backtick (CommonMark: then it is no fence).
+_FENCE_OPEN = re.compile(r"^(?:(`{3,})[^`]*|(~{3,}).*)$", re.DOTALL)
+_FENCE_CLOSE = re.compile(r"^ {0,3}(`{3,}|~{3,})[ \t]*$")
+# What may be a code span. Its text is never passed on as Markdown (see _code_html), so a span
+# this finds where Markdown sees none only changes how the text looks, never what it does.
+_CODE_SPAN = re.compile(r"(?<!`)(`+)(?!`).+?(?<!`)\1(?!`)", re.DOTALL)
 _AUTOLINK = re.compile(r"<(?:https?|mailto):[^<>\s]*>", re.IGNORECASE)
 # A link's destination: inline (``](dest``, images too) or a reference definition (``[a]: dest``).
 _LINK_DEST = re.compile(r"(\]\(\s*<?)([^\s)>]*)|^( {0,3}\[[^\]\n]+\]:[ \t]*<?)(\S*)", re.MULTILINE)
@@ -128,16 +132,36 @@ def _safe_link(m: re.Match[str]) -> str:
     return lead + (dest if safe_url(dest) else "#")
 
 
-def _escape_prose(text: str) -> str:
-    out, pos = [], 0
-    for m in _AUTOLINK.finditer(text):
-        out += [text[pos : m.start()].replace("<", "&lt;"), m.group(0)]
-        pos = m.end()
-    out.append(text[pos:].replace("<", "&lt;"))
+def _inert(text: str) -> str:
     # An image becomes "!" and a link to it: the browser would fetch a remote one as soon as it
     # is shown, and a URL an answer chose can carry what the answer knows (a prompt-injected
     # answer leaking the conversation). The live pane does the same (static/live_view.js).
-    return _LINK_DEST.sub(_safe_link, _IMAGE.sub(r"\1\\![", "".join(out)))
+    return _IMAGE.sub(r"\1\\![", text.replace("<", "&lt;"))
+
+
+def _escape_prose(text: str) -> str:
+    out, pos = [], 0
+    for m in _AUTOLINK.finditer(text):
+        out += [_inert(text[pos : m.start()]), m.group(0)]
+        pos = m.end()
+    out.append(_inert(text[pos:]))
+    return _LINK_DEST.sub(_safe_link, "".join(out))
+
+
+def _code_html(m: re.Match[str]) -> str:
+    """A code span as ``<code>`` with every character but letters, digits and spaces written
+    as a character reference: it shows as Markdown would show the span, and if Markdown would
+    not have read a span there (a backtick in a link target, a heading, after ``\\``), it is
+    still only text: no ``<``, no ``![``, no backtick that could pair with another."""
+    ticks = len(m.group(1))
+    body = m.group(0)[ticks:-ticks].replace("\r\n", " ").replace("\n", " ")
+    if len(body) > 2 and body[0] == " " and body[-1] == " " and body.strip():
+        body = body[1:-1]  # CommonMark strips one space on each side
+    return (
+        "<code>"
+        + "".join(c if c.isalnum() or c == " " else f"&#{ord(c)};" for c in body)
+        + ("</code>")
+    )
 
 
 def reasoning_details(reasoning: str) -> str:
@@ -147,15 +171,19 @@ def reasoning_details(reasoning: str) -> str:
 
 
 def escape_raw_html(markdown: str) -> str:
-    """``markdown`` with its raw HTML shown as text: every ``<`` outside code blocks, code spans
-    and ``<https://...>`` autolinks becomes ``&lt;``, a link target that is not relative,
-    ``http``, ``https`` or ``mailto`` (:func:`safe_url`) becomes ``#``, and an image becomes a
-    link to it (``\\![alt](url)``: nothing is fetched until the reader clicks).
+    """``markdown`` made inert for a trusted renderer: raw HTML shows as text (every ``<``
+    becomes ``&lt;``), a link target that is not relative, ``http``, ``https`` or ``mailto``
+    (:func:`safe_url`) becomes ``#``, and an image becomes a link to it (``\\![alt](url)``:
+    nothing is fetched until the reader clicks). Left as they are: top-level fenced code blocks
+    and ``<https://...>`` autolinks; code spans become ``<code>`` with their text as character
+    references (:func:`_code_html`).
 
     Why by hand: an answer is untrusted, and JupyterLab renders the outputs of a cell the user
     ran as *trusted*, without its sanitizer, so an ``<img onerror=...>`` in an answer would run.
     No Markdown library rewrites Markdown source (they render it); this keeps the answer's
-    Markdown as it is for every reader (GitHub, nbviewer, nbconvert) but for raw HTML."""
+    Markdown for every reader (GitHub, nbviewer, nbconvert). It never relies on finding code
+    exactly as a renderer would: text it takes for code is either a top-level fence (which only
+    a closing fence ends) or written out as references."""
     out: list[str] = []
     fence = ""
     prose: list[str] = []
@@ -165,21 +193,23 @@ def escape_raw_html(markdown: str) -> str:
             text = "".join(prose)
             pos = 0
             for m in _CODE_SPAN.finditer(text):
-                out.extend([_escape_prose(text[pos : m.start()]), m.group(0)])
+                out.extend([_escape_prose(text[pos : m.start()]), _code_html(m)])
                 pos = m.end()
             out.append(_escape_prose(text[pos:]))
             prose.clear()
 
     for line in markdown.splitlines(keepends=True):
-        m = _FENCE_LINE.match(line)
+        bare = line.rstrip("\r\n")
         if fence:
             out.append(line)
-            closing = m.group(1) if m else ""
-            if closing[:1] == fence[0] and len(closing) >= len(fence):
-                fence = "" if not line.strip()[len(closing) :] else fence
-        elif m:
+            m = _FENCE_CLOSE.match(bare)
+            if m and m.group(1)[0] == fence[0] and len(m.group(1)) >= len(fence):
+                fence = ""
+            continue
+        m = _FENCE_OPEN.match(bare)
+        if m:
             flush()
-            fence = m.group(1)
+            fence = m.group(1) or m.group(2)
             out.append(line)
         elif not line.strip():  # a blank line ends any code span
             flush()

@@ -24,8 +24,17 @@ function plainUrl(url) {
   return String(url).replace(/[\u0000-\u0020\u007f]/g, "").toLowerCase();
 }
 
+// Exactly an inline image: the raw value, not normalized (a browser drops only some control
+// characters, so "d\u0001ata:image/..." would pass a normalized test and load as a relative
+// URL), and a data: URL as the browser itself parses it.
 function isDataImage(url) {
-  return /^data:image\/(png|gif|jpe?g|webp);/.test(plainUrl(url));
+  const raw = String(url);
+  if (!/^data:image\/(png|gif|jpe?g|webp);/i.test(raw)) return false;
+  try {
+    return new URL(raw, document.baseURI).protocol === "data:";
+  } catch {
+    return false;
+  }
 }
 
 function safeUrl(url, image) {
