@@ -75,6 +75,12 @@ INERT_TRICKS: dict[str, str] = {
     "reference image": "see ![r][ref] `x\n\n[ref]: https://evil.example/r.png",
     "nested image": "![a ![b](https://evil.example/9.png)](https://evil.example/10.png)",
     "line break in a code span": "`a\n{h}`",
+    "form feed that Python splits lines at": "para\x0c```\n{h}\n",
+    "line separator": "para\u2028```\n{h}\n",
+    "carriage returns only": "a\r```\r`x`\r```\r{h}",
+    "fence closed the way marked closes it": "```\ncode\n```~\n{h}\n",
+    "fence after a list item": "- item\n```\ncode\n```\n{h}\n",
+    "fence after a quote": "> a\n```\ncode\n```\n{h}\n",
 }
 INERT_TRICKS = {
     name: text.replace("{h}", _HIDDEN).format(n=i)

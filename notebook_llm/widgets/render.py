@@ -104,7 +104,9 @@ class JsonResult:
 # (in a list item or a quote the container can end it, which a line scan cannot tell), and a
 # backtick fence's info string has no backtick (CommonMark: then it is no fence).
 _FENCE_OPEN = re.compile(r"^(?:(`{3,})[^`]*|(~{3,}).*)$", re.DOTALL)
-_FENCE_CLOSE = re.compile(r"^ {0,3}(`{3,}|~{3,})[ \t]*$")
+# A line that may close a fence, by CommonMark's rule or marked's (which also takes "```~"):
+# closing too early only escapes more.
+_FENCE_CLOSE = re.compile(r"^ {0,3}(`{3,}|~{3,})[~`]*[ \t]*$")
 # What may be a code span. Its text is never passed on as Markdown (see _code_html), so a span
 # this finds where Markdown sees none only changes how the text looks, never what it does.
 _CODE_SPAN = re.compile(r"(?<!`)(`+)(?!`).+?(?<!`)\1(?!`)", re.DOTALL)
@@ -198,7 +200,11 @@ def escape_raw_html(markdown: str) -> str:
             out.append(_escape_prose(text[pos:]))
             prose.clear()
 
-    for line in markdown.splitlines(keepends=True):
+    # Markdown's line endings only (str.splitlines also splits at \f, \x1c, \u2028...: a fence
+    # "opened" there would keep raw HTML that a renderer reads as one line of prose).
+    lines = markdown.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    for n, line in enumerate(lines):
+        line += "\n" if n < len(lines) - 1 else ""
         bare = line.rstrip("\r\n")
         if fence:
             out.append(line)
