@@ -55,8 +55,9 @@ def words(n: int) -> list[str]:
 
 
 #: Markdown that a line scan could take for code where a renderer does not (and the reverse),
-#: each hiding an image and raw HTML: ``render.escape_raw_html`` must leave nothing in them that
-#: a renderer turns into an element (an image, a script, an event handler).
+#: each hiding an image and raw HTML, and link targets that decode to ``javascript:``:
+#: ``render.escape_raw_html`` must leave nothing in them that a renderer turns into an element
+#: (an image, a script, an event handler) or a ``javascript:``/``data:`` link.
 _HIDDEN = "![x](https://evil.example/{n}.png) <img src=x onerror=alert({n})>"
 INERT_TRICKS: dict[str, str] = {
     "plain": _HIDDEN,
@@ -81,6 +82,26 @@ INERT_TRICKS: dict[str, str] = {
     "fence closed the way marked closes it": "```\ncode\n```~\n{h}\n",
     "fence after a list item": "- item\n```\ncode\n```\n{h}\n",
     "fence after a quote": "> a\n```\ncode\n```\n{h}\n",
+    # Found in a second review: a fence line a renderer reads as something else, and link
+    # targets that decode to javascript: or data: only in the renderer or the browser.
+    "fence closed by a line marked does not close on": "```\n```~\n```\n{h}\n```\n",
+    "fence closed by a tab": "```\n```\t\n```\n{h}\n```\n",
+    "tilde fence and a backtick": "~~~\n~~~`\n~~~\n{h}\n~~~\n",
+    "fence inside a link title": '[a]: /u "\n```\n"\n{h}\n```\n',
+    "fence as a reference target": "[a]:\n```\n{h}\n```\n",
+    "fence inside a reference label": "[a\n```\n]: /u\n{h}\n```\n",
+    "fence as a table row": "a | b\n--|--\n```|x\n{h}|y\n",
+    "fence info string in a table": "a | b\n--|--\n```{h}|x\n",
+    "fence inside display math": "$$\n```\n$$\n{h}\n",
+    "fence inside inline math": "$\n```\n$\n{h}\n",
+    "fence inside bracket math": "\\\\[\n```\n\\\\]\n{h}\n",
+    "backslash in a link target's scheme": "[a](javascript\\:alert(1))",
+    "link target on the next line": "[a](\njavascript\\:alert(1))",
+    "reference target on the next line": "[a]:\n  javascript:alert(1)\n\n[a]",
+    "escaped bracket in a reference label": "[a\\]b]: javascript:alert(1)\n\n[a\\]b]",
+    "reference label over two lines": "[a\nb]: javascript:alert(1)\n\n[a b]",
+    "a reference decoded twice": "[a](javascript&amp;#58;alert(1))",
+    "data target with a backslash": "[a]: data\\:text/html;base64,PHNjcmlwdD4=\n\n[a]",
 }
 INERT_TRICKS = {
     name: text.replace("{h}", _HIDDEN).format(n=i)

@@ -513,7 +513,10 @@ def test_escaped_answers_render_no_element_in_the_vendored_marked() -> None:
                 const div = document.createElement("div");
                 div.innerHTML = marked.parse(md);  // as a trusted Markdown output is shown
                 document.body.appendChild(div);
-                found[name] = div.querySelectorAll("img, script, iframe, [onerror]").length;
+                const links = [...div.querySelectorAll("a[href]")].filter(
+                  (a) => a.protocol === "javascript:" || a.protocol === "data:");
+                found[name] = div.querySelectorAll("img, script, iframe, [onerror]").length +
+                  links.length;
               }
               return found;
             }""",

@@ -14,7 +14,7 @@ from notebook_llm.secrets import register_secret
 from notebook_llm.widgets import live
 from notebook_llm.widgets.final import FinalView
 from notebook_llm.widgets.live import HOLD_MAX, HOLD_TAIL, LivePane, RedactedStream
-from notebook_llm.widgets.render import escape_raw_html
+from notebook_llm.widgets.render import escape_raw_html, safe_url
 from notebook_llm.widgets.stream_view import StreamView
 
 
@@ -136,7 +136,8 @@ def test_the_static_markdown_shows_raw_html_as_text() -> None:
     assert "<code>&#60;kbd&#62;</code>" in md  # a code span shows its text, as references
     assert "<https://example.org>" in md  # an autolink stays a link
     assert "javascript:" not in md
-    assert "<script>ok in code</script>" in md  # code blocks are left alone
+    # a code block that would act if read as prose is written out as references
+    assert '<pre><code class="language-html">&#60;script&#62;ok in code' in md
     assert "&lt;script>r" in md
     assert escape_raw_html("a < b and c") == "a &lt; b and c"
 
@@ -168,6 +169,8 @@ def test_no_markdown_trick_makes_the_escaped_answer_render_an_element() -> None:
         rendered = str(mistune.html(escape_raw_html(trick)))
         assert "<img" not in rendered, (name, rendered)
         assert "<script" not in rendered, (name, rendered)
+        targets = re.findall(r'href="([^"]*)"', rendered)
+        assert not [t for t in targets if not safe_url(t)], (name, rendered)
 
 
 def test_code_spans_show_their_text_as_code() -> None:
@@ -202,5 +205,8 @@ def test_an_image_in_an_answer_becomes_a_link_and_nothing_is_fetched() -> None:
         assert "<img" not in html, html
         assert 'href="https://evil.example/' in html, html  # still one click away
     assert escape_raw_html("`![x](u)`") == "<code>&#33;&#91;x&#93;&#40;u&#41;</code>"  # code
-    assert escape_raw_html("```\n![x](u)\n```\n") == "```\n![x](u)\n```\n"  # a fence is kept
+    assert escape_raw_html("```\nx = [1, 2]\n```\n") == "```\nx = [1, 2]\n```\n"  # harmless: kept
+    assert escape_raw_html("```\n![x](u)\n```\n") == (
+        "<pre><code>&#33;&#91;x&#93;&#40;u&#41;&#10;</code></pre>\n"
+    )
     assert escape_raw_html("\\![x](u)") == "\\![x](u)"  # already not an image

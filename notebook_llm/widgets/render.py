@@ -100,20 +100,24 @@ class JsonResult:
         return data
 
 
-# A fenced code block is kept as it is only at the top level: its opening fence starts the line
-# (in a list item or a quote the container can end it, which a line scan cannot tell), and a
-# backtick fence's info string has no backtick (CommonMark: then it is no fence).
+# A fenced code block: its opening fence starts the line, and a backtick fence's info string
+# has no backtick (CommonMark: then it is no fence). Where it ends is CommonMark's rule. Where a
+# renderer disagrees (a container, a link title, math, a table that holds the fence line), it
+# reads the block as prose, which _code_block makes harmless.
 _FENCE_OPEN = re.compile(r"^(?:(`{3,})[^`]*|(~{3,}).*)$", re.DOTALL)
-# A line that may close a fence, by CommonMark's rule or marked's (which also takes "```~"):
-# closing too early only escapes more.
-_FENCE_CLOSE = re.compile(r"^ {0,3}(`{3,}|~{3,})[~`]*[ \t]*$")
+_FENCE_CLOSE = re.compile(r"^ {0,3}(`{3,}|~{3,})[ \t]*$")
+# What would act if a renderer read a code block as prose: raw HTML, an image, a link target.
+_NOT_INERT = re.compile(r"<|!\[|\]\(|\]:")
 # What may be a code span. Its text is never passed on as Markdown (see _code_html), so a span
 # this finds where Markdown sees none only changes how the text looks, never what it does.
 _CODE_SPAN = re.compile(r"(?<!`)(`+)(?!`).+?(?<!`)\1(?!`)", re.DOTALL)
 _AUTOLINK = re.compile(r"<(?:https?|mailto):[^<>\s]*>", re.IGNORECASE)
-# A link's destination: inline (``](dest``, images too) or a reference definition (``[a]: dest``).
-_LINK_DEST = re.compile(r"(\]\(\s*<?)([^\s)>]*)|^( {0,3}\[[^\]\n]+\]:[ \t]*<?)(\S*)", re.MULTILINE)
+# A link's destination: after any "](" or "]:" (a reference definition's label may span lines
+# or hold "\]"), on the same line or the next.
+_LINK_DEST = re.compile(r"(\](?:\(|:)\s*<?)([^\s)>]*)")
 _SCHEME = re.compile(r"([a-z][a-z0-9+.-]*):")
+# A backslash escape of ASCII punctuation, which a renderer removes from a link destination.
+_BACKSLASH_ESCAPE = re.compile(r"\\([!-/:-@\[-`{-~])")
 # An image (``![alt](url)``, ``![alt][ref]``) not already escaped: an even run of backslashes
 # before its ``!`` (``\\![`` is a backslash, then an image).
 _IMAGE = re.compile(r"(?<!\\)((?:\\\\)*)!\[")
@@ -121,17 +125,43 @@ _IMAGE = re.compile(r"(?<!\\)((?:\\\\)*)!\[")
 
 def safe_url(url: str) -> bool:
     """Whether a link may point at ``url``: relative, or ``http``/``https``/``mailto`` once its
-    character references are decoded and control characters and spaces dropped (what a
+    backslash escapes and character references are decoded (again and again: a renderer may
+    decode once, the browser once more) and control characters and spaces dropped (what a
     browser does). The rule ``safeUrl`` in ``static/live_view.js`` applies to links (it also
     lets an image be a ``data:image/...`` URL, which this does not)."""
-    plain = re.sub(r"[\x00-\x20\x7f]", "", html.unescape(url)).lower()
+    previous = None
+    while previous != url:
+        previous, url = url, html.unescape(_BACKSLASH_ESCAPE.sub(r"\1", url))
+    plain = re.sub(r"[\x00-\x20\x7f]", "", url).lower()
     scheme = _SCHEME.match(plain)
     return scheme is None or scheme.group(1) in ("http", "https", "mailto")
 
 
 def _safe_link(m: re.Match[str]) -> str:
-    lead, dest = (m.group(1), m.group(2)) if m.group(1) is not None else (m.group(3), m.group(4))
-    return lead + (dest if safe_url(dest) else "#")
+    return m.group(1) + (m.group(2) if safe_url(m.group(2)) else "#")
+
+
+def _references(text: str) -> str:
+    """``text`` with every character but letters, digits and spaces as a character reference:
+    inert as Markdown, as HTML and as an attribute value."""
+    return "".join(c if c.isalnum() or c == " " else f"&#{ord(c)};" for c in text)
+
+
+def _code_block(lines: list[str], fence: str) -> str:
+    """A fenced code block, kept as it is when it would be harmless read as prose (no ``<``,
+    ``![``, ``](`` or ``]:``), else as one line of ``<pre><code>`` with its text as character
+    references: inert however a renderer reads that line (it loses the fence's highlighting)."""
+    text = "".join(lines)
+    if not _NOT_INERT.search(text):
+        return text
+    words = lines[0].strip().lstrip(fence[0]).split()
+    info = re.sub(r"[^\w+-]", "", words[0]) if words else ""
+    body = lines[1:]
+    if body and _FENCE_CLOSE.match(body[-1].rstrip("\n")):
+        body = body[:-1]
+    css = f' class="language-{info}"' if info else ""
+    end = "\n" if text.endswith("\n") else ""
+    return f"<pre><code{css}>{_references(''.join(body))}</code></pre>{end}"
 
 
 def _inert(text: str) -> str:
@@ -159,11 +189,7 @@ def _code_html(m: re.Match[str]) -> str:
     body = m.group(0)[ticks:-ticks].replace("\r\n", " ").replace("\n", " ")
     if len(body) > 2 and body[0] == " " and body[-1] == " " and body.strip():
         body = body[1:-1]  # CommonMark strips one space on each side
-    return (
-        "<code>"
-        + "".join(c if c.isalnum() or c == " " else f"&#{ord(c)};" for c in body)
-        + ("</code>")
-    )
+    return f"<code>{_references(body)}</code>"
 
 
 def reasoning_details(reasoning: str) -> str:
@@ -176,19 +202,22 @@ def escape_raw_html(markdown: str) -> str:
     """``markdown`` made inert for a trusted renderer: raw HTML shows as text (every ``<``
     becomes ``&lt;``), a link target that is not relative, ``http``, ``https`` or ``mailto``
     (:func:`safe_url`) becomes ``#``, and an image becomes a link to it (``\\![alt](url)``:
-    nothing is fetched until the reader clicks). Left as they are: top-level fenced code blocks
-    and ``<https://...>`` autolinks; code spans become ``<code>`` with their text as character
-    references (:func:`_code_html`).
+    nothing is fetched until the reader clicks). ``<https://...>`` autolinks are kept; code
+    spans become ``<code>`` with their text as character references (:func:`_code_html`); a
+    fenced block is kept when it would be harmless read as prose, else written the same way
+    (:func:`_code_block`).
 
     Why by hand: an answer is untrusted, and JupyterLab renders the outputs of a cell the user
     ran as *trusted*, without its sanitizer, so an ``<img onerror=...>`` in an answer would run.
     No Markdown library rewrites Markdown source (they render it); this keeps the answer's
     Markdown for every reader (GitHub, nbviewer, nbconvert). It never relies on finding code
-    exactly as a renderer would: text it takes for code is either a top-level fence (which only
-    a closing fence ends) or written out as references."""
+    exactly as a renderer would (a review found a dozen ways they differ): what it leaves as
+    it is would be harmless read as prose, and what it takes for code is written out as
+    references."""
     out: list[str] = []
     fence = ""
     prose: list[str] = []
+    block: list[str] = []
 
     def flush() -> None:
         if prose:
@@ -201,28 +230,32 @@ def escape_raw_html(markdown: str) -> str:
             prose.clear()
 
     # Markdown's line endings only (str.splitlines also splits at \f, \x1c, \u2028...: a fence
-    # "opened" there would keep raw HTML that a renderer reads as one line of prose).
+    # "opened" there would be kept where a renderer reads one line of prose).
     lines = markdown.replace("\r\n", "\n").replace("\r", "\n").split("\n")
     for n, line in enumerate(lines):
         line += "\n" if n < len(lines) - 1 else ""
-        bare = line.rstrip("\r\n")
+        bare = line.rstrip("\n")
         if fence:
-            out.append(line)
+            block.append(line)
             m = _FENCE_CLOSE.match(bare)
             if m and m.group(1)[0] == fence[0] and len(m.group(1)) >= len(fence):
+                out.append(_code_block(block, fence))
+                block.clear()
                 fence = ""
             continue
         m = _FENCE_OPEN.match(bare)
         if m:
             flush()
             fence = m.group(1) or m.group(2)
-            out.append(line)
+            block.append(line)
         elif not line.strip():  # a blank line ends any code span
             flush()
             out.append(line)
         else:
             prose.append(line)
     flush()
+    if block:  # a fence never closed: the block runs to the end
+        out.append(_code_block(block, fence))
     return "".join(out)
 
 
