@@ -209,4 +209,9 @@ def test_an_image_in_an_answer_becomes_a_link_and_nothing_is_fetched() -> None:
     assert escape_raw_html("```\n![x](u)\n```\n") == (
         "<pre><code>&#33;&#91;x&#93;&#40;u&#41;&#10;</code></pre>\n"
     )
+    # a block never closed keeps all of its lines, one that looks like another fence too
+    assert (
+        escape_raw_html("```\n<b>\n~~~")
+        == "<pre><code>&#60;b&#62;&#10;&#126;&#126;&#126;</code></pre>"
+    )
     assert escape_raw_html("\\![x](u)") == "\\![x](u)"  # already not an image

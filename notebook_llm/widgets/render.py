@@ -147,18 +147,17 @@ def _references(text: str) -> str:
     return "".join(c if c.isalnum() or c == " " else f"&#{ord(c)};" for c in text)
 
 
-def _code_block(lines: list[str], fence: str) -> str:
-    """A fenced code block, kept as it is when it would be harmless read as prose (no ``<``,
-    ``![``, ``](`` or ``]:``), else as one line of ``<pre><code>`` with its text as character
-    references: inert however a renderer reads that line (it loses the fence's highlighting)."""
+def _code_block(lines: list[str], fence: str, closed: bool) -> str:
+    """A fenced code block (``closed``: its last line is the closing fence), kept as it is when
+    it would be harmless read as prose (no ``<``, ``![``, ``](`` or ``]:``), else as one line of
+    ``<pre><code>`` with its text as character references: inert however a renderer reads that
+    line (it loses the fence's highlighting)."""
     text = "".join(lines)
     if not _NOT_INERT.search(text):
         return text
     words = lines[0].strip().lstrip(fence[0]).split()
     info = re.sub(r"[^\w+-]", "", words[0]) if words else ""
-    body = lines[1:]
-    if body and _FENCE_CLOSE.match(body[-1].rstrip("\n")):
-        body = body[:-1]
+    body = lines[1:-1] if closed else lines[1:]
     css = f' class="language-{info}"' if info else ""
     end = "\n" if text.endswith("\n") else ""
     return f"<pre><code{css}>{_references(''.join(body))}</code></pre>{end}"
@@ -239,7 +238,7 @@ def escape_raw_html(markdown: str) -> str:
             block.append(line)
             m = _FENCE_CLOSE.match(bare)
             if m and m.group(1)[0] == fence[0] and len(m.group(1)) >= len(fence):
-                out.append(_code_block(block, fence))
+                out.append(_code_block(block, fence, closed=True))
                 block.clear()
                 fence = ""
             continue
@@ -255,7 +254,7 @@ def escape_raw_html(markdown: str) -> str:
             prose.append(line)
     flush()
     if block:  # a fence never closed: the block runs to the end
-        out.append(_code_block(block, fence))
+        out.append(_code_block(block, fence, closed=False))
     return "".join(out)
 
 
