@@ -103,6 +103,17 @@ def prompts_of(n: int) -> list[str]:
     return [f"prompt number {i}" for i in range(n)]
 
 
+def request_bodies(n: int) -> list[bytes]:
+    """The OpenAI streaming request body of each prompt, as the clients without an adapter send
+    it."""
+    return [
+        json.dumps(
+            {"model": "echo", "stream": True, "messages": [{"role": "user", "content": p}]}
+        ).encode()
+        for p in prompts_of(n)
+    ]
+
+
 def wrong(results: list[object], prompts: list[str]) -> int:
     """How many results are missing or not the echo of their prompt."""
     return sum(
@@ -125,12 +136,7 @@ def plain_httpx(
 ) -> Callable[[], Awaitable[int]]:
     """The batch with a bare ``httpx.AsyncClient``: post, read the stream to its end; on
     httpx's default transport, or (``ours``) on notebook_llm's."""
-    body = [
-        json.dumps(
-            {"model": "echo", "stream": True, "messages": [{"role": "user", "content": p}]}
-        ).encode()
-        for p in prompts_of(n)
-    ]
+    body = request_bodies(n)
     headers = {"content-type": "application/json", "accept": "text/event-stream"}
 
     async def run() -> int:
@@ -160,10 +166,7 @@ def raw_sockets(url: str, n: int, concurrency: int) -> Callable[[], Awaitable[in
     and the loopback allow a client that costs (almost) nothing."""
     host, port = url.removeprefix("http://").split(":")
     requests = []
-    for p in prompts_of(n):
-        body = json.dumps(
-            {"model": "echo", "stream": True, "messages": [{"role": "user", "content": p}]}
-        ).encode()
+    for body in request_bodies(n):
         head = (
             f"POST /v1/chat/completions HTTP/1.1\r\nHost: {host}\r\n"
             f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
