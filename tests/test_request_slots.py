@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Awaitable
 from typing import Any
 
 import pytest
@@ -26,6 +27,18 @@ def server_engine(srv: MockServer) -> Engine:
     engine = Engine(config_file=False, env_file=False, retries=0)
     engine.add_provider("m", adapter="openai", base_url=srv.url + "/v1", model="echo")
     return engine
+
+
+def batch_on(srv: MockServer, prompts: int, concurrency: int, **kw: Any) -> Awaitable[list[Any]]:
+    """``amap`` of prompts ``p0``, ``p1``... through the openai Lua adapter against ``srv``."""
+    return amap(
+        [f"p{i}" for i in range(prompts)],
+        engine=server_engine(srv),
+        provider="m",
+        concurrency=concurrency,
+        progress=False,
+        **kw,
+    )
 
 
 @pytest.mark.parametrize("concurrency", [1, 3, 12])
@@ -62,15 +75,7 @@ async def test_the_next_prompts_are_prepared_while_the_slots_are_taken(
 
     monkeypatch.setattr(LuaAdapter, "_prepare", counting)
     with MockServer(latency=0.4) as srv:
-        batch = asyncio.ensure_future(
-            amap(
-                [f"p{i}" for i in range(10)],
-                engine=server_engine(srv),
-                provider="m",
-                concurrency=2,
-                progress=False,
-            )
-        )
+        batch = asyncio.ensure_future(batch_on(srv, 10, concurrency=2))
         await asyncio.sleep(0.2)  # the first two are at the server
         assert len(srv.requests) == 2
         assert prepared == ["p0", "p1", "p2", "p3"]  # two more, ready to go
@@ -85,14 +90,7 @@ async def test_a_stop_aborts_the_prompts_waiting_for_a_slot_too() -> None:
         stop = StopSignal()
         asyncio.get_running_loop().call_later(0.15, stop.set)
         start = time.perf_counter()
-        results = await amap(
-            [f"p{i}" for i in range(8)],
-            engine=server_engine(srv),
-            provider="m",
-            concurrency=2,
-            stop_signal=stop,
-            progress=False,
-        )
+        results = await batch_on(srv, 8, concurrency=2, stop_signal=stop)
         assert time.perf_counter() - start < 0.45  # nobody waited for an answer
         assert all(isinstance(r, LlmError) and r.code == ErrorCode.ABORTED for r in results)
         assert len(srv.requests) == 2  # the prepared ones were never sent
@@ -121,14 +119,7 @@ async def test_after_a_stop_the_remaining_prompts_do_not_wait_for_an_idle_loop()
     try:
         with MockServer(latency=0.3) as srv:
             asyncio.get_running_loop().call_later(0.1, press_stop)
-            results = await amap(
-                [f"p{i}" for i in range(3000)],
-                engine=server_engine(srv),
-                provider="m",
-                concurrency=2,
-                stop_signal=stop,
-                progress=False,
-            )
+            results = await batch_on(srv, 3000, concurrency=2, stop_signal=stop)
             returned_at = time.perf_counter()
     finally:
         done.set()
@@ -142,13 +133,7 @@ async def test_after_a_stop_the_remaining_prompts_do_not_wait_for_an_idle_loop()
 async def test_a_failed_request_gives_its_slot_back() -> None:
     with MockServer() as srv:
         srv.inject("server_error", count=3)
-        results = await amap(
-            [f"p{i}" for i in range(6)],
-            engine=server_engine(srv),
-            provider="m",
-            concurrency=1,
-            progress=False,
-        )
+        results = await batch_on(srv, 6, concurrency=1)
         codes = [r.code if isinstance(r, LlmError) else "ok" for r in results]
         assert codes.count(ErrorCode.SERVER) == 3
         assert codes.count("ok") == 3
@@ -167,15 +152,7 @@ async def test_adapters_without_slots_run_concurrency_at_a_time() -> None:
 
 async def test_the_lookahead_is_bounded() -> None:
     with MockServer(latency=0.6) as srv:
-        batch = asyncio.ensure_future(
-            amap(
-                [f"p{i}" for i in range(60)],
-                engine=server_engine(srv),
-                provider="m",
-                concurrency=20,
-                progress=False,
-            )
-        )
+        batch = asyncio.ensure_future(batch_on(srv, 60, concurrency=20))
         await asyncio.sleep(0.4)
         assert len(srv.requests) == 20
         tasks = [t for t in asyncio.all_tasks() if "worker" in repr(t.get_coro())]
