@@ -241,7 +241,7 @@ def per_request_costs(url: str) -> tuple[float, float, float]:
 #: Profile rows by layer: the first of these found in a function's file name.
 LAYERS = [
     ("notebook_llm/lua/", "notebook_llm Lua adapter (sandbox, hooks, SSE)"),
-    ("notebook_llm/wire/", "notebook_llm wire (SSE framing, network backend)"),
+    ("notebook_llm/wire/", "notebook_llm wire (SSE framing, HTTP/1.1 transport)"),
     ("notebook_llm/", "notebook_llm engine, batch, validator"),
     ("/httpx/", "httpx (client, models)"),
     ("/httpcore/", "httpcore (pool, HTTP/1.1)"),
@@ -260,6 +260,8 @@ def layer_of(where: tuple[str, int, str]) -> str:
             return "(idle in epoll)"
         if "lupa" in name or "_lupa" in name:
             return "notebook_llm Lua adapter (sandbox, hooks, SSE)"
+        if "httptools" in name:  # llhttp, under notebook_llm's transport
+            return "notebook_llm wire (SSE framing, HTTP/1.1 transport)"
         if "socket" in name:
             return "socket send/recv"
         return "other builtins"

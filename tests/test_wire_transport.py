@@ -1,5 +1,6 @@
-"""The network transport (``notebook_llm.wire.transport``, ``notebook_llm.wire.asyncio_net``):
-httpx on an asyncio network backend, and a batch's keep-alive pool (issue 16)."""
+"""The network transport (``notebook_llm.wire.transport``, ``notebook_llm.wire.http11``): httpx
+on notebook_llm's HTTP/1.1 transport (asyncio connections, llhttp), and a batch's keep-alive
+pool (issue 16)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,8 @@ import trustme
 from notebook_llm import Completion, Engine, Finish, LlmError, StopSignal, TextDelta
 from notebook_llm.batch import amap
 from notebook_llm.mock.server import MockServer
-from notebook_llm.wire.asyncio_net import AsyncioBackend, AsyncioStream
+from notebook_llm.wire.http11 import Http11Transport
+from notebook_llm.wire.http11_connection import Connection
 from notebook_llm.wire.models import fetch_openai_models
 from notebook_llm.wire.transport import (
     NetworkTransport,
@@ -85,33 +87,17 @@ async def keep_alive(reader: asyncio.StreamReader, writer: asyncio.StreamWriter)
 # ------------------------------------------------------------------ the backend itself
 
 
-async def test_a_write_and_a_buffered_read_do_not_hand_the_loop_back() -> None:
-    # AnyIO's stream yields to the loop on every write that did not wait; with 16 streams in
-    # a batch those yields interleave their responses round-robin (issue 16).
-    async with tiny_server(keep_alive) as (port, _):
-        stream = await AsyncioBackend().connect_tcp("127.0.0.1", port, timeout=5)
-        assert isinstance(stream, AsyncioStream)
-        write = stream.write(b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello")
-        with pytest.raises(StopIteration):  # finished without suspending
-            write.send(None)
-        await until(lambda: stream._protocol.buffered >= 43)  # the answer is buffered
-        read = stream.read(65536, timeout=5)
-        with pytest.raises(StopIteration) as done:
-            read.send(None)
-        assert done.value.value.endswith(b"\r\n\r\nhello")
-        await stream.aclose()
-
-
 async def test_a_request_on_a_kept_alive_connection_is_sent_before_other_tasks_run() -> None:
-    # httpcore's connections take AnyIO locks, which hand the loop back even when free: three
+    # httpcore's connections took AnyIO locks, which hand the loop back even when free: three
     # times per request, each time behind every other ready task (issue 16).
     ran: list[int] = []
     sent_after: list[int] = []
 
-    class Watched(AsyncioStream):
-        async def write(self, buffer: bytes, timeout: float | None = None) -> None:  # noqa: ASYNC109
-            sent_after.append(len(ran))
-            await super().write(buffer, timeout)
+    write = Connection.write
+
+    def watched(self: Connection, data: bytes) -> None:
+        sent_after.append(len(ran))
+        write(self, data)
 
     async def other_task() -> None:
         while True:
@@ -123,30 +109,30 @@ async def test_a_request_on_a_kept_alive_connection_is_sent_before_other_tasks_r
         httpx.AsyncClient(transport=network_transport()) as client,
     ):
         url = f"http://127.0.0.1:{port}/"
-        first = await client.post(url, content=b"connect")
-        stream = first.extensions["network_stream"]
-        stream.__class__ = Watched
+        await client.post(url, content=b"connect")
         other = asyncio.ensure_future(other_task())
         await asyncio.sleep(0.01)
         ran.clear()
-        second = await client.post(url, content=b"reused")
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(Connection, "write", watched)
+            second = await client.post(url, content=b"reused")
         other.cancel()
     assert second.text == "reused"
-    assert sent_after  # the headers and the body ...
-    assert set(sent_after) == {0}  # ... written before the other task ran once
+    assert sent_after == [0]  # the head and the body, in one write before the other task ran
 
 
-async def test_the_transport_and_a_batch_pool_run_on_the_asyncio_backend() -> None:
+async def test_the_transport_and_a_batch_pool_run_on_the_http11_transport() -> None:
     async with tiny_server(keep_alive) as (port, _):
         url = f"http://127.0.0.1:{port}/"
         async with httpx.AsyncClient(transport=network_transport()) as client:
             resp = await client.post(url, content=b"one")
             assert resp.text == "one"
-            assert isinstance(resp.extensions["network_stream"], AsyncioStream)
+            assert resp.http_version == "HTTP/1.1"
+            assert isinstance(resp.extensions["network_stream"], Connection)
         async with connection_pool() as pool:
             assert scoped_client() is pool
             resp = await pool.post(url, content=b"two")
-            assert isinstance(resp.extensions["network_stream"], AsyncioStream)
+            assert isinstance(resp.extensions["network_stream"], Connection)
 
 
 async def test_keep_alive_reuses_one_connection_and_replaces_one_the_server_closed() -> None:
@@ -189,21 +175,28 @@ async def test_large_bodies_both_ways_arrive_whole() -> None:
     assert resp.content == big
 
 
-async def test_a_read_returns_everything_that_arrived_since_the_last_one() -> None:
-    # SSE events arrive as separate writes; one read hands them to the parser together.
+async def test_a_body_that_arrived_in_several_writes_comes_up_as_one_piece() -> None:
+    arrived = asyncio.Event()
+
     async def two_writes(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        for part in (b"data: one\n\n", b"data: two\n\n"):
-            writer.write(part)
-            await writer.drain()
-            await asyncio.sleep(0.05)
+        await read_request(reader)
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 22\r\n\r\ndata: one\n\n")
+        await writer.drain()
+        await asyncio.sleep(0.05)
+        writer.write(b"data: two\n\n")
+        await writer.drain()
+        await asyncio.sleep(0.2)
+        arrived.set()
         await asyncio.sleep(1)
 
-    async with tiny_server(two_writes) as (port, _):
-        stream = await AsyncioBackend().connect_tcp("127.0.0.1", port, timeout=5)
-        assert isinstance(stream, AsyncioStream)
-        await until(lambda: stream._protocol.buffered == 22)  # both arrived, nobody read
-        assert await stream.read(65536) == b"data: one\n\ndata: two\n\n"
-        await stream.aclose()
+    async with (
+        tiny_server(two_writes) as (port, _),
+        httpx.AsyncClient(transport=network_transport()) as client,
+        client.stream("POST", f"http://127.0.0.1:{port}/", content=b"{}") as resp,
+    ):
+        await arrived.wait()  # both writes are in; nobody has read the body yet
+        pieces = [piece async for piece in resp.aiter_raw()]
+    assert pieces == [b"data: one\n\ndata: two\n\n"]
 
 
 def chunked(*parts: bytes) -> bytes:
@@ -233,7 +226,7 @@ async def body_pieces(port: int, seen: list[tuple[float, bytes]] | None = None) 
 
 async def test_the_chunks_of_one_read_come_up_as_one_piece() -> None:
     # A provider writes every SSE event as its own HTTP chunk: six chunks in one read were six
-    # trips through httpcore, httpx and the pipeline (a Lua call each).
+    # trips through httpx and the pipeline (a Lua call each).
     async def together(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         await read_request(reader)
         writer.write(STREAM_HEAD + chunked(*EVENTS) + b"0\r\n\r\n")
@@ -277,22 +270,21 @@ async def test_reading_pauses_while_much_is_unread_and_loses_nothing() -> None:
     data = bytes(range(256)) * 8 * 1024  # 2 MiB sent at once
 
     async def flood(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        writer.write(data)
+        await read_request(reader)
+        writer.write(response(data))
         await writer.drain()
-        writer.close()
 
-    async with tiny_server(flood) as (port, _):
-        stream = await AsyncioBackend().connect_tcp("127.0.0.1", port, timeout=5)
-        assert isinstance(stream, AsyncioStream)
-        protocol = stream._protocol
-        await until(lambda: protocol.reading_paused)  # nobody reads
-        assert protocol.buffered < len(data)  # the rest waits in the socket
-        got = bytearray()
-        while chunk := await stream.read(65536, timeout=5):
-            got += chunk
-        assert bytes(got) == data
-        assert not protocol.reading_paused
-        await stream.aclose()
+    async with (
+        tiny_server(flood) as (port, _),
+        httpx.AsyncClient(transport=network_transport()) as client,
+        client.stream("POST", f"http://127.0.0.1:{port}/", content=b"{}") as resp,
+    ):
+        conn = resp.extensions["network_stream"]
+        await until(lambda: conn.reading_paused)  # nobody reads
+        assert conn.buffered < len(data)  # the rest waits in the socket
+        got = b"".join([piece async for piece in resp.aiter_raw()])
+        assert got == data
+        assert not conn.reading_paused
 
 
 async def test_errors_are_httpx_errors() -> None:
@@ -380,19 +372,19 @@ async def test_a_batch_on_the_backend_reports_transport_faults_per_prompt() -> N
     assert [r.text for r in results[1:] if isinstance(r, Completion)] == ["b", "c"]
 
 
-def test_every_request_of_the_engine_goes_through_the_asyncio_backend(
+def test_every_request_of_the_engine_goes_through_the_http11_transport(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Any
 ) -> None:
     """Not only a batch: a stream on the caller's loop, a sync call on the background loop, a
-    recording's inner transport and ``list_models`` all connect through ``AsyncioBackend``."""
+    recording's inner transport and ``list_models`` all connect through ``Http11Transport``."""
     connects: list[str] = []
-    connect = AsyncioBackend.connect_tcp
+    connect = Http11Transport._connect
 
-    async def spy(self: AsyncioBackend, host: str, port: int, *args: Any, **kw: Any) -> Any:
-        connects.append(host)
-        return await connect(self, host, port, *args, **kw)
+    async def spy(self: Http11Transport, origin: Any, *args: Any, **kw: Any) -> Any:
+        connects.append(origin[1])
+        return await connect(self, origin, *args, **kw)
 
-    monkeypatch.setattr(AsyncioBackend, "connect_tcp", spy)
+    monkeypatch.setattr(Http11Transport, "_connect", spy)
     with MockServer(require_key="sk-test") as server:
         monkeypatch.setenv("NOTEBOOK_LLM_OPENAI_BASE_URL", server.url + "/v1")
         monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
@@ -443,3 +435,426 @@ def test_a_stopped_stream_has_closed_its_socket_when_it_ends(
         monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
         assert asyncio.run(stopped_stream(server)) == "aborted"
         assert server.open_connections == 0
+
+
+# ------------------------------------------------------------------ HTTP/1.1 details
+
+
+async def raw_request(reader: asyncio.StreamReader) -> tuple[bytes, bytes]:
+    """One request's head and body as they arrived (Content-Length or chunked framing)."""
+    head = await reader.readuntil(b"\r\n\r\n")
+    lower = head.lower()
+    if b"transfer-encoding: chunked" in lower:
+        body = b""
+        while True:
+            size = int((await reader.readuntil(b"\r\n")).strip(), 16)
+            data = await reader.readexactly(size + 2)
+            if size == 0:
+                return head, body
+            body += data[:-2]
+    length = 0
+    for line in head.split(b"\r\n"):
+        name, _, value = line.partition(b":")
+        if name.strip().lower() == b"content-length":
+            length = int(value)
+    return head, await reader.readexactly(length)
+
+
+async def test_a_header_that_would_split_the_request_is_refused() -> None:
+    async with (
+        tiny_server(keep_alive) as (port, opened),
+        httpx.AsyncClient(transport=network_transport()) as client,
+    ):
+        url = f"http://127.0.0.1:{port}/"
+        for headers in ({"x-a": "1\r\nx-injected: 2"}, {"x-a": "1\nGET / HTTP/1.1"}):
+            with pytest.raises(httpx.LocalProtocolError):
+                await client.get(url, headers=headers)
+        assert opened[0] == 0  # nothing was sent
+        assert (await client.post(url, content=b"fine")).text == "fine"
+
+
+async def test_a_streamed_request_body_is_sent_chunked_and_arrives_whole() -> None:
+    got: list[tuple[bytes, bytes]] = []
+
+    async def record(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        got.append(await raw_request(reader))
+        writer.write(response(b"ok"))
+        await writer.drain()
+
+    async def parts() -> AsyncIterator[bytes]:
+        for part in (b"one ", b"", b"two ", b"three"):
+            yield part
+
+    async with (
+        tiny_server(record) as (port, _),
+        httpx.AsyncClient(transport=network_transport()) as client,
+    ):
+        resp = await client.post(f"http://127.0.0.1:{port}/", content=parts())
+    assert resp.text == "ok"
+    head, body = got[0]
+    assert b"transfer-encoding: chunked" in head.lower()
+    assert body == b"one two three"
+
+
+async def test_informational_answers_are_skipped() -> None:
+    async def early_hints(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while True:
+            await read_request(reader)
+            writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+            writer.write(b"HTTP/1.1 103 Early Hints\r\nLink: </a.css>\r\n\r\n")
+            writer.write(b"HTTP/1.1 201 Created\r\nX-Real: yes\r\nContent-Length: 4\r\n\r\ndone")
+            await writer.drain()
+
+    async with (
+        tiny_server(early_hints) as (port, opened),
+        httpx.AsyncClient(transport=network_transport()) as client,
+    ):
+        for _ in range(2):
+            resp = await client.post(f"http://127.0.0.1:{port}/", content=b"x")
+            assert (resp.status_code, resp.text) == (201, "done")
+            assert resp.headers["x-real"] == "yes"
+            assert "link" not in resp.headers
+        assert opened[0] == 1  # and the connection stays usable
+
+
+async def test_a_body_without_a_length_ends_with_the_connection() -> None:
+    async def until_close(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await read_request(reader)
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n\r\nall of")
+        await writer.drain()
+        await asyncio.sleep(0.05)
+        writer.write(b" it")
+        await writer.drain()
+        writer.close()
+
+    async with (
+        tiny_server(until_close) as (port, opened),
+        httpx.AsyncClient(transport=network_transport()) as client,
+    ):
+        for _ in range(2):
+            assert (
+                await client.post(f"http://127.0.0.1:{port}/", content=b"x")
+            ).text == "all of it"
+        assert opened[0] == 2
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        b"HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 2\r\n\r\nok",
+        b"HTTP/1.0 200 OK\r\nContent-Length: 2\r\n\r\nok",
+        b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nokEXTRA",  # more than the answer
+        b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nokHTTP/1.1 500 Stale\r\nX-Stale: 1",
+    ],
+    ids=["connection-close", "http-1.0", "extra-bytes", "part-of-a-second-answer"],
+)
+async def test_a_connection_the_answer_does_not_keep_alive_is_not_reused(answer: bytes) -> None:
+    async def once(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while True:
+            await read_request(reader)
+            writer.write(answer)
+            await writer.drain()
+
+    async with (
+        tiny_server(once) as (port, opened),
+        httpx.AsyncClient(transport=network_transport()) as client,
+    ):
+        for _ in range(2):
+            resp = await client.post(f"http://127.0.0.1:{port}/", content=b"x")
+            assert (resp.status_code, resp.reason_phrase, resp.text) == (200, "OK", "ok")
+            assert "x-stale" not in resp.headers
+        assert opened[0] == 2
+
+
+async def test_a_head_request_does_not_wait_for_a_body() -> None:
+    async def head(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while True:
+            await reader.readuntil(b"\r\n\r\n")
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n")
+            await writer.drain()
+
+    async with (
+        tiny_server(head) as (port, _),
+        httpx.AsyncClient(transport=network_transport()) as client,
+    ):
+        resp = await client.head(f"http://127.0.0.1:{port}/", timeout=5)
+        assert (resp.status_code, resp.content) == (200, b"")
+        assert resp.headers["content-length"] == "1000"
+
+
+async def test_trailers_of_a_chunked_body_are_dropped_and_the_body_kept() -> None:
+    async def trailers(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while True:
+            await read_request(reader)
+            writer.write(STREAM_HEAD + chunked(b"ab", b"cd") + b"0\r\nX-Trailer: t\r\n\r\n")
+            await writer.drain()
+
+    async with (
+        tiny_server(trailers) as (port, opened),
+        httpx.AsyncClient(transport=network_transport()) as client,
+    ):
+        for _ in range(2):
+            resp = await client.post(f"http://127.0.0.1:{port}/", content=b"x")
+            assert resp.content == b"abcd"
+            assert "x-trailer" not in resp.headers
+        assert opened[0] == 1
+
+
+async def test_an_early_answer_to_a_request_still_being_sent_is_returned() -> None:
+    # A server may refuse a large upload at once (413) and close; the answer is what counts.
+    async def refuse(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        writer.write(b"HTTP/1.1 413 Too Large\r\nConnection: close\r\nContent-Length: 3\r\n\r\nbig")
+        await writer.drain()
+        writer.transport.abort()
+
+    async with (
+        tiny_server(refuse) as (port, _),
+        httpx.AsyncClient(transport=network_transport()) as client,
+    ):
+        resp = await client.post(f"http://127.0.0.1:{port}/", content=b"x" * (32 * 1024 * 1024))
+    assert (resp.status_code, resp.text) == (413, "big")
+
+
+async def test_the_pool_keeps_to_its_connection_limit_and_times_out_waiting() -> None:
+    at_once = [0, 0]  # now, most
+
+    async def slow(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while True:
+            body = await read_request(reader)
+            at_once[0] += 1
+            at_once[1] = max(at_once)
+            await asyncio.sleep(0.05)
+            at_once[0] -= 1
+            writer.write(response(body))
+            await writer.drain()
+
+    limits = httpx.Limits(max_connections=2, max_keepalive_connections=2)
+    async with (
+        tiny_server(slow) as (port, opened),
+        httpx.AsyncClient(transport=NetworkTransport(limits)) as client,
+    ):
+        url = f"http://127.0.0.1:{port}/"
+        texts = await asyncio.gather(*(client.post(url, content=b"%d" % i) for i in range(8)))
+        assert [t.text for t in texts] == [str(i) for i in range(8)]
+        assert (opened[0], at_once[1]) == (2, 2)
+        async with (
+            client.stream("POST", url, content=b"a"),
+            client.stream("POST", url, content=b"b"),
+        ):
+            with pytest.raises(httpx.PoolTimeout):  # both connections are taken
+                await client.post(url, content=b"c", timeout=httpx.Timeout(5, pool=0.1))
+        assert (await client.post(url, content=b"after")).text == "after"
+
+
+async def test_a_cancelled_request_gives_its_connection_back() -> None:
+    started = asyncio.Event()
+
+    async def answer_late(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while True:
+            body = await read_request(reader)
+            if body == b"slow":
+                started.set()
+                await asyncio.sleep(10)
+            writer.write(response(body))
+            await writer.drain()
+
+    limits = httpx.Limits(max_connections=1, max_keepalive_connections=1)
+    async with (
+        tiny_server(answer_late) as (port, opened),
+        httpx.AsyncClient(transport=NetworkTransport(limits)) as client,
+    ):
+        url = f"http://127.0.0.1:{port}/"
+        slow = asyncio.ensure_future(client.post(url, content=b"slow"))
+        await started.wait()
+        slow.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await slow
+        resp = await client.post(url, content=b"next", timeout=httpx.Timeout(5, pool=1))
+        assert resp.text == "next"
+        assert opened[0] == 2  # the cancelled request's connection was closed, not reused
+
+
+async def test_an_idle_connection_older_than_the_keep_alive_expiry_is_replaced() -> None:
+    limits = httpx.Limits(keepalive_expiry=0.05)
+    async with (
+        tiny_server(keep_alive) as (port, opened),
+        httpx.AsyncClient(transport=NetworkTransport(limits)) as client,
+    ):
+        url = f"http://127.0.0.1:{port}/"
+        assert (await client.post(url, content=b"1")).text == "1"
+        assert (await client.post(url, content=b"2")).text == "2"
+        assert opened[0] == 1
+        await asyncio.sleep(0.1)
+        assert (await client.post(url, content=b"3")).text == "3"
+        assert opened[0] == 2
+
+
+async def test_a_malformed_status_line_is_a_remote_protocol_error() -> None:
+    async def garbage(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await read_request(reader)
+        writer.write(b"SSH-2.0-OpenSSH_9.6\r\n")
+        await writer.drain()
+        await asyncio.sleep(1)
+
+    async with (
+        tiny_server(garbage) as (port, _),
+        httpx.AsyncClient(transport=network_transport()) as client,
+    ):
+        with pytest.raises(httpx.RemoteProtocolError):
+            await client.post(f"http://127.0.0.1:{port}/", content=b"x")
+
+
+def sent_request(handler_got: list[tuple[bytes, bytes]]) -> Handler:
+    async def record(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while True:
+            handler_got.append(await raw_request(reader))
+            writer.write(response(b"ok"))
+            await writer.drain()
+
+    return record
+
+
+async def test_the_body_is_framed_as_the_request_headers_say() -> None:
+    # The server reads the body by the request's own headers: a body sent otherwise would let
+    # its bytes be read as a second request (request smuggling).
+    got: list[tuple[bytes, bytes]] = []
+
+    async def parts() -> AsyncIterator[bytes]:
+        yield b"GET /smuggled HTTP/1.1\r\nHost: x\r\n\r\n"
+
+    async with (
+        tiny_server(sent_request(got)) as (port, opened),
+        httpx.AsyncClient(transport=network_transport()) as client,
+    ):
+        url = f"http://127.0.0.1:{port}/"
+        read_first = client.build_request("POST", url, content=parts())
+        await read_first.aread()  # as a recording does: the streamed body is now bytes
+        assert (await client.send(read_first)).text == "ok"
+        [(head, body)] = got
+        assert b"transfer-encoding: chunked" in head.lower()
+        assert body == b"GET /smuggled HTTP/1.1\r\nHost: x\r\n\r\n"  # all of it one body
+        for headers, content in [
+            ({"content-length": "2"}, b"GET /admin"),  # longer than it says
+            ({"content-length": "20"}, b"short"),
+            ({"content-length": "5", "transfer-encoding": "chunked"}, b"hello"),
+            ({"transfer-encoding": "chunked"}, b"hello"),  # httpx adds a Content-Length: both
+            ({"transfer-encoding": "gzip, chunked"}, b"hello"),
+            ({"content-length": "-1"}, b""),
+        ]:
+            with pytest.raises(httpx.LocalProtocolError):
+                await client.send(
+                    client.build_request("POST", url, content=content, headers=headers)
+                )
+        assert len(got) == 1  # nothing more reached the server
+        assert opened[0] == 1
+
+
+async def test_a_streamed_body_that_breaks_its_content_length_is_cut_and_refused() -> None:
+    got: list[tuple[bytes, bytes]] = []
+
+    async def parts() -> AsyncIterator[bytes]:
+        yield b"12345"
+        yield b"GET /admin HTTP/1.1\r\n\r\n"
+
+    async with (
+        tiny_server(sent_request(got)) as (port, _),
+        httpx.AsyncClient(transport=network_transport()) as client,
+    ):
+        url = f"http://127.0.0.1:{port}/"
+        request = client.build_request(
+            "POST", url, content=parts(), headers={"content-length": "5"}
+        )
+        with pytest.raises(httpx.LocalProtocolError):
+            await client.send(request)
+        assert (await client.post(url, content=b"next")).text == "ok"
+    assert [body for _, body in got] == [b"12345", b"next"]  # GET /admin never went out
+
+
+async def test_request_heads_that_h11_refused_are_refused() -> None:
+    async with (
+        tiny_server(keep_alive) as (port, opened),
+        httpx.AsyncClient(transport=network_transport()) as client,
+    ):
+        url = f"http://127.0.0.1:{port}/"
+        bad = [
+            client.build_request("GËT", url),
+            client.build_request("GET", url, headers={"x-a": "one\x01two"}),
+            client.build_request("GET", url, headers={"x-a": "del\x7f"}),
+        ]
+        no_host = client.build_request("GET", url)
+        del no_host.headers["host"]
+        for request in [*bad, no_host]:
+            with pytest.raises(httpx.LocalProtocolError):
+                await client.send(request)
+        assert opened[0] == 0
+        tab = await client.post(url, content=b"x", headers={"x-a": "a\tb"})  # a tab is fine
+        assert tab.text == "x"
+
+
+async def test_an_international_host_name_is_reached_by_its_idna_2008_name(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Python encodes faß.de as fass.de (IDNA 2003), another domain; httpx's Host header says
+    # xn--fa-hia.de, and that is where the connection must go (and its TLS name).
+    origins: list[Any] = []
+
+    async def no_network(self: Http11Transport, origin: Any, *args: Any) -> Any:
+        origins.append(origin)
+        raise httpx.ConnectError("no network in tests")
+
+    monkeypatch.setattr(Http11Transport, "_connect", no_network)
+    async with httpx.AsyncClient(transport=network_transport()) as client:
+        with pytest.raises(httpx.ConnectError):
+            await client.get("https://faß.de/")
+    assert origins == [("https", "xn--fa-hia.de", 443)]
+
+
+async def test_a_body_ended_by_the_close_is_not_complete_when_we_closed_it() -> None:
+    async def endless(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await read_request(reader)
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\ndata: 1\n\n")
+        await writer.drain()
+        await asyncio.sleep(10)
+
+    transport = network_transport()
+    async with (
+        tiny_server(endless) as (port, _),
+        httpx.AsyncClient(transport=transport) as client,
+        client.stream("POST", f"http://127.0.0.1:{port}/", content=b"x") as resp,
+    ):
+        pieces = resp.aiter_raw()
+        assert await anext(pieces) == b"data: 1\n\n"
+        await transport.aclose()  # e.g. a connection_pool() block ends under the stream
+        with pytest.raises(httpx.RemoteProtocolError):
+            await anext(pieces)
+
+
+async def test_a_response_head_without_end_is_refused_at_its_size_limit() -> None:
+    async def endless_head(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await read_request(reader)
+        writer.write(b"HTTP/1.1 200 OK\r\n")
+        for i in range(100_000):
+            writer.write(b"X-Filler-%d: %s\r\n" % (i, b"y" * 100))
+            await writer.drain()
+
+    async with (
+        tiny_server(endless_head) as (port, _),
+        httpx.AsyncClient(transport=network_transport()) as client,
+    ):
+        with pytest.raises(httpx.RemoteProtocolError, match="head is over"):
+            await client.post(f"http://127.0.0.1:{port}/", content=b"x")
+
+
+async def test_bare_lf_line_ends_and_trailing_spaces_are_read_as_h11_read_them() -> None:
+    async def sloppy(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await read_request(reader)
+        writer.write(b"HTTP/1.1 200 OK\nX-A: b  \nContent-Length: 2\n\nok")
+        await writer.drain()
+
+    async with (
+        tiny_server(sloppy) as (port, _),
+        httpx.AsyncClient(transport=network_transport()) as client,
+    ):
+        resp = await client.post(f"http://127.0.0.1:{port}/", content=b"x")
+    assert (resp.text, resp.headers["x-a"]) == ("ok", "b")

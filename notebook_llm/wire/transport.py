@@ -6,14 +6,14 @@ Which transport a request uses is not chosen here: it is the engine's, httpx-sty
 the adapter with each request (``GenerateOptions.make_transport``). Nothing here changes how
 one engine's requests travel behind another's back.
 
-:func:`network_transport` is httpx's own ``AsyncHTTPTransport`` (h11, httpcore's connection
-pool and keep-alive) on :mod:`notebook_llm.wire.asyncio_net`: an asyncio network backend and
-connections that take asyncio locks, instead of AnyIO's stream and locks, which handed the loop
-back five times per request and made a batch's concurrent responses interleave round-robin
-(issue 16). Every client notebook_llm opens is built by :func:`network_client` on it (a
-batch's pool, :func:`connection_pool`; the background loop's shared client; a stream's own
-client; ``list_models``), and a recording wraps it. With a proxy in the environment the proxied
-hosts go through httpx's own transport instead, a recording's too (:class:`RoutedTransport`). A transport given by the engine or the adapter
+:func:`network_transport` is notebook_llm's HTTP/1.1 transport for httpx
+(:mod:`notebook_llm.wire.http11`: asyncio connections, llhttp parsing, a keep-alive pool), which
+costs a batch half the CPU per request of httpx's own (httpcore and h11) and does not hand the
+loop back where AnyIO did (issue 16). Every client notebook_llm opens is built by
+:func:`network_client` on it (a batch's pool, :func:`connection_pool`; the background loop's
+shared client; a stream's own client; ``list_models``), and a recording wraps it. With a proxy
+in the environment the proxied hosts go through httpx's own transport instead, a recording's
+too (:class:`RoutedTransport`). A transport given by the engine or the adapter
 (``Engine(transport=...)``, a recorder, a replayer) is used as given.
 """
 
@@ -28,7 +28,7 @@ from collections.abc import AsyncIterator
 
 import httpx
 
-from .asyncio_net import ConnectionPool
+from .http11 import Http11Transport
 
 _ssl_context_lock = threading.Lock()
 _ssl_context: ssl.SSLContext | None = None
@@ -48,27 +48,17 @@ def shared_ssl_context() -> ssl.SSLContext:
 DEFAULT_LIMITS = httpx.Limits(max_connections=100, max_keepalive_connections=20, keepalive_expiry=5)
 
 
-class NetworkTransport(httpx.AsyncHTTPTransport):
-    """``httpx.AsyncHTTPTransport`` (HTTP/1.1, the shared SSL context, no proxy) whose httpcore
-    connection pool runs on :mod:`~notebook_llm.wire.asyncio_net` (asyncio network backend,
-    connections that take asyncio locks)."""
+class NetworkTransport(Http11Transport):
+    """The network transport: :class:`~notebook_llm.wire.http11.Http11Transport` (HTTP/1.1,
+    llhttp, a keep-alive pool) with the shared SSL context, no proxy."""
 
     def __init__(
         self, limits: httpx.Limits = DEFAULT_LIMITS, ssl_context: ssl.SSLContext | None = None
     ) -> None:
-        context = ssl_context or shared_ssl_context()
-        super().__init__(verify=context, limits=limits)
-        # httpx builds its httpcore pool without a ``network_backend`` argument; the same pool
-        # is built again here with one (tests/test_wire_transport.py checks that it is used).
-        self._pool = ConnectionPool(
-            context,
-            limits.max_connections,
-            limits.max_keepalive_connections,
-            limits.keepalive_expiry,
-        )
+        super().__init__(ssl_context or shared_ssl_context(), limits)
 
 
-def network_transport(limits: httpx.Limits = DEFAULT_LIMITS) -> httpx.AsyncHTTPTransport:
+def network_transport(limits: httpx.Limits = DEFAULT_LIMITS) -> httpx.AsyncBaseTransport:
     """A transport to the network for an ``httpx.AsyncClient`` (see the module docstring)."""
     return NetworkTransport(limits)
 
