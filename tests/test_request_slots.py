@@ -4,15 +4,18 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import time
-from collections.abc import Awaitable
+from collections.abc import AsyncIterator, Awaitable
 from typing import Any
 
+import httpx
 import pytest
 
 from notebook_llm import Completion, Engine, ErrorCode, LlmError, StopSignal
 from notebook_llm.batch import MAX_LOOKAHEAD, amap, map_prompts
 from notebook_llm.lua.lua_adapter import LuaAdapter
+from notebook_llm.lua.stream_pipeline import StreamPipeline, one_read_behind
 from notebook_llm.mock.server import MockServer
 from notebook_llm.wire.slots import (
     IDLE_TURNS,
@@ -230,3 +233,74 @@ async def test_when_idle_gives_up_on_a_loop_that_is_never_idle() -> None:
     stop.set()
     await spinner
     assert IDLE_TURNS <= turns <= IDLE_TURNS + 3
+
+
+# ------------------------------------------------------------------ the last read, after the exchange
+
+
+async def test_a_batch_maps_an_answers_last_read_after_the_next_request_went_out(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The Lua transform of the read that ends an answer no longer sits between that answer and
+    # the next request: the request waiting for the slot goes out first.
+    order: list[tuple[str, Any]] = []
+    feed = StreamPipeline.feed
+    send = httpx.AsyncClient.send
+
+    def spy_feed(self: StreamPipeline, piece: bytes) -> Any:
+        order.append(("feed", id(self)))
+        return feed(self, piece)
+
+    async def spy_send(self: httpx.AsyncClient, request: httpx.Request, **kw: Any) -> Any:
+        order.append(("send", json.loads(request.content)["messages"][-1]["content"]))
+        return await send(self, request, **kw)
+
+    monkeypatch.setattr(StreamPipeline, "feed", spy_feed)
+    monkeypatch.setattr(httpx.AsyncClient, "send", spy_send)
+    with MockServer(latency=0.05) as srv:
+        results = await batch_on(srv, 2, concurrency=1)
+    assert [r.text for r in results] == ["p0", "p1"]
+    first_pipeline = next(who for what, who in order if what == "feed")
+    last_feed_of_p0 = max(i for i, step in enumerate(order) if step == ("feed", first_pipeline))
+    assert order.index(("send", "p1")) < last_feed_of_p0
+
+
+@pytest.mark.parametrize("fault", ["disconnect", "no_end", "malformed"])
+async def test_a_batch_keeps_what_arrived_as_a_single_stream_does(fault: str) -> None:
+    # The last read waits for the end of the exchange: a body cut short, or one that ends
+    # without its end marker, still gives what arrived, as outside a batch.
+    prompt = "one two three four five six seven"
+    with MockServer() as srv:
+        engine = server_engine(srv)
+        srv.inject(fault, after=3)
+        with pytest.raises(LlmError) as alone:
+            await engine.complete("m", "echo", prompt=prompt)
+        srv.inject(fault, after=3)
+        [batched] = await amap([prompt], engine=engine, provider="m", progress=False)
+    assert isinstance(batched, LlmError)
+    kept = alone.value.details["completion"].text
+    assert kept  # part or all of the answer arrived
+    assert prompt.startswith(kept)
+    assert batched.code == alone.value.code
+    assert batched.details["completion"].text == kept
+
+
+async def test_one_read_behind_hands_on_each_piece_once_the_next_arrived() -> None:
+    async def body(fail: bool) -> AsyncIterator[bytes]:
+        for piece in (b"a", b"b", b"c"):
+            yield piece
+        if fail:
+            raise httpx.ReadError("cut")
+
+    rest: list[bytes] = []
+    assert [p async for p in one_read_behind(body(False), rest)] == [b"a", b"b"]
+    assert rest == [b"c"]  # the last read: for the batch to map after its exchange
+    rest, got = [], []
+
+    async def read_all() -> None:
+        async for piece in one_read_behind(body(True), rest):
+            got.append(piece)
+
+    with pytest.raises(httpx.ReadError):
+        await read_all()
+    assert (got, rest) == ([b"a", b"b", b"c"], [])  # before the error: nothing lost

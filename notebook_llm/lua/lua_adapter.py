@@ -41,7 +41,7 @@ from ..cancel import current_stop
 from ..errors import ErrorCode, LlmError
 from ..protocol import Event, GenerateOptions
 from ..wire.http_errors import error_from_http
-from ..wire.slots import request_slot, yield_slot
+from ..wire.slots import holds_slots, request_slot, yield_slot
 from .contract import ChunkMapper
 from .http_request import (
     DEFAULT_TIMEOUT,
@@ -53,7 +53,7 @@ from .http_request import (
 )
 from .response_mapping import TransportGuard, map_whole_body, read_bounded
 from .runtime import LuaLimits, LuaSandbox
-from .stream_pipeline import StreamPipeline, drain
+from .stream_pipeline import StreamPipeline, drain, one_read_behind
 
 __all__ = ["DEFAULT_TIMEOUT", "AdapterInfo", "LuaAdapter", "declared_name", "read_adapter_file"]
 
@@ -225,6 +225,13 @@ class LuaAdapter(LlmAdapter):
         mapper = ChunkMapper(provider=options.provider, adapter=self.name)
         client, owned = self._client(options)
         pipeline: StreamPipeline | None = None
+        # In a batch, the body's last read (and a whole body) is mapped after the exchange,
+        # once its slot went to the next request: nobody watches a batch's answer token by
+        # token, and the Lua transform would otherwise sit between one response and the next
+        # request (issue 16).
+        in_batch = holds_slots()
+        rest: list[bytes] = []  # in a batch: the body's last read, mapped after the exchange
+        whole: bytes | None = None  # a non-streamed body, mapped after the exchange
         last: list[Event] = []  # the answer's final events, handed over after the exchange
         async with contextlib.AsyncExitStack() as stack:
             if owned:
@@ -252,7 +259,7 @@ class LuaAdapter(LlmAdapter):
                         )
                     guard.accepted = True
                     if not streaming:
-                        last = self._map_whole(sandbox, await response.aread(), options)
+                        whole = await response.aread()
                     else:
                         ctype = response.headers.get("content-type", "")
                         ndjson = (
@@ -260,8 +267,13 @@ class LuaAdapter(LlmAdapter):
                         )
                         pipeline = StreamPipeline(sandbox, mapper, ndjson, self.name, len(body))
                         incoming = response.aiter_bytes()  # decodes gzip/br
-                        async for chunk in incoming:
-                            events = pipeline.feed(chunk)
+                        pieces = incoming
+                        if in_batch:
+                            pieces = await stack.enter_async_context(
+                                contextlib.aclosing(one_read_behind(incoming, rest))
+                            )
+                        async for piece in pieces:
+                            events = pipeline.feed(piece)
                             guard.started = guard.started or bool(events)
                             if mapper.finished:  # [DONE] / done: the answer is complete. Read
                                 await drain(incoming)  # the rest: the consumer stops at finish
@@ -271,14 +283,26 @@ class LuaAdapter(LlmAdapter):
                                 yield events
                             pipeline.raise_pending()  # after what came before it was yielded
                         else:
-                            last = pipeline.close()
-                            guard.started = guard.started or bool(last)
+                            if not in_batch:
+                                last = pipeline.close()
+                                guard.started = guard.started or bool(last)
             if guard.tail:  # a transport error after output: keep what arrived
                 yield guard.tail
                 return
         # The exchange is over and its slot free: a batch's next request, ready and waiting for
         # it, goes out before the consumer handles these last events (wire.slots).
         await yield_slot()
+        if whole is not None or (in_batch and pipeline is not None and not mapper.finished):
+            with guard:  # the same mapping of errors as during the exchange
+                if whole is not None:
+                    last = self._map_whole(sandbox, whole, options)
+                elif pipeline is not None:
+                    last = pipeline.feed(rest[0]) if rest else []
+                    guard.started = guard.started or bool(last)
+                    if not mapper.finished:
+                        last += pipeline.close()
+            if guard.tail:
+                last += guard.tail
         if last:
             yield last
         if pipeline is not None:
