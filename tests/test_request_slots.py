@@ -4,9 +4,12 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import socket
+import threading
 import time
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import Awaitable, Iterator
 from typing import Any
 
 import httpx
@@ -15,7 +18,7 @@ import pytest
 from notebook_llm import Completion, Engine, ErrorCode, LlmError, StopSignal
 from notebook_llm.batch import MAX_LOOKAHEAD, amap, map_prompts
 from notebook_llm.lua.lua_adapter import LuaAdapter
-from notebook_llm.lua.stream_pipeline import StreamPipeline, one_read_behind
+from notebook_llm.lua.stream_pipeline import StreamPipeline
 from notebook_llm.mock.server import MockServer
 from notebook_llm.wire.slots import (
     IDLE_TURNS,
@@ -285,22 +288,82 @@ async def test_a_batch_keeps_what_arrived_as_a_single_stream_does(fault: str) ->
     assert batched.details["completion"].text == kept
 
 
-async def test_one_read_behind_hands_on_each_piece_once_the_next_arrived() -> None:
-    async def body(fail: bool) -> AsyncIterator[bytes]:
-        for piece in (b"a", b"b", b"c"):
-            yield piece
-        if fail:
-            raise httpx.ReadError("cut")
+@contextlib.contextmanager
+def raw_server(answer: bytes, hold: float = 0.0) -> Iterator[str]:
+    """A base URL whose server answers every request with ``answer`` (after its head and
+    Content-Length body are read), then keeps the connection ``hold`` seconds and closes it."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(8)
 
-    rest: list[bytes] = []
-    assert [p async for p in one_read_behind(body(False), rest)] == [b"a", b"b"]
-    assert rest == [b"c"]  # the last read: for the batch to map after its exchange
-    rest, got = [], []
+    def one(conn: socket.socket) -> None:
+        with conn:
+            data = b""
+            while b"\r\n\r\n" not in data:
+                data += conn.recv(65536)
+            head, _, body = data.partition(b"\r\n\r\n")
+            length = int(head.lower().split(b"content-length:")[1].split(b"\r\n")[0])
+            while len(body) < length:
+                body += conn.recv(65536)
+            conn.sendall(answer)
+            time.sleep(hold)
 
-    async def read_all() -> None:
-        async for piece in one_read_behind(body(True), rest):
-            got.append(piece)
+    def serve() -> None:
+        while True:
+            try:
+                conn, _ = sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=one, args=(conn,), daemon=True).start()
 
-    with pytest.raises(httpx.ReadError):
-        await read_all()
-    assert (got, rest) == ([b"a", b"b", b"c"], [])  # before the error: nothing lost
+    threading.Thread(target=serve, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}/v1"
+    finally:
+        sock.close()
+
+
+def sse_answer(body: bytes, end: bool) -> bytes:
+    """A chunked SSE answer holding ``body`` in one chunk; ``end``: with the last chunk."""
+    head = (
+        b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+    )
+    return head + b"%x\r\n%s\r\n" % (len(body), body) + (b"0\r\n\r\n" if end else b"")
+
+
+HELLO = b'data: {"id":"x","choices":[{"index":0,"delta":{"content":"hello"}}]}\n\n'
+STOP = b'data: {"id":"x","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}\n\n'
+
+
+async def alone_and_batched(url: str) -> tuple[Any, Any, float]:
+    """The same prompt as a single stream and in a batch; and how long the batch took."""
+    engine = Engine(config_file=False, env_file=False, retries=0)
+    engine.add_provider("m", adapter="openai", base_url=url, model="x")
+    try:
+        alone: Any = await engine.complete("m", "x", prompt="hi")
+    except LlmError as err:
+        alone = err
+    start = time.perf_counter()
+    [batched] = await amap(["hi"], engine=engine, provider="m", progress=False)
+    return alone, batched, time.perf_counter() - start
+
+
+async def test_an_answer_whose_body_stays_open_after_its_end_is_not_held_in_a_batch() -> None:
+    # Only a read that completed the body waits for the end of the exchange: a server that
+    # keeps the stream open after [DONE] costs a batch what it costs a single stream.
+    with raw_server(sse_answer(HELLO + STOP + b"data: [DONE]\n\n", end=False), hold=5) as url:
+        alone, batched, took = await alone_and_batched(url)
+    assert isinstance(batched, Completion)
+    assert batched.text == alone.text == "hello"
+    assert took < 3
+
+
+async def test_an_error_in_the_last_read_is_reported_in_a_batch_as_alone() -> None:
+    # The last read: a finish, a malformed payload, then an unterminated [DONE].
+    body = HELLO + STOP + b'data: {"id": broken\n\ndata: [DONE]'
+    with raw_server(sse_answer(body, end=True)) as url:
+        alone, batched, _ = await alone_and_batched(url)
+    assert isinstance(alone, LlmError)
+    assert isinstance(batched, LlmError)
+    assert batched.code == alone.code == ErrorCode.MALFORMED_RESPONSE
+    assert batched.details["completion"].text == alone.details["completion"].text == "hello"

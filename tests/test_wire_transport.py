@@ -830,12 +830,13 @@ async def test_a_body_ended_by_the_close_is_not_complete_when_we_closed_it() -> 
             await anext(pieces)
 
 
-async def test_a_response_head_without_end_is_refused_at_its_size_limit() -> None:
+@pytest.mark.parametrize("one_line", [False, True], ids=["many-lines", "one-endless-line"])
+async def test_a_response_head_without_end_is_refused_at_its_size_limit(one_line: bool) -> None:
     async def endless_head(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         await read_request(reader)
-        writer.write(b"HTTP/1.1 200 OK\r\n")
+        writer.write(b"HTTP/1.1 200 OK\r\nX-Long: " if one_line else b"HTTP/1.1 200 OK\r\n")
         for i in range(100_000):
-            writer.write(b"X-Filler-%d: %s\r\n" % (i, b"y" * 100))
+            writer.write(b"y" * 100 if one_line else b"X-Filler-%d: %s\r\n" % (i, b"y" * 100))
             await writer.drain()
 
     async with (

@@ -40,6 +40,7 @@ from ..base_adapter import LlmAdapter
 from ..cancel import current_stop
 from ..errors import ErrorCode, LlmError
 from ..protocol import Event, GenerateOptions
+from ..wire.http11 import body_received
 from ..wire.http_errors import error_from_http
 from ..wire.slots import holds_slots, request_slot, yield_slot
 from .contract import ChunkMapper
@@ -53,7 +54,7 @@ from .http_request import (
 )
 from .response_mapping import TransportGuard, map_whole_body, read_bounded
 from .runtime import LuaLimits, LuaSandbox
-from .stream_pipeline import StreamPipeline, drain, one_read_behind
+from .stream_pipeline import StreamPipeline, drain
 
 __all__ = ["DEFAULT_TIMEOUT", "AdapterInfo", "LuaAdapter", "declared_name", "read_adapter_file"]
 
@@ -225,12 +226,12 @@ class LuaAdapter(LlmAdapter):
         mapper = ChunkMapper(provider=options.provider, adapter=self.name)
         client, owned = self._client(options)
         pipeline: StreamPipeline | None = None
-        # In a batch, the body's last read (and a whole body) is mapped after the exchange,
-        # once its slot went to the next request: nobody watches a batch's answer token by
-        # token, and the Lua transform would otherwise sit between one response and the next
-        # request (issue 16).
+        # In a batch, the read that completes the body (and a whole body) is mapped after the
+        # exchange, once its slot went to the next request: the Lua transform would otherwise
+        # sit between one response and the next request (issue 16). Earlier reads are mapped
+        # as they come, and a read is held only once the body has ended.
         in_batch = holds_slots()
-        rest: list[bytes] = []  # in a batch: the body's last read, mapped after the exchange
+        held: bytes | None = None  # in a batch: the read that completed the body
         whole: bytes | None = None  # a non-streamed body, mapped after the exchange
         last: list[Event] = []  # the answer's final events, handed over after the exchange
         async with contextlib.AsyncExitStack() as stack:
@@ -267,12 +268,10 @@ class LuaAdapter(LlmAdapter):
                         )
                         pipeline = StreamPipeline(sandbox, mapper, ndjson, self.name, len(body))
                         incoming = response.aiter_bytes()  # decodes gzip/br
-                        pieces = incoming
-                        if in_batch:
-                            pieces = await stack.enter_async_context(
-                                contextlib.aclosing(one_read_behind(incoming, rest))
-                            )
-                        async for piece in pieces:
+                        async for piece in incoming:
+                            if in_batch and body_received(response):
+                                held = piece  # mapped after the exchange (below)
+                                continue
                             events = pipeline.feed(piece)
                             guard.started = guard.started or bool(events)
                             if mapper.finished:  # [DONE] / done: the answer is complete. Read
@@ -297,8 +296,9 @@ class LuaAdapter(LlmAdapter):
                 if whole is not None:
                     last = self._map_whole(sandbox, whole, options)
                 elif pipeline is not None:
-                    last = pipeline.feed(rest[0]) if rest else []
+                    last = pipeline.feed(held) if held is not None else []
                     guard.started = guard.started or bool(last)
+                    pipeline.raise_pending()  # as after every read (the events are in `last`)
                     if not mapper.finished:
                         last += pipeline.close()
             if guard.tail:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncIterator
 
 import httpx
 
@@ -150,27 +150,3 @@ async def drain(body: AsyncIterator[bytes], grace: float = 0.5) -> None:
         async with asyncio.timeout(grace):
             async for _ in body:
                 pass
-
-
-async def one_read_behind(
-    body: AsyncIterator[bytes], rest: list[bytes]
-) -> AsyncGenerator[bytes, None]:
-    """``body``'s pieces, each once the next one has arrived; the last one goes to ``rest``
-    instead, for a batch to map after its exchange (``LuaAdapter.stream_batches``). If reading
-    fails, the piece before the failure still comes first, then the error: nothing that
-    arrived is lost."""
-    held: bytes | None = None
-    failure: httpx.HTTPError | None = None
-    try:
-        async for piece in body:
-            if held is not None:
-                yield held
-            held = piece
-    except httpx.HTTPError as exc:
-        failure = exc
-    if failure is not None:
-        if held is not None:
-            yield held
-        raise failure
-    if held is not None:
-        rest.append(held)

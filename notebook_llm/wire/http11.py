@@ -359,3 +359,11 @@ class Http11Transport(httpx.AsyncBaseTransport):
                 self._discard(conns.pop(0))  # the least recently used one
                 return True
         return False
+
+
+def body_received(response: httpx.Response) -> bool:
+    """Whether all of ``response``'s body has arrived and been read: known only on this
+    transport (its connection is ``response.extensions["network_stream"]``); ``False`` on any
+    other (a recording's, a test's)."""
+    conn = response.extensions.get("network_stream")
+    return isinstance(conn, Connection) and conn.in_use and conn.complete and not conn.body

@@ -88,6 +88,8 @@ class Connection(asyncio.Protocol):
             self._fail(httpx.RemoteProtocolError("the server switched protocols (not supported)"))
         except httptools.HttpParserError as exc:  # an error raised by a callback comes first
             self._fail(httpx.RemoteProtocolError(f"malformed HTTP response: {exc}"))
+        if not self.head_done:  # all of this read was head: httptools buffers an unfinished
+            self._count_head(len(data))  # header line whole, so count what it was given
         if self.buffered > READ_HIGH_WATER and not self.reading_paused and self.transport:
             self.transport.pause_reading()
             self.reading_paused = True
@@ -133,20 +135,16 @@ class Connection(asyncio.Protocol):
             self._stop_parsing(httpx.RemoteProtocolError("the server sent more than its answer"))
 
     def on_status(self, reason: bytes) -> None:
-        self._count_head(len(reason))
         self.reason += reason
 
     def on_header(self, name: bytes, value: bytes) -> None:
         if not self.head_done:  # after the head: a chunked body's trailers, dropped
-            self._count_head(len(name) + len(value) + 4)
             self.headers.append((name, value.rstrip(b" \t")))
 
     def _count_head(self, size: int) -> None:
         self.head_size += size
-        if self.head_size > MAX_HEAD:
-            self._stop_parsing(
-                httpx.RemoteProtocolError(f"the response head is over {MAX_HEAD} bytes")
-            )
+        if self.head_size > MAX_HEAD and self.error is None:
+            self._fail(httpx.RemoteProtocolError(f"the response head is over {MAX_HEAD} bytes"))
 
     def _stop_parsing(self, error: httpx.RemoteProtocolError) -> typing.NoReturn:
         """Fail the connection with ``error``; raising it from a callback stops the parser
@@ -162,7 +160,6 @@ class Connection(asyncio.Protocol):
         if 100 <= status < 200:  # 100 Continue, 103 Early Hints: the real answer follows
             self.headers = []
             self.reason = b""
-            self.head_size = 0
             return
         self.status = status
         self.head_done = True
