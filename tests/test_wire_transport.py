@@ -76,6 +76,18 @@ def response(body: bytes) -> bytes:
     return b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body)
 
 
+def always(answer: bytes) -> Handler:
+    """A handler that answers every request on the connection with ``answer``."""
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while True:
+            await read_request(reader)
+            writer.write(answer)
+            await writer.drain()
+
+    return handler
+
+
 async def keep_alive(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
     """Answers every request on the connection with its own body (or ``ok``)."""
     while True:
@@ -497,14 +509,11 @@ async def test_a_streamed_request_body_is_sent_chunked_and_arrives_whole() -> No
 
 
 async def test_informational_answers_are_skipped() -> None:
-    async def early_hints(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        while True:
-            await read_request(reader)
-            writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
-            writer.write(b"HTTP/1.1 103 Early Hints\r\nLink: </a.css>\r\n\r\n")
-            writer.write(b"HTTP/1.1 201 Created\r\nX-Real: yes\r\nContent-Length: 4\r\n\r\ndone")
-            await writer.drain()
-
+    early_hints = always(
+        b"HTTP/1.1 100 Continue\r\n\r\n"
+        b"HTTP/1.1 103 Early Hints\r\nLink: </a.css>\r\n\r\n"
+        b"HTTP/1.1 201 Created\r\nX-Real: yes\r\nContent-Length: 4\r\n\r\ndone"
+    )
     async with (
         tiny_server(early_hints) as (port, opened),
         httpx.AsyncClient(transport=network_transport()) as client,
@@ -549,14 +558,8 @@ async def test_a_body_without_a_length_ends_with_the_connection() -> None:
     ids=["connection-close", "http-1.0", "extra-bytes", "part-of-a-second-answer"],
 )
 async def test_a_connection_the_answer_does_not_keep_alive_is_not_reused(answer: bytes) -> None:
-    async def once(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        while True:
-            await read_request(reader)
-            writer.write(answer)
-            await writer.drain()
-
     async with (
-        tiny_server(once) as (port, opened),
+        tiny_server(always(answer)) as (port, opened),
         httpx.AsyncClient(transport=network_transport()) as client,
     ):
         for _ in range(2):
@@ -583,12 +586,7 @@ async def test_a_head_request_does_not_wait_for_a_body() -> None:
 
 
 async def test_trailers_of_a_chunked_body_are_dropped_and_the_body_kept() -> None:
-    async def trailers(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        while True:
-            await read_request(reader)
-            writer.write(STREAM_HEAD + chunked(b"ab", b"cd") + b"0\r\nX-Trailer: t\r\n\r\n")
-            await writer.drain()
-
+    trailers = always(STREAM_HEAD + chunked(b"ab", b"cd") + b"0\r\nX-Trailer: t\r\n\r\n")
     async with (
         tiny_server(trailers) as (port, opened),
         httpx.AsyncClient(transport=network_transport()) as client,

@@ -195,23 +195,13 @@ class Connection(asyncio.Protocol):
     async def wait(self, limit: float | None) -> None:
         """Until something arrives (bytes, the end, an error); ``TimeoutError`` after
         ``limit`` seconds."""
-        waiter = self.waiter = self.loop.create_future()
-        timer = self.loop.call_later(limit, _expire, waiter) if limit is not None else None
-        try:
-            await waiter
-        finally:
-            if timer is not None:
-                timer.cancel()
+        self.waiter = self.loop.create_future()
+        await _within(self.loop, self.waiter, limit)
 
     async def drain(self, limit: float | None) -> None:
         """Until the socket's send buffer has room again (as ``StreamWriter.drain``)."""
-        waiter = self.drain_waiter = self.loop.create_future()
-        timer = self.loop.call_later(limit, _expire, waiter) if limit is not None else None
-        try:
-            await waiter
-        finally:
-            if timer is not None:
-                timer.cancel()
+        self.drain_waiter = self.loop.create_future()
+        await _within(self.loop, self.drain_waiter, limit)
 
     def take(self) -> bytes:
         """Every body piece that arrived since the last call, as one."""
@@ -261,6 +251,18 @@ class Connection(asyncio.Protocol):
             return None
         names = {"client_addr": "sockname", "server_addr": "peername"}
         return transport.get_extra_info(names.get(info, info))
+
+
+async def _within(
+    loop: asyncio.AbstractEventLoop, waiter: asyncio.Future[None], limit: float | None
+) -> None:
+    """Wait for ``waiter``, ``TimeoutError`` after ``limit`` seconds (one timer, no task)."""
+    timer = loop.call_later(limit, _expire, waiter) if limit is not None else None
+    try:
+        await waiter
+    finally:
+        if timer is not None:
+            timer.cancel()
 
 
 def _expire(waiter: asyncio.Future[None]) -> None:
