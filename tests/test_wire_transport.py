@@ -828,20 +828,34 @@ async def test_a_body_ended_by_the_close_is_not_complete_when_we_closed_it() -> 
             await anext(pieces)
 
 
-@pytest.mark.parametrize("one_line", [False, True], ids=["many-lines", "one-endless-line"])
-async def test_a_response_head_without_end_is_refused_at_its_size_limit(one_line: bool) -> None:
-    async def endless_head(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+@pytest.mark.parametrize(
+    ("start", "filler", "error"),
+    [
+        (b"HTTP/1.1 200 OK\r\n", b"X-Filler: %s\r\n" % (b"y" * 100), "head is over"),
+        (b"HTTP/1.1 200 OK\r\nX-Long: ", b"y" * 100, "head is over"),
+        (
+            STREAM_HEAD + chunked(b"data: 1\n\n") + b"0\r\nX-Trailer: ",
+            b"y" * 100,
+            "framing is over",
+        ),
+    ],
+    ids=["many-header-lines", "one-endless-header-line", "one-endless-trailer"],
+)
+async def test_a_response_head_without_end_is_refused_at_its_size_limit(
+    start: bytes, filler: bytes, error: str
+) -> None:
+    async def endless(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         await read_request(reader)
-        writer.write(b"HTTP/1.1 200 OK\r\nX-Long: " if one_line else b"HTTP/1.1 200 OK\r\n")
-        for i in range(100_000):
-            writer.write(b"y" * 100 if one_line else b"X-Filler-%d: %s\r\n" % (i, b"y" * 100))
+        writer.write(start)
+        for _ in range(100_000):
+            writer.write(filler)
             await writer.drain()
 
     async with (
-        tiny_server(endless_head) as (port, _),
+        tiny_server(endless) as (port, _),
         httpx.AsyncClient(transport=network_transport()) as client,
     ):
-        with pytest.raises(httpx.RemoteProtocolError, match="head is over"):
+        with pytest.raises(httpx.RemoteProtocolError, match=error):  # post() reads the body
             await client.post(f"http://127.0.0.1:{port}/", content=b"x")
 
 

@@ -24,7 +24,8 @@ import httpx
 READ_HIGH_WATER = 256 * 1024
 
 #: A response head larger than this is refused (h11's limit too): a server that keeps sending
-#: headers would otherwise fill memory while every read resets the read timeout.
+#: headers would otherwise fill memory while every read resets the read timeout. The same holds
+#: for the reads of a body that bring no body byte (a chunked body's trailers).
 MAX_HEAD = 100 * 1024
 
 #: What a request's method and header names may hold (RFC 9110 tokens), and what a header value
@@ -82,6 +83,7 @@ class Connection(asyncio.Protocol):
         if not self.in_use or self.complete:  # bytes nobody asked for: never reuse this one
             self.reusable = False
             return
+        in_body, buffered = self.head_done, self.buffered
         try:
             self.parser.feed_data(data)
         except httptools.HttpParserUpgrade:
@@ -89,7 +91,12 @@ class Connection(asyncio.Protocol):
         except httptools.HttpParserError as exc:  # an error raised by a callback comes first
             self._fail(httpx.RemoteProtocolError(f"malformed HTTP response: {exc}"))
         if not self.head_done:  # all of this read was head: httptools buffers an unfinished
-            self._count_head(len(data))  # header line whole, so count what it was given
+            self._count_head(len(data), "head")  # header line whole, so count what it was given
+        elif in_body and not self.complete:
+            if self.buffered == buffered:  # no body byte: chunk framing, or trailers (buffered
+                self._count_head(len(data), "chunk framing")  # as header lines are)
+            else:
+                self.head_size = 0
         if self.buffered > READ_HIGH_WATER and not self.reading_paused and self.transport:
             self.transport.pause_reading()
             self.reading_paused = True
@@ -141,10 +148,10 @@ class Connection(asyncio.Protocol):
         if not self.head_done:  # after the head: a chunked body's trailers, dropped
             self.headers.append((name, value.rstrip(b" \t")))
 
-    def _count_head(self, size: int) -> None:
+    def _count_head(self, size: int, what: str) -> None:
         self.head_size += size
         if self.head_size > MAX_HEAD and self.error is None:
-            self._fail(httpx.RemoteProtocolError(f"the response head is over {MAX_HEAD} bytes"))
+            self._fail(httpx.RemoteProtocolError(f"the response {what} is over {MAX_HEAD} bytes"))
 
     def _stop_parsing(self, error: httpx.RemoteProtocolError) -> typing.NoReturn:
         """Fail the connection with ``error``; raising it from a callback stops the parser
