@@ -42,6 +42,8 @@ from notebook_llm.protocol import (
     TextBlock,
     TextDelta,
     TokenUsage,
+    ToolCallBlock,
+    ToolCallDelta,
     Usage,
 )
 from notebook_llm.widgets.live import library
@@ -110,6 +112,23 @@ def run_live(pieces: list[str], rate: float) -> list[tuple[str, Any]]:
         view.maybe_flush()
     view.handle(BlockEnd(0, TextBlock("".join(pieces))))
     view.handle(Usage(TokenUsage(10, len(pieces))))
+    view.handle(Finish.stop())
+    view.finish(status="done")
+    view.close()
+    return list(LOG)
+
+
+def run_tool_call(pieces: list[str], rate: float) -> list[tuple[str, Any]]:
+    """A tool call whose arguments (a file's content, say) stream as ``pieces``."""
+    LOG.clear()
+    clock = Clock()
+    view = StreamView("mock:tools", clock=clock)
+    view.handle(BlockStart(0, "tool-call"))
+    for i, piece in enumerate(pieces):
+        clock.now += 1 / rate
+        view.handle(ToolCallDelta(0, "c1" if i == 0 else None, piece, "write" if i == 0 else None))
+        view.maybe_flush()
+    view.handle(BlockEnd(0, ToolCallBlock("c1", "write", "".join(pieces))))
     view.handle(Finish.stop())
     view.finish(status="done")
     view.close()
@@ -194,6 +213,13 @@ def main() -> None:
         part = tokens(n)
         size = sum(data_bytes(d) for _, d in run_live(part, args.rate))
         print(f"  live at {n:>6,} tokens: {size / len(''.join(part).encode()):.2f} x answer")
+    arg_pieces = [f"line {i} of the file\\n" for i in range(args.tokens // 4)]
+    arg_bytes = len("".join(arg_pieces).encode())
+    tool = sum(data_bytes(d) for _, d in run_tool_call(arg_pieces, args.rate))
+    print(
+        f"tool call, arguments in {len(arg_pieces):,} pieces ({arg_bytes:,} bytes): comm data "
+        f"{tool:,} bytes = {tool / arg_bytes:.2f} x the arguments"
+    )
     if args.notebook:
         answer_nb, outputs, size = saved_notebook(args.tokens)
         print(

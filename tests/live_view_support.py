@@ -9,7 +9,15 @@ from typing import Any
 
 from comm.base_comm import BaseComm
 
-from notebook_llm.protocol import BlockEnd, BlockStart, Finish, TextBlock, TextDelta
+from notebook_llm.protocol import (
+    BlockEnd,
+    BlockStart,
+    Finish,
+    TextBlock,
+    TextDelta,
+    ToolCallBlock,
+    ToolCallDelta,
+)
 from notebook_llm.widgets.stream_view import StreamView
 
 Log = list[tuple[str, str]]
@@ -47,6 +55,26 @@ def feed(view: StreamView, clock: Clock, pieces: list[str], dt: float) -> None:
         view.maybe_flush()
     view.handle(BlockEnd(0, TextBlock("".join(pieces))))
     view.handle(Finish.stop())
+
+
+def feed_tool_call(view: StreamView, clock: Clock, pieces: list[str], dt: float) -> None:
+    """One tool call whose arguments stream as ``pieces``, ``dt`` seconds apart, flushing as
+    the view would; then its end and the finish."""
+    view.handle(BlockStart(0, "tool-call"))
+    for i, piece in enumerate(pieces):
+        clock.now += dt
+        view.handle(
+            ToolCallDelta(0, "call-1" if i == 0 else None, piece, "write_file" if i == 0 else None)
+        )
+        view.maybe_flush()
+    view.handle(BlockEnd(0, ToolCallBlock("call-1", "write_file", "".join(pieces))))
+    view.handle(Finish.stop())
+
+
+def pane_ops(log: Log) -> list[list[Any]]:
+    """The ops the kernel sent to the live pane, in order."""
+    messages = [json.loads(data) for kind, data in log if kind == "comm_msg"]
+    return [op for m in messages if isinstance(m.get("content"), list) for op in m["content"]]
 
 
 def words(n: int) -> list[str]:

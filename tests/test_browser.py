@@ -527,6 +527,70 @@ def test_escaped_answers_render_no_element_in_the_vendored_marked() -> None:
     assert not [u for u in requests if "evil.example" in u], requests
 
 
+#: live_view.js driven by a stand-in anywidget model: the ops it is sent come in as custom
+#: messages; resolves to the arguments text of the first tool card after each batch of ops,
+#: and whether anything of the arguments became an element.
+_CARD_JS = """async ([viewSource, markedSource, batches]) => {
+  const url = URL.createObjectURL(new Blob([viewSource], {type: "text/javascript"}));
+  const view = (await import(url)).default;
+  const handlers = [];
+  const lib = { get: () => markedSource };
+  const model = {
+    get: (k) => ({ key: "pane-1", lib: "lib-1", label: "mock:tools" })[k],
+    on: (name, cb) => handlers.push(cb),
+    widget_manager: { get_model: async () => lib },
+  };
+  view.initialize({ model });
+  const el = document.createElement("div");
+  document.body.append(el);
+  view.render({ model, el });
+  const seen = [];
+  for (const ops of batches) {
+    for (const cb of handlers) cb(ops);
+    const pre = el.querySelector(".notebook-llm-tool pre");
+    seen.push(pre ? pre.textContent : null);
+  }
+  return { seen, elements: el.querySelectorAll("img, script, [onerror]").length,
+           xss: window.__nbllm_xss ?? null };
+}"""
+
+
+def test_a_tool_cards_streamed_arguments_are_appended_as_text_in_the_browser(
+    comms: list[tuple[str, str]],
+) -> None:
+    """The ops a StreamView sends for a tool call, applied by live_view.js in Chromium: the
+    card shows every argument delta, appended as text (markup in them stays text), and the
+    card of the finished call replaces what was appended."""
+    from live_view_support import Clock, feed_tool_call, pane_ops
+
+    from notebook_llm.widgets import render
+    from notebook_llm.widgets.stream_view import StreamView
+
+    _browser_or_fail()
+    pieces = ['{"path": "a.html", "content": "', "<img src=x onerror=window.__nbllm_xss=1>"]
+    pieces += [f"line {i} " for i in range(300)] + ['"}']
+    clock = Clock()
+    view = StreamView("mock:tools", clock=clock)
+    feed_tool_call(view, clock, pieces, dt=0.05)
+    view.flush(final=True)
+    ops = pane_ops(comms)
+    last_card = max(i for i, op in enumerate(ops) if op[0] == "=")
+    batches = [ops[:last_card], ops[last_card:]]  # while the call streams; after its end
+    static = Path(render.__file__).parent / "static"
+    sources = [(static / "live_view.js").read_text(), (static / "marked.esm.js").read_text()]
+    with _chromium_page() as page:
+        page.set_content("<html><body></body></html>")
+        found = page.evaluate(_CARD_JS, [*sources, batches])
+    arguments = "".join(pieces)
+    streaming, done = found["seen"]
+    card = next(op[1] for op in ops if op[0] == "+" and op[2] == "card")
+    assert sum(op[0] == card for op in batches[0]) > 10  # argument text, appended
+    assert len(streaming) > 0.9 * len(arguments)  # nearly all of it, before the end
+    assert arguments.startswith(streaming)  # in order, each piece once
+    assert done == arguments
+    assert (found["elements"], found["xss"]) == (0, None)
+
+
 # ------------------------------------------------------------------ live Markdown (issue 16)
 
 #: An answer (echoed back by mock:echo) with Markdown, then raw HTML and a javascript: link that

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from live_view_support import Clock, feed, words
+from live_view_support import Clock, feed, feed_tool_call, pane_ops, words
 
 from notebook_llm.loop_events import StepStart, ToolOutcome, ToolRun
 from notebook_llm.protocol import (
@@ -111,6 +111,25 @@ def test_bytes_grow_linearly_for_one_long_paragraph(comms: list[tuple[str, str]]
     assert large < 5.0 * small  # no blank line at all, still linear
 
 
+def test_tool_arguments_stream_as_text_appended_to_the_card(comms: list[tuple[str, str]]) -> None:
+    # A long argument (a file's content, say) used to re-send the whole card at every flush.
+    pieces = [f"line {i} of the file\\n" for i in range(2000)]
+    arguments = "".join(pieces)
+    clock = Clock()
+    view = StreamView("m", clock=clock)
+    feed_tool_call(view, clock, pieces, dt=0.01)
+    view.flush(final=True)
+    ops = pane_ops(comms)
+    cards = [op for op in ops if op[0] == "="]
+    appended = "".join(op[1] for op in ops if op[0] == cards[0][1])
+    assert 1 < len(cards) <= 3  # shown once the name is known, and at the end of the call
+    assert appended in arguments  # the deltas after the first card, each once, in order
+    assert len(appended) > 0.9 * len(arguments)
+    sent = sum(len(json.dumps(op)) for op in ops if op[1] == cards[0][1] or op[0] == cards[0][1])
+    assert sent < 3.5 * len(arguments)  # linear: the whole card at every flush was ~100x
+    assert view._cards[(0, 0)].arguments == arguments
+
+
 def test_stop_button_sets_the_signal(comms: list[tuple[str, str]]) -> None:
     view = StreamView("m")
     assert not view.stop_signal.is_set()
@@ -126,6 +145,12 @@ def test_keys_never_reach_the_front_end(comms: list[tuple[str, str]]) -> None:
     view.handle(TextDelta(0, f"the key is {secret} ok"))
     view.handle(BlockStart(1, "tool-call"))
     view.handle(ToolCallDelta(1, "c", json.dumps({"k": secret}), "f"))
+    view.flush()  # the card is shown: what follows is appended to it, cut into pieces
+    half = len(secret) // 2
+    view.handle(ToolCallDelta(1, None, f' , "again": "{secret[:half]}'))
+    view.flush()
+    view.handle(ToolCallDelta(1, None, f'{secret[half:]}" '))
+    view.flush()
     view.handle(ToolOutcome("c", "f", f"got {secret}"))
     view.flush()
     view.finish(status="done")

@@ -12,8 +12,9 @@ Protocol, kernel -> front end: one message is a JSON list of ops, applied in ord
 
     ["+", id, kind]    a new block; kind is "md" (Markdown), "think" (reasoning, plain
                        text shown collapsed on top) or "card" (a tool card's HTML)
-    [id, "text"]       append text to block id
-    ["=", id, "html"]  replace a card's HTML (built and escaped by render.tool_card_html)
+    [id, "text"]       append text to block id (to a card: to its arguments, as text)
+    ["=", id, "html"]  replace a card's HTML (built and escaped by render.tool_card_html;
+                       it holds all the arguments so far, and drops the appended text)
     ["s", "line"]      the stats line (after the bold provider:model label)
 
 marked itself (52 KB) does not travel with every view: it is the state of ONE plain widget model

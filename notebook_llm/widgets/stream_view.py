@@ -213,9 +213,7 @@ class StreamView:
         elif isinstance(event, ToolCallDelta):
             self._deltas += 1
             card = self._card(event.index)
-            card.update(
-                arguments=card.arguments + event.arguments_delta, name=card.name or event.name or ""
-            )
+            card.add_arguments(event.arguments_delta, event.name)
             if event.id and not card.call_id:
                 card.call_id = event.id
                 self._cards_by_id[event.id] = card
@@ -295,9 +293,11 @@ class StreamView:
             if piece:
                 ops.append([block.id, piece])
         for card in self._cards.values():
-            html = card.take()
+            html, more = card.take(final)
             if html is not None:
                 ops.append(["=", card.id, html])
+            if more:  # argument text appended to the card shown (static/live_view.js)
+                ops.append([card.id, more])
         if (
             self._last_flush - self._last_stats >= STATS_INTERVAL
             or self.stats.status != "streaming"

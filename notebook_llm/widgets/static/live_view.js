@@ -6,7 +6,8 @@
 // Safety: the answer is untrusted. marked's raw-HTML tokens are rendered escaped (as text), and
 // the produced HTML is parsed into an inert <template> and passed through an allow-list (tags,
 // attributes, URL schemes) before it reaches the page: no script, no event handler, no
-// javascript: URL. Tool cards are HTML built and escaped by the kernel (render.tool_card_html).
+// javascript: URL. Tool cards are HTML built and escaped by the kernel (render.tool_card_html);
+// the argument text streamed after a card was shown is appended to it as text.
 
 const PANES = new Map(); // model key -> {blocks: Map(id -> block), order: [], stats, views}
 let LIB = null; // the marked instance, once loaded on this page
@@ -125,7 +126,9 @@ function apply(pane, ops) {
       pane.blocks.set(op[1], block);
       pane.order.push(block);
     } else if (op[0] === "=") {
-      pane.blocks.get(op[1]).html = op[2];
+      const card = pane.blocks.get(op[1]);
+      card.html = op[2]; // it holds all the arguments so far
+      card.text = "";
     } else if (op[0] === "s") {
       pane.stats = op[1];
     } else {
@@ -191,19 +194,33 @@ class View {
         this.nodes.set(block.id, node);
         this.body.append(node.el);
       }
-      const size = block.kind === "card" ? block.html : block.text.length;
-      if (node.shown === size) continue;
       if (block.kind === "card") {
-        node.el.replaceChildren(fragment(block.html, false));
-      } else {
-        this.markdown(node, block.text);
+        this.card(node, block);
+        continue;
       }
-      node.shown = size;
+      if (node.shown === block.text.length) continue;
+      this.markdown(node, block.text);
+      node.shown = block.text.length;
     }
     const stats = this.pane.stats;
     if (stats !== this.shownStats) {
       this.shownStats = stats;
       this.stats.innerHTML = `<b>${escapeHtml(this.label)}</b> · ${escapeHtml(stats)}`;
+    }
+  }
+
+  // A tool card: its HTML (escaped by the kernel) when it changed, then the argument text
+  // appended since, as text into its first <pre> (the arguments).
+  card(node, block) {
+    if (node.html !== block.html) {
+      node.el.replaceChildren(fragment(block.html, false));
+      node.html = block.html;
+      node.shown = 0;
+    }
+    if (block.text.length > node.shown) {
+      const args = node.el.querySelector("pre");
+      if (args) args.append(block.text.slice(node.shown));
+      node.shown = block.text.length;
     }
   }
 
