@@ -98,6 +98,12 @@ class _ResponseBody(httpx.AsyncByteStream):
         self._pool._release(self._conn, reuse)
 
 
+def _wrong_length(size: int, framing: int, request: httpx.Request) -> httpx.LocalProtocolError:
+    return httpx.LocalProtocolError(
+        f"the body has {size} bytes, its Content-Length says {framing}", request=request
+    )
+
+
 def _read_error(error: BaseException) -> httpx.TransportError:
     if isinstance(error, httpx.TransportError):
         return error
@@ -137,10 +143,7 @@ class Http11Transport(httpx.AsyncBaseTransport):
         except httpx.RequestNotRead:  # a streamed body
             body = None
         if body is not None and framing != CHUNKED and len(body) != framing:
-            raise httpx.LocalProtocolError(
-                f"the body has {len(body)} bytes, its Content-Length says {framing}",
-                request=request,
-            )
+            raise _wrong_length(len(body), framing, request)
         timeouts = _timeouts(request)
         port = request.url.port or (443 if scheme == "https" else 80)
         # The ASCII (IDNA 2008) form httpx puts in the Host header: Python's own encoding of a
@@ -232,9 +235,7 @@ class Http11Transport(httpx.AsyncBaseTransport):
         if framing == CHUNKED:
             conn.write(b"0\r\n\r\n")
         elif sent != framing:
-            raise httpx.LocalProtocolError(
-                f"the body has {sent} bytes, its Content-Length says {framing}", request=request
-            )
+            raise _wrong_length(sent, framing, request)
         await self._drained(conn, limit)
 
     @staticmethod

@@ -160,9 +160,6 @@ class Connection(asyncio.Protocol):
         raise error
 
     def on_headers_complete(self) -> None:
-        if self.complete:  # a second answer to one request: never reuse this connection
-            self.reusable = False
-            return
         status = self.parser.get_status_code()
         if 100 <= status < 200:  # 100 Continue, 103 Early Hints: the real answer follows
             self.headers = []
