@@ -88,12 +88,22 @@ def always(answer: bytes) -> Handler:
     return handler
 
 
-async def keep_alive(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-    """Answers every request on the connection with its own body (or ``ok``)."""
-    while True:
-        body = await read_request(reader)
-        writer.write(response(body or b"ok"))
-        await writer.drain()
+def echoing(before: Callable[[bytes], Awaitable[None]] | None = None) -> Handler:
+    """A handler that answers every request on the connection with its own body (or ``ok``),
+    once ``before(body)`` is done."""
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while True:
+            body = await read_request(reader)
+            if before is not None:
+                await before(body)
+            writer.write(response(body or b"ok"))
+            await writer.drain()
+
+    return handler
+
+
+keep_alive = echoing()
 
 
 # ------------------------------------------------------------------ the backend itself
@@ -617,19 +627,15 @@ async def test_an_early_answer_to_a_request_still_being_sent_is_returned() -> No
 async def test_the_pool_keeps_to_its_connection_limit_and_times_out_waiting() -> None:
     at_once = [0, 0]  # now, most
 
-    async def slow(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        while True:
-            body = await read_request(reader)
-            at_once[0] += 1
-            at_once[1] = max(at_once)
-            await asyncio.sleep(0.05)
-            at_once[0] -= 1
-            writer.write(response(body))
-            await writer.drain()
+    async def slowly(body: bytes) -> None:
+        at_once[0] += 1
+        at_once[1] = max(at_once)
+        await asyncio.sleep(0.05)
+        at_once[0] -= 1
 
     limits = httpx.Limits(max_connections=2, max_keepalive_connections=2)
     async with (
-        tiny_server(slow) as (port, opened),
+        tiny_server(echoing(slowly)) as (port, opened),
         httpx.AsyncClient(transport=NetworkTransport(limits)) as client,
     ):
         url = f"http://127.0.0.1:{port}/"
@@ -648,18 +654,14 @@ async def test_the_pool_keeps_to_its_connection_limit_and_times_out_waiting() ->
 async def test_a_cancelled_request_gives_its_connection_back() -> None:
     started = asyncio.Event()
 
-    async def answer_late(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        while True:
-            body = await read_request(reader)
-            if body == b"slow":
-                started.set()
-                await asyncio.sleep(10)
-            writer.write(response(body))
-            await writer.drain()
+    async def late_for_slow(body: bytes) -> None:
+        if body == b"slow":
+            started.set()
+            await asyncio.sleep(10)
 
     limits = httpx.Limits(max_connections=1, max_keepalive_connections=1)
     async with (
-        tiny_server(answer_late) as (port, opened),
+        tiny_server(echoing(late_for_slow)) as (port, opened),
         httpx.AsyncClient(transport=NetworkTransport(limits)) as client,
     ):
         url = f"http://127.0.0.1:{port}/"
