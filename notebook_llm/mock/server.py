@@ -245,6 +245,9 @@ class MockServer:
         return f"msg_mock{n:06d}" if fmt == "anthropic" else f"chatcmpl-mock{n:06d}"
 
 
+_END = b"0\r\n\r\n"  # the end of a chunked body
+
+
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     # Stream chunks are small writes: without TCP_NODELAY, Nagle's algorithm holds each one
@@ -305,8 +308,11 @@ class _Handler(BaseHTTPRequestHandler):
         with contextlib.suppress(OSError):
             self.connection.shutdown(socket.SHUT_RDWR)
 
-    def _chunk(self, data: bytes) -> None:
-        self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+    def _chunk(self, data: bytes, last: bool = False) -> None:
+        # The last chunk goes out with the body's end in one write, as servers that buffer their
+        # writes send it: a client then reads both at once, and a batch's mapping of the read
+        # that completes the body (lua_adapter) happens after the exchange, whatever the load.
+        self.wfile.write(b"%x\r\n%s\r\n%s" % (len(data), data, _END if last else b""))
         self.wfile.flush()
 
     def _authorized(self) -> bool:
@@ -476,6 +482,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Transfer-Encoding", "chunked")
         self.end_headers()
         self.wfile.flush()
+        ended = False  # the body's end went with the last chunk
         for i, item in enumerate(out):
             if item is _STALL_ABORT:
                 if not mock._sleep(fault.num("seconds") if fault else 0):
@@ -484,11 +491,13 @@ class _Handler(BaseHTTPRequestHandler):
             if i and not mock._sleep(delay):
                 return self._abort()
             assert isinstance(item, bytes)
-            self._chunk(item)
+            ended = i == len(out) - 1 and name != "disconnect"
+            self._chunk(item, last=ended)
         if name == "disconnect":
             return self._abort()
-        self.wfile.write(b"0\r\n\r\n")
-        self.wfile.flush()
+        if not ended:
+            self.wfile.write(_END)
+            self.wfile.flush()
         return None
 
 
