@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-__all__ = ["FAULTS", "FAULT_HEADER", "Fault", "parse_fault_header"]
+from . import wire
+
+__all__ = ["FAULTS", "FAULT_HEADER", "STALL", "Fault", "faulted_stream", "parse_fault_header"]
 
 FAULT_HEADER = "X-Mock-Fault"
 
@@ -85,3 +87,33 @@ def parse_fault_header(value: str) -> Fault:
             key, _, raw = item.partition("=")
             params[key.strip()] = _value(raw.strip())
     return Fault(name.lower(), params)
+
+
+#: In :func:`faulted_stream`'s output: sleep the fault's ``seconds`` here (then go on).
+STALL = object()
+
+
+def faulted_stream(
+    fmt: wire.Format, frames: list[wire.Frame], fault: Fault | None, *, model: str, rid: str
+) -> list[bytes | object]:
+    """The pieces of a streamed body under ``fault``: its frames' bytes, with frames inserted,
+    dropped or cut where the fault says, and :data:`STALL` where the server is to pause."""
+    name = fault.name if fault else ""
+    n_start = sum(1 for f in frames if f.kind == "start")
+    n_body = n_start + sum(1 for f in frames if f.kind == "content")
+    pos = min(n_start + int(fault.num("after")), n_body) if fault and name != "drip" else 0
+    pos = max(pos, 1) if name in ("disconnect", "stall") else pos
+    out: list[bytes | object] = [f.data for f in frames]
+    if name == "no_end":
+        out = [f.data for f in frames if f.kind != "end"]
+    elif name == "malformed":
+        out.insert(pos, wire.malformed_frame(fmt))
+    elif name == "error_event":
+        out = [*out[:pos], wire.error_frame(fmt)]
+    elif name == "oversized_line" and fault:
+        out.insert(pos, wire.oversized_frame(fmt, int(fault.num("size")), model=model, rid=rid))
+    elif name == "disconnect":
+        out = out[:pos]
+    elif name == "stall":
+        out.insert(pos, STALL)
+    return out

@@ -24,7 +24,7 @@ from types import TracebackType
 from typing import Any
 
 from . import wire
-from .faults import FAULT_HEADER, FAULTS, Fault, parse_fault_header
+from .faults import FAULT_HEADER, FAULTS, STALL, Fault, faulted_stream, parse_fault_header
 from .models import MockReply, UnknownModelError, apply_max_tokens, generate, usage_for
 from .wire import Format, Frame
 
@@ -42,7 +42,6 @@ _GET_ROUTES: dict[str, Format] = {
     "/models": "openai",
     "/api/tags": "ollama",
 }
-_STALL_ABORT = object()
 
 
 @dataclass(frozen=True)
@@ -456,24 +455,7 @@ class _Handler(BaseHTTPRequestHandler):
     ) -> None:
         mock = self.server.mock
         name = fault.name if fault else ""
-        n_start = sum(1 for f in frames if f.kind == "start")
-        n_body = n_start + sum(1 for f in frames if f.kind == "content")
-        pos = min(n_start + int(fault.num("after")), n_body) if fault and name != "drip" else 0
-        pos = max(pos, 1) if name in ("disconnect", "stall") else pos
-        out: list[bytes | object] = [f.data for f in frames]
-        if name == "no_end":
-            out = [f.data for f in frames if f.kind != "end"]
-        elif name == "malformed":
-            out.insert(pos, wire.malformed_frame(fmt))
-        elif name == "error_event":
-            out = [*out[:pos], wire.error_frame(fmt)]
-        elif name == "oversized_line" and fault:
-            big = wire.oversized_frame(fmt, int(fault.num("size")), model=model, rid=rid)
-            out.insert(pos, big)
-        elif name == "disconnect":
-            out = out[:pos]
-        elif name == "stall":
-            out.insert(pos, _STALL_ABORT)
+        out = faulted_stream(fmt, frames, fault, model=model, rid=rid)
         delay = max(mock.chunk_delay, fault.num("delay") if name == "drip" and fault else 0.0)
 
         self.send_response(200)
@@ -484,7 +466,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.flush()
         ended = False  # the body's end went with the last chunk
         for i, item in enumerate(out):
-            if item is _STALL_ABORT:
+            if item is STALL:
                 if not mock._sleep(fault.num("seconds") if fault else 0):
                     return self._abort()
                 continue
