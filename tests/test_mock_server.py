@@ -581,3 +581,46 @@ def test_error_event(srv: MockServer, client: httpx.Client) -> None:
     assert "message_stop" not in [t for t, _ in events]
     lines = ollama_lines(post(client, srv, "ollama", body("ollama")).text)
     assert "error" in lines[-1]
+
+
+@pytest.fixture
+def writes(monkeypatch: pytest.MonkeyPatch) -> list[bytes]:
+    """Each write the mock server's handler makes to its socket, in order."""
+    from notebook_llm.mock import server as mock_server
+
+    seen: list[bytes] = []
+    setup = mock_server._Handler.setup
+
+    def recording_setup(self: Any) -> None:
+        setup(self)
+        write = self.wfile.write
+
+        def record(data: bytes) -> Any:
+            seen.append(bytes(data))
+            return write(data)
+
+        self.wfile.write = record
+
+    monkeypatch.setattr(mock_server._Handler, "setup", recording_setup)
+    return seen
+
+
+@pytest.mark.parametrize("fmt", ["openai", "anthropic", "ollama"])
+def test_a_streams_last_chunk_and_its_end_go_in_one_write(
+    srv: MockServer, client: httpx.Client, writes: list[bytes], fmt: str
+) -> None:
+    # A client then reads both at once, whatever the load: the batch's test of when the last
+    # read is mapped (test_request_slots) relies on it.
+    raw = post(client, srv, fmt, body(fmt)).content
+    last = writes[-1]
+    assert last.endswith(b"\r\n0\r\n\r\n")
+    assert last.removesuffix(b"\r\n0\r\n\r\n").split(b"\r\n", 1)[1] in raw  # a whole chunk
+
+
+def test_a_cut_stream_sends_no_end(
+    srv: MockServer, client: httpx.Client, writes: list[bytes]
+) -> None:
+    srv.inject("disconnect")
+    with pytest.raises(httpx.RemoteProtocolError):
+        post(client, srv, "openai", body("openai"))
+    assert not any(w.endswith(b"0\r\n\r\n") for w in writes)
