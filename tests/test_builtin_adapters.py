@@ -40,8 +40,6 @@ from notebook_llm.validate import validate_stream
 ROOT = Path(__file__).resolve().parent.parent
 ADAPTERS = ROOT / "adapters"
 WIRE = Path(__file__).parent / "fixtures" / "wire"
-if not WIRE.is_dir():  # the copy into tests/ may still be in progress
-    WIRE = Path("/work/shared/fixtures/wire")
 
 BASE_URLS = {
     "openai": "https://api.openai.com/v1",
