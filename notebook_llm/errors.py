@@ -14,9 +14,13 @@ Codes (``ErrorCode``) and where they come from:
 
     provider / HTTP      AUTH, QUOTA, RATE_LIMIT, CONTEXT_WINDOW_EXCEEDED, INVALID_REQUEST,
                          NOT_FOUND, SERVER, HTTP_<status>
-    transport            TRANSPORT, TIMEOUT, STREAM_CLOSED, MALFORMED_RESPONSE, EMPTY_RESPONSE
+    transport            TRANSPORT, TIMEOUT, STREAM_CLOSED, MALFORMED_RESPONSE, EMPTY_RESPONSE,
+                         RESPONSE_TOO_LARGE (a decoded event or body over its cap)
     caller               ABORTED, MISSING_CREDENTIAL, UNSUPPORTED_CONTENT,
-                         UNSUPPORTED_REASONING_EFFORT, INVALID_OPTIONS
+                         UNSUPPORTED_REASONING_EFFORT, INVALID_OPTIONS, INPUT_TOO_LARGE (a
+                         prompt, tool result or value too big to hand to an adapter),
+                         BUDGET_EXCEEDED (a cost cap)
+    typed answers        SCHEMA_MISMATCH (an answer that does not validate against the schema)
     registry             NO_ADAPTER, DUPLICATE_ADAPTER, INVALID_ADAPTER
     Lua adapters         ADAPTER_ERROR, ADAPTER_TIMEOUT, ADAPTER_MEMORY
     protocol             INVARIANT (a stream broke one of the five rules)
@@ -51,6 +55,10 @@ class ErrorCode(StrEnum):
     STREAM_CLOSED = "STREAM_CLOSED"
     MALFORMED_RESPONSE = "MALFORMED_RESPONSE"
     EMPTY_RESPONSE = "EMPTY_RESPONSE"
+    RESPONSE_TOO_LARGE = "RESPONSE_TOO_LARGE"
+    INPUT_TOO_LARGE = "INPUT_TOO_LARGE"
+    BUDGET_EXCEEDED = "BUDGET_EXCEEDED"
+    SCHEMA_MISMATCH = "SCHEMA_MISMATCH"
     MISSING_CREDENTIAL = "MISSING_CREDENTIAL"
     UNSUPPORTED_CONTENT = "UNSUPPORTED_CONTENT"
     UNSUPPORTED_REASONING_EFFORT = "UNSUPPORTED_REASONING_EFFORT"
