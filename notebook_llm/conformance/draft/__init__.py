@@ -31,7 +31,7 @@ from ..requests import RequestResult
 from .framing import Body, parse_body
 from .infer import Inference, infer
 from .lua_text import comment_text, lua_str, show_path
-from .request_shape import default_request, infer_request, request_lua
+from .request_shape import default_request, infer_request, request_lua, request_todos
 from .writer import write_script
 
 __all__ = ["Draft", "cli_draft", "draft_adapter", "lua_str", "parse_body"]
@@ -132,8 +132,9 @@ def draft_adapter(
     inf = infer(parsed)
     if request is not None:
         req_raw, req_label = _read(request, "request")
-        req_lua, req_comments = request_lua(infer_request(req_raw, req_label), req_label)
-        todos = [t for t in inf.todos]
+        shape = infer_request(req_raw, req_label)
+        req_lua, req_comments = request_lua(shape, req_label)
+        todos = [*inf.todos, *request_todos(shape)]
     else:
         req_lua, req_comments = default_request()
         todos = [

@@ -128,7 +128,7 @@ _DONE_WORDS = frozenset(
         "eos",
     }
 )
-_FINISH_PREFIXES = ("finish", "stop", "done", "end", "completion", "termination")
+_FINISH_PREFIXES = ("", "finish", "stop", "done", "end", "completion", "termination")
 
 #: Wire finish values and what the draft reports for them (the contract's ``finish_reason``).
 SYNONYMS: dict[str, str] = {
@@ -460,10 +460,12 @@ def _text_candidates(index: _Index, excluded: Iterable[Path]) -> list[Candidate]
     out: list[Candidate] = []
     for path, occs in index.strings.items():
         key = norm(_last_key(path))
-        if not path or key in _NOT_TEXT or key.endswith("id") or "reason" in key:
+        if not path or key in _NOT_TEXT or key.endswith("id") or key.endswith("reason"):
             continue
         if any(_under(path, p) for p in skip):
             continue
+        if any(isinstance(s, str) and norm(s) in ("error", "errors") for s in path):
+            continue  # an error's message is not the answer
         values = [v for _, v, _ in occs]
         if len({pi for pi, _, _ in occs}) >= 2 and len(set(values)) <= 1:
             continue  # the same value on every payload: metadata (a model name, a role)

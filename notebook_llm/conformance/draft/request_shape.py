@@ -19,7 +19,7 @@ from .framing import _depth_ok
 from .infer import norm
 from .lua_text import Path, comment_text, lua_path, lua_str, show_path
 
-__all__ = ["RequestShape", "default_request", "infer_request", "request_lua"]
+__all__ = ["RequestShape", "default_request", "infer_request", "request_lua", "request_todos"]
 
 
 def _c(text: str) -> str:
@@ -184,6 +184,19 @@ def infer_request(raw: bytes, label: str = "the sample request") -> RequestShape
 
 def _opt(name: str, path: Path | None) -> str:
     return f"local {name} = {lua_path(path) if path else 'nil'}"
+
+
+def request_todos(shape: RequestShape) -> list[str]:
+    """What the request mapping leaves undone (for the CLI's TODO list)."""
+    out = []
+    if shape.unmapped:
+        out.append(
+            "request: the sample also has "
+            + ", ".join(repr(k) for k in shape.unmapped[:8])
+            + "; not mapped"
+        )
+    out.append("request: tool definitions, tool results and images are not mapped (text only)")
+    return out
 
 
 def request_lua(shape: RequestShape, label: str) -> tuple[str, list[str]]:

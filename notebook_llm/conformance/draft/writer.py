@@ -25,6 +25,14 @@ def whole_variants(path: Path) -> list[Path]:
     return out
 
 
+#: Where reasoning sits next to the text in the APIs that have it (a guess when none is seen).
+_REASONING_SIBLINGS = ("reasoning_content", "reasoning", "thinking")
+
+
+def _unique(paths: list[Path]) -> list[Path]:
+    return list(dict.fromkeys(paths))
+
+
 def _c(text: str) -> str:
     return "-- " + comment_text(text, 200)
 
@@ -34,7 +42,7 @@ def _paths(paths: Sequence[Path]) -> str:
 
 
 def _spec(cand: Candidate, whole: bool, deep: bool = False) -> str:
-    paths = whole_variants(cand.path) if whole else [cand.path]
+    paths = _unique(whole_variants(cand.path)) if whole else [cand.path]
     parts = [f"paths = {_paths(paths)}"]
     if whole and deep:
         parts.append("deep = true")
@@ -233,6 +241,13 @@ local function text_at(v, spec)
     local leaf = leaf_of(spec.paths[1])
     for _, found in ipairs(leaf and deep_values(v, leaf) or {}) do take(found) end
   end
+  if spec.also then
+    local more = text_at(v, spec.also)
+    if more then
+      parts[#parts + 1] = more
+      seen = true
+    end
+  end
   if not seen then return nil end
   return table.concat(parts)
 end
@@ -260,6 +275,21 @@ local function usage_of(v, spec, deep)
     if type(n) == "number" then
       out[field] = n
       any = true
+    end
+  end
+  -- the counts this body did not show, looked for by their common names inside the usage object
+  for field, names in pairs(USAGE_GUESS) do
+    if out[field] == nil then
+      for _, root in ipairs(USAGE_ROOTS) do
+        for _, name in ipairs(names) do
+          for _, found in ipairs(deep_values(first_at(v, { root }), name)) do
+            if out[field] == nil and type(found[1]) == "number" then
+              out[field] = found[1]
+              any = true
+            end
+          end
+        end
+      end
     end
   end
   if any then return out end
@@ -418,10 +448,56 @@ def _usage_lines(inf: Inference, whole: bool) -> tuple[str, list[str]]:
                 "OpenAI counts it)"
             )
             continue
-        all_paths = [v for p in paths for v in (whole_variants(p) if whole else [p])]
+        all_paths = _unique([v for p in paths for v in (whole_variants(p) if whole else [p])])
         rows.append(f"  {role} = {_paths(all_paths)},")
         notes.append(f"{role} <- {', '.join(show_path(p) for p in paths)}")
     return "\n".join([f"local {label} = {{", *rows, "}"]), notes
+
+
+#: Common names of the counts a body may not show (a reasoning count, cache reads and writes).
+_USAGE_GUESS = {
+    "reasoning_tokens": (
+        "reasoning_tokens",
+        "reasoningTokens",
+        "thoughtsTokenCount",
+        "thinking_tokens",
+    ),
+    "cache_read": (
+        "cached_tokens",
+        "cache_read_input_tokens",
+        "cachedContentTokenCount",
+        "num_cached_tokens",
+        "prompt_cache_hit_tokens",
+    ),
+    "cache_write": ("cache_creation_input_tokens", "cache_write_tokens"),
+}
+
+
+def _usage_guess(inf: Inference, stream: bool) -> list[str]:
+    """Lua for the counts the body did not show: looked for by name inside the usage objects."""
+    missing = {k: v for k, v in _USAGE_GUESS.items() if k not in inf.usage}
+    roots = _unique([p[:-1] for paths in inf.usage.values() for p in paths if len(p) > 1])
+    if stream:
+        roots = _unique([w for r in roots for w in whole_variants(r)])
+    lines = []
+    if missing and inf.usage:
+        lines.append(
+            _c(
+                "usage not in this body (" + ", ".join(missing) + ") is looked for by its common "
+                "names inside "
+                + (", ".join(show_path(r) for r in roots) or "the payload")
+                + " (a guess)"
+            )
+        )
+    rows = [
+        f"  {field} = {{ " + ", ".join(lua_str(n) for n in names) + " },"
+        for field, names in missing.items()
+    ]
+    lines.append("local USAGE_GUESS = {")
+    lines.extend(rows if inf.usage else [])
+    lines.append("}")
+    lines.append(f"local USAGE_ROOTS = {_paths(roots or [()])}")
+    return lines
 
 
 def write_script(
@@ -494,11 +570,30 @@ def write_script(
                     "convention, not seen here) is read as reasoning, not as text"
                 )
             )
-            marked = Candidate(inf.text.path, reasoning_like=True)
-            if stream:
-                out.append(f'local REASONING = {_spec(marked, False)[:-2]}, cond = "marked" }}')
+            siblings = [(*inf.text.path[:-1], k) for k in _REASONING_SIBLINGS]
             out.append(
-                f'local REASONING_WHOLE = {_spec(marked, stream, stream)[:-2]}, cond = "marked" }}'
+                _c(
+                    "  and so is a sibling of the text named "
+                    + ", ".join(_REASONING_SIBLINGS)
+                    + " (the common names; none seen here)"
+                )
+            )
+            marked = Candidate(inf.text.path, reasoning_like=True)
+            whole_sibs = _unique(
+                [w for p in siblings for w in (whole_variants(p) if stream else [p])]
+            )
+            if stream:
+                sib = "{ paths = " + _paths(siblings) + " }"
+                out.append(
+                    f'local REASONING = {_spec(marked, False)[:-2]}, cond = "marked", '
+                    f"also = {sib} }}"
+                )
+            sib_whole = (
+                "{ paths = " + _paths(whole_sibs) + (", deep = true" if stream else "") + " }"
+            )
+            out.append(
+                f'local REASONING_WHOLE = {_spec(marked, stream, stream)[:-2]}, cond = "marked", '
+                f"also = {sib_whole} }}"
             )
         else:
             out.append("local REASONING, REASONING_WHOLE = nil, nil")
@@ -516,6 +611,7 @@ def write_script(
         out.append("local USAGE, USAGE_WHOLE = {}, {}")
         if not stream:
             out[-1] = "local USAGE_WHOLE = {}"
+    out.extend(_usage_guess(inf, stream))
     out.append(USAGE_FN)
 
     # finish
@@ -525,7 +621,9 @@ def write_script(
     finish_paths = inf.finish_paths
     if stream:
         out.append(f"local FINISH_PATHS = {_paths(finish_paths)}")
-    whole_finish = [v for p in finish_paths for v in (whole_variants(p) if stream else [p])]
+    whole_finish = _unique(
+        [v for p in finish_paths for v in (whole_variants(p) if stream else [p])]
+    )
     out.append(f"local FINISH_PATHS_WHOLE = {_paths(whole_finish)}")
     out.append(FINISH_FN)
 
