@@ -257,6 +257,8 @@ class Candidate:
     reasoning_like: bool = False
     #: No text in the body: an empty or null field named like text, taken as a guess.
     guessed: bool = False
+    #: Added after each value: the payloads are bare words with no space anywhere.
+    separator: str = ""
 
     def show(self) -> str:
         where = show_path(self.path)
@@ -367,6 +369,17 @@ def _is_cumulative(values: list[str]) -> bool:
             return False
         grew = grew or len(b) > len(a)
     return grew
+
+
+_WORD = re.compile(r"[^\W\d_]{2,}\Z")
+
+
+def _bare_words(values: list[str]) -> bool:
+    """Payloads that are each one word of letters with no space anywhere (``HELLO``, ``WORLD``):
+    an API that streams words, not text, so the words need a space between them. Real token
+    streams carry their spaces (``" world"``), so they never look like this."""
+    vals = [v for v in values if v]
+    return len(vals) >= 2 and all(_WORD.match(v) for v in vals)
 
 
 def _deltas(values: list[str]) -> str:
@@ -487,13 +500,23 @@ def _text_candidates(index: _Index, excluded: Iterable[Path]) -> list[Candidate]
                 per_payload[pi] = per_payload.get(pi, "") + v
             seq = [per_payload[k] for k in sorted(per_payload)]
             cumulative = _is_cumulative(seq)
-            text = _deltas(seq) if cumulative else "".join(seq)
+            separator = " " if not cumulative and _bare_words(seq) else ""
+            text = _deltas(seq) if cumulative else separator.join(seq) + separator
             if not text.strip():
                 continue
             reasoning_like = marked or any(isinstance(s, str) and _reasoning_word(s) for s in path)
             score = prose_score(text) * _name_prior(path, cond)
             out.append(
-                Candidate(path, cond, cumulative, text, score, len(per_payload), reasoning_like)
+                Candidate(
+                    path,
+                    cond,
+                    cumulative,
+                    text,
+                    score,
+                    len(per_payload),
+                    reasoning_like,
+                    separator=separator,
+                )
             )
     out.sort(key=lambda c: -c.score)
     return out
@@ -696,15 +719,20 @@ def _todos(inf: Inference) -> None:
             "end: nothing marks the last payload, so a complete stream will read as cut off "
             "(STREAM_CLOSED); return done = true on the API's last payload"
         )
+    if inf.text is not None and inf.text.separator:
+        todo(
+            "text: the payloads are bare words with no space anywhere, so the draft adds a "
+            "space after each; check that the API means words"
+        )
     if inf.text is not None and inf.text.guessed:
         todo(
             f"text: this body has no answer text; {show_path(inf.text.path)} is empty or null "
             "here and named like text, so the draft reads it: check on a body with text"
         )
     if not inf.tools and not inf.fragments:
-        todo("tool calls: none in this body; if the API has them, map them in calls_of")
+        todo("tool calls: none in this body; if the API has them, add their paths to CALLS")
     if inf.body.framing == "sse" and inf.body.event_lines:
-        named = [p for p in inf.body.payloads if p.event]
+        named = [p for p in inf.body.payloads if p.event][:200]  # a sample is enough
         typed = all(
             isinstance(p.value, dict) and any(norm(k) in _DISCRIMINATORS for k in p.value)
             for p in named

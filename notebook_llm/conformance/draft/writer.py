@@ -46,6 +46,8 @@ def _spec(cand: Candidate, whole: bool, deep: bool = False) -> str:
     parts = [f"paths = {_paths(paths)}"]
     if whole and deep:
         parts.append("deep = true")
+    if cand.separator:
+        parts.append(f"sep = {lua_str(cand.separator)}")
     if cand.cond is None and not cand.reasoning_like:
         parts.append('cond = "unmarked"')
     if cand.cond is not None:
@@ -72,6 +74,13 @@ def _why_text(inf: Inference, cand: Candidate, kind: str, others: list[Candidate
             _c(
                 f"  picked over {len(others) - 1} other candidate(s), as the one whose "
                 f"concatenation reads most like an answer: {shown}"
+            )
+        )
+    if cand.separator:
+        lines.append(
+            _c(
+                "  TODO the payloads are bare words with no space anywhere: a space is added "
+                "after each (sep); remove sep if the API sends text"
             )
         )
     if cand.cumulative:
@@ -230,7 +239,7 @@ local function text_at(v, spec)
   local parts, seen = {}, false
   local function take(found)
     if type(found[1]) == "string" and matches(found[2], spec.cond) then
-      parts[#parts + 1] = found[1]
+      parts[#parts + 1] = found[1] .. (spec.sep or "")
       seen = true
     end
   end
@@ -714,9 +723,8 @@ def write_script(
     if stream:
         out.append(
             _c(
-                "TODO transform_response: drafted from a stream, so the non-stream body's shape "
-                "is a guess (the payload's paths, with delta read as message, else the same keys "
-                "anywhere in the body); replay one to check"
+                "TODO transform_response: drafted from a stream, the non-stream shape is a guess "
+                "(delta read as message, else the same keys anywhere); replay such a body"
             )
         )
     out.append(f"local DEEP = {'true' if stream else 'false'}")
