@@ -288,7 +288,7 @@ local function usage_of(v, spec, deep)
   end
   -- the counts this body did not show, looked for by their common names inside the usage object
   for field, names in pairs(USAGE_GUESS) do
-    if out[field] == nil then
+    if any and out[field] == nil then
       for _, root in ipairs(USAGE_ROOTS) do
         for _, name in ipairs(names) do
           for _, found in ipairs(deep_values(first_at(v, { root }), name)) do
@@ -798,7 +798,12 @@ def _stream_hook(inf: Inference) -> str:
         "    out.reasoning_content = thinking",
         "    any = true",
         "  end",
-        "  local calls = calls_of(c, CALLS, FRAGMENTS, false, CALLS_DEEP)",
+        "  -- a guessed call shape is looked for only in a payload that names something",
+        "  local calls = json.array()",
+        "  if not CALLS_DEEP or string.find(line, '\"name\"', 1, true)"
+        " or string.find(line, '\"function\"', 1, true) then",
+        "    calls = calls_of(c, CALLS, FRAGMENTS, false, CALLS_DEEP)",
+        "  end",
         "  if #calls > 0 then",
         "    out.tool_calls = calls",
         "    any = true",
