@@ -18,9 +18,15 @@ from ...wire.limits import DEFAULT_LIMITS
 from ...wire.ndjson import NDJSONDecoder
 from ...wire.sse import SSEDecoder
 
-__all__ = ["MAX_DEPTH", "Body", "Payload", "parse_body"]
+__all__ = ["MAX_DEPTH", "SAMPLE_HEAD", "SAMPLE_TAIL", "Body", "Payload", "parse_body"]
 
 Framing = Literal["sse", "ndjson", "json"]
+
+#: Payloads read in full when a stream has more: the first ones and the last ones (where the
+#: finish, the usage and the end marker are). Paths repeat from payload to payload, so a long
+#: stream tells nothing more; the kit's check of the draft still replays every payload.
+SAMPLE_HEAD = 2000
+SAMPLE_TAIL = 500
 
 #: JSON nested deeper than this is refused: no real API nests an answer that deep, and the
 #: inference (and the Lua JSON decoder) walk payloads recursively.
@@ -47,11 +53,15 @@ class Body:
     #: Whether the SSE body names its events (``event:`` lines).
     event_lines: bool = False
     size: int = 0
+    #: How many payloads were decoded and read (all of them unless the stream is long).
+    read: int = 0
 
     @property
     def json_payloads(self) -> list[tuple[int, Any]]:
-        """``(position, value)`` of every payload that is JSON (position is 0-based)."""
-        return [(i, p.value) for i, p in enumerate(self.payloads) if p.is_json]
+        """``(position, value)`` of every JSON payload that was read (position is 0-based)."""
+        return [
+            (i, p.value) for i, p in enumerate(self.payloads) if p.is_json and p.value is not None
+        ]
 
     def describe(self) -> str:
         """``"SSE with event: lines, 12 payloads"`` and the like (for comments and the CLI)."""
@@ -60,6 +70,8 @@ class Body:
             kind += " with event: lines" if self.event_lines else " (data: lines only)"
         if self.framing != "json":
             kind += f", {len(self.payloads)} payloads"
+            if self.read < len(self.payloads):
+                kind += f" (the first {SAMPLE_HEAD} and the last {SAMPLE_TAIL} read)"
         return kind
 
 
@@ -108,16 +120,33 @@ def _looks_sse(text: str) -> bool:
     return False
 
 
+def _sampled(n: int) -> range | list[int]:
+    """The payload positions that are decoded and read (see ``SAMPLE_HEAD``)."""
+    if n <= SAMPLE_HEAD + SAMPLE_TAIL:
+        return range(n)
+    return [*range(SAMPLE_HEAD), *range(n - SAMPLE_TAIL, n)]
+
+
+def _fill(body: Body, texts: list[str], events: list[str | None]) -> Body:
+    """Decode the sampled payloads; the others are only marked JSON-looking (an object)."""
+    read = set(_sampled(len(texts)))
+    for i, text in enumerate(texts):
+        if i in read:
+            ok, value = _loads(text)
+        else:
+            ok, value = text[:1] == "{", None
+        body.payloads.append(Payload(text, value, ok, events[i]))
+    body.read = len(read)
+    return body
+
+
 def _sse(raw: bytes) -> Body:
     dec = SSEDecoder(max_line_bytes=DEFAULT_LIMITS.max_event_bytes)
     events = dec.feed(raw) + dec.flush()
     body = Body("sse", size=len(raw))
-    for ev in events:
-        ok, value = _loads(ev.data)
-        named = ev.event != "message"
-        body.event_lines = body.event_lines or named
-        body.payloads.append(Payload(ev.data, value, ok, ev.event if named else None))
-    return body
+    names = [ev.event if ev.event != "message" else None for ev in events]
+    body.event_lines = any(names)
+    return _fill(body, [ev.data for ev in events], names)
 
 
 def _ndjson_lines(raw: bytes) -> list[str]:
@@ -144,17 +173,16 @@ def parse_body(raw: bytes, label: str = "the body") -> Body:
     else:
         ok, value = _loads(text)
         if ok:
-            body = Body("json", [Payload(text, value, True)], size=len(raw))
+            body = Body("json", [Payload(text, value, True)], size=len(raw), read=1)
         else:
             lines = _ndjson_lines(raw)
-            parsed = [(line, *_loads(line)) for line in lines]
-            if len(parsed) < 2 or not any(ok for _, ok, _ in parsed):
+            body = _fill(Body("ndjson", size=len(raw)), lines, [None] * len(lines))
+            if len(lines) < 2 or not any(p.value is not None for p in body.payloads):
                 raise LlmError(
                     f"{label} is not SSE, NDJSON or JSON (it starts {redact(text[:60])!r}): "
                     "give a recorded response body",
                     ErrorCode.MALFORMED_RESPONSE,
                 )
-            body = Body("ndjson", [Payload(t, v, ok) for t, ok, v in parsed], size=len(raw))
     if not body.json_payloads:
         raise LlmError(
             f"{label} ({body.describe()}) holds no JSON payload, so there is no field to map",

@@ -736,7 +736,7 @@ def _todos(inf: Inference) -> None:
         typed = all(
             isinstance(p.value, dict) and any(norm(k) in _DISCRIMINATORS for k in p.value)
             for p in named
-            if p.is_json
+            if p.is_json and p.value is not None
         )
         if not typed:
             todo(
