@@ -1,4 +1,4 @@
-"""Command line: ``python -m notebook_llm demo | ask | check-adapter | providers``."""
+"""Command line: ``python -m notebook_llm demo | ask | check-adapter | draft-adapter | providers``."""
 
 from __future__ import annotations
 
@@ -112,6 +112,24 @@ def _providers(args: argparse.Namespace) -> int:
     return 0
 
 
+def _add_draft_adapter(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """``draft-adapter PATH --name NAME --output FILE [--request FILE]``."""
+    draft = sub.add_parser(
+        "draft-adapter", help="draft a Lua adapter from one recorded response body"
+    )
+    draft.add_argument("path", help="a recorded body: SSE, NDJSON or a non-stream JSON body")
+    draft.add_argument("--name", required=True, help="the adapter's name")
+    draft.add_argument("--output", required=True, help="the .lua file to write")
+    draft.add_argument("--request", default=None, help="a sample request body of that API")
+    draft.set_defaults(run=_draft_adapter)
+
+
+def _draft_adapter(args: argparse.Namespace) -> int:
+    from .conformance.draft import cli_draft
+
+    return cli_draft(args.path, args.name, args.output, args.request)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m notebook_llm", description=__doc__)
     sub = parser.add_subparsers(dest="command")
@@ -134,8 +152,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         action="store_true",
         help="also fail on warnings (an early done, content mapped to nothing)",
     )
+    _add_draft_adapter(sub)
     args = parser.parse_args(argv)
     try:
+        if getattr(args, "run", None) is not None:
+            return int(args.run(args))
         if args.command == "ask":
             return _ask(args)
         if args.command == "providers":

@@ -167,6 +167,10 @@ def _parser() -> Any:
     watch.add_argument("path", nargs="?", default=None)
     watch.add_argument("--stop", action="store_true")
     watch.add_argument("--interval", type=float, default=0.5)
+    draft = sub.add_parser("draft", add_help=False, help="draft an adapter from a recorded body")
+    draft.add_argument("name")
+    draft.add_argument("path")
+    draft.add_argument("--request", default=None)
     test = sub.add_parser("test", add_help=False, help="the conformance kit")
     test.add_argument("name")
     test.add_argument("fixtures", nargs="*")
@@ -184,7 +188,8 @@ USAGE = """\
 %adapter unload NAME             forget a session adapter
 %adapter new NAME [--from BUILTIN]   a new %%adapter cell from the commented template
 %adapter watch PATH [--interval S] | --stop [PATH]   hot-reload on save
-%adapter test NAME [FIXTURE...] [--expected FILE] [--no-requests]   the conformance kit"""
+%adapter test NAME [FIXTURE...] [--expected FILE] [--no-requests]   the conformance kit
+%adapter draft NAME PATH [--request FILE]   draft an adapter from one recorded body"""
 
 
 @magics_class
@@ -198,6 +203,8 @@ class AdapterMagics(Magics):
         #: The name the last load gave (``None`` if it failed).
         self.loaded: str | None = None
         self.last_report: Any = None
+        #: The last ``%adapter draft`` (its source, inference and check).
+        self.last_draft: Any = None
         self.watchers: dict[Path, _Watch] = {}
         self.collector = _install_collector(shell) if shell is not None else None
 
@@ -425,6 +432,22 @@ class AdapterMagics(Magics):
             raise UsageError(redact(str(err))) from None
         _show(Rich(report.render_text(), report_html(report)))
         self.last_report = report
+
+    def _cmd_draft(self, args: Any) -> None:
+        """``%adapter draft NAME PATH``: a ``%%adapter NAME`` cell with the draft goes below this
+        one, and the draft is loaded; what was inferred, the check and the TODOs are shown."""
+        from ..conformance.draft import draft_adapter
+
+        try:
+            draft = draft_adapter(Path(args.path), args.name, request=args.request)
+        except LlmError as err:
+            raise UsageError(redact(err.message)) from None
+        shell: Any = self.shell
+        shell.set_next_input(f"%%adapter {args.name}\n{draft.source}", replace=False)
+        loaded = self._load(draft.source, args.name, "cell", draft.source)
+        note = f"a %%adapter {args.name} cell with the draft was added below: read it, fix the TODOs, re-run it"
+        _show(Rich(f"{redact(draft.summary())}\n{loaded.plain}\n{note}"))
+        self.last_draft = draft
 
     def close(self) -> None:
         """Stop every watcher and remove the log collector (when the extension is unloaded)."""

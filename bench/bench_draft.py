@@ -1,0 +1,67 @@
+"""How long drafting an adapter from a 1 MB recorded body takes.
+
+Run: ``python bench/bench_draft.py``. Builds three 1 MB bodies from the recorded ones (an OpenAI
+SSE stream, Anthropic's event-typed SSE and an Ollama NDJSON stream, their text payloads repeated
+until the body is 1 MB, the end kept last) and prints, for each, the time to draft (framing,
+inference and Lua writing: what the goal of under a second is about) and, separately, the time
+of the conformance check the draft then runs on the same body (replaying 1 MB through Lua).
+Median of 3 runs each; one run of the whole script takes a few seconds.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from pathlib import Path
+
+from notebook_llm.conformance.draft import draft_adapter
+
+ROOT = Path(__file__).resolve().parent.parent
+WIRE = ROOT / "tests" / "fixtures" / "wire"
+MB = 1024 * 1024
+
+
+def _grow(path: Path, sep: bytes, keep_tail: int) -> bytes:
+    """``path``'s body with its middle payloads repeated until it is 1 MB."""
+    parts = [p for p in path.read_bytes().split(sep) if p.strip()]
+    head, middle, tail = parts[:2], parts[2:-keep_tail], parts[-keep_tail:]
+    out = list(head)
+    size = sum(len(p) + len(sep) for p in head + tail)
+    while size < MB:
+        for p in middle:
+            out.append(p)
+            size += len(p) + len(sep)
+    out.extend(tail)
+    return sep.join(out) + sep
+
+
+def main() -> None:
+    bodies = {
+        "openai SSE": _grow(WIRE / "openai" / "stream_text_include_usage.sse", b"\n\n", 3),
+        "anthropic event SSE": _grow(WIRE / "anthropic" / "stream_text.sse", b"\n\n", 4),
+        "ollama NDJSON": _grow(WIRE / "ollama" / "stream_text.ndjson", b"\n", 1),
+    }
+    print(f"{'body':22} {'size':>9} {'payloads':>9} {'draft':>10} {'check':>10}  own body")
+    for label, body in bodies.items():
+        drafts, checks = [], []
+        ok = True
+        payloads = 0
+        for _ in range(3):
+            t0 = time.perf_counter()
+            d = draft_adapter(body, "bench", check=False)
+            drafts.append(time.perf_counter() - t0)
+            payloads = len(d.inference.body.payloads)
+            t0 = time.perf_counter()
+            checked = draft_adapter(body, "bench")
+            checks.append(time.perf_counter() - t0 - checked.draft_seconds)
+            ok = ok and checked.ok
+        draft_s, check_s = statistics.median(drafts), statistics.median(checks)
+        print(
+            f"{label:22} {len(body) / MB:7.2f}MB {payloads:9} {draft_s:9.3f}s {check_s:9.3f}s  "
+            + ("ok" if ok else "NOT ok")
+        )
+    print("goal: draft under 1 s for a 1 MB body (the check replays the body through Lua, apart)")
+
+
+if __name__ == "__main__":
+    main()
