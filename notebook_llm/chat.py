@@ -26,9 +26,11 @@ from .completion import Completion
 from .engine import Engine
 from .errors import ErrorCode
 from .frontend import interactive
+from .images import image_blocks
 from .loop_events import LoopEvent
 from .protocol import Message, ToolSchema
 from .session import Turn, default_engine, set_default_engine
+from .structured import as_schema, parse_into
 from .tools import as_tool, stream_tools
 
 # --------------------------------------------------------------------------------------------
@@ -53,6 +55,8 @@ def make_source(
         "reasoning_effort": turn.reasoning_effort,
         "stop_signal": stop,
     }
+    if turn.schema is not None:
+        common["schema"] = turn.schema
     if turn.tools:
 
         def start_loop() -> AsyncIterator[LoopEvent]:
@@ -107,6 +111,7 @@ class Chat:
         reasoning_effort: str | None = None,
         live: bool | None = None,
         max_rate: float = 20.0,
+        schema: Any = None,
     ) -> None:
         self.engine = engine or default_engine()
         self.provider = provider or self.engine.file_config.default_provider or "mock"
@@ -118,6 +123,8 @@ class Chat:
         self.reasoning_effort = reasoning_effort
         self.live = live
         self.max_rate = max_rate
+        #: The schema every answer follows unless a turn gives its own (``send(schema=...)``).
+        self.schema = schema
         self.messages: list[Message] = []
         #: The last completion (``None`` before the first turn).
         self.last: Completion | None = None
@@ -133,7 +140,7 @@ class Chat:
         self.last = None
 
     def turn(self, text: str, **overrides: Any) -> Turn:
-        """The request for the next turn (history + ``text``)."""
+        """The request for the next turn (history + ``text``, with ``images=`` after it)."""
         values: dict[str, Any] = {
             "provider": self.provider,
             "model": self.model,
@@ -142,16 +149,23 @@ class Chat:
             "temperature": self.temperature,
             "max_tokens": self.max_tokens,
             "reasoning_effort": self.reasoning_effort,
+            "schema": self.schema,
         }
         values.update({k: v for k, v in overrides.items() if v is not None})
-        return Turn(messages=[*self.messages, Message.user(text)], **values)
+        if values["schema"] is not None:
+            values["schema"] = as_schema(values["schema"])  # a wrong schema fails before I/O
+        user = Message.user(text)
+        if values.get("images") is not None:
+            user = Message("user", [*user.content, *image_blocks(values["images"])])
+        return Turn(messages=[*self.messages, user], **values)
 
-    def record(self, text: str, completion: Completion) -> None:
-        """Add a finished turn to the history (skipped when it failed without text)."""
+    def record(self, text: str, completion: Completion, user: Message | None = None) -> None:
+        """Add a finished turn to the history (skipped when it failed without text); ``user``
+        is the turn's own user message (with its images), else ``text`` alone."""
         self.last = completion
         if completion.error is not None and not completion.text and not completion.steps:
             return
-        self.messages.append(Message.user(text))
+        self.messages.append(user or Message.user(text))
         self.messages.extend(completion.transcript or [completion.message()])
 
     def send(
@@ -161,14 +175,16 @@ class Chat:
         from .widgets.present import Presenter
 
         turn = self.turn(text, **overrides)
+        _before(turn, display)
         presenter = Presenter(
             self.engine, turn, live=self._live(display), display=display, max_rate=self.max_rate
         )
         completion = presenter.run_sync(
             make_source(self.engine, turn, presenter.stop, presenter.confirm)
         )
+        _after(turn, completion)
         presenter.show(completion, fmt=fmt)
-        self.record(text, completion)
+        self.record(text, completion, turn.messages[-1])
         return completion
 
     async def asend(
@@ -188,6 +204,7 @@ class Chat:
         from .widgets.present import Presenter
 
         turn = self.turn(text, **overrides)
+        _before(turn, display)
         presenter = Presenter(
             self.engine, turn, live=self._live(display), display=display, max_rate=self.max_rate
         )
@@ -198,16 +215,36 @@ class Chat:
             )
         except asyncio.CancelledError:
             presenter.show(presenter.partial, fmt=fmt)
-            self.record(text, presenter.partial)
+            self.record(text, presenter.partial, turn.messages[-1])
             raise
+        _after(turn, completion)
         presenter.show(completion, fmt=fmt)
-        self.record(text, completion)
+        self.record(text, completion, turn.messages[-1])
         return completion
 
     def _live(self, display: bool) -> bool:
         if not display:
             return False
         return interactive() if self.live is None else self.live
+
+
+def _before(turn: Turn, display: bool) -> None:
+    """Before a turn runs: refuse it when the session's budget is spent (or would be by this
+    turn's estimate); show its images as thumbnails (the saved notebook keeps only those)."""
+    if turn.budget is not None:
+        turn.budget.check_turn(turn)
+    if display and turn.images is not None:
+        from .widgets.present import show_output
+        from .widgets.typed_view import ImageStrip
+
+        show_output(ImageStrip(turn.messages[-1].content))
+
+
+def _after(turn: Turn, completion: Completion) -> None:
+    """After a turn ran: the parsed answer (``schema=``) and the cost spent (budget)."""
+    parse_into(completion, turn.schema)
+    if turn.budget is not None:
+        turn.budget.add(completion, turn)
 
 
 __all__ = [

@@ -26,6 +26,7 @@ from .final import FinalView, ToolCallInfo, footer_line
 from .render import ErrorBox, parse_json_answer, strip_fences
 from .runner import Source, completion_from, run_async, run_blocking, ui_poller
 from .stream_view import StreamView
+from .typed_view import typed_text
 
 if TYPE_CHECKING:
     from ..engine import Engine
@@ -218,7 +219,7 @@ class Presenter:
             if self.view is not None:
                 self.view.close()
             return None
-        text = all_text(completion)
+        text = typed_text(completion, all_text(completion))
         parsed: Any = None
         if fmt == "json" and not stopped and error is None:
             try:
