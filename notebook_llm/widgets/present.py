@@ -278,9 +278,10 @@ class Presenter:
         usage = completion.usage
         price = price_of(self.engine, self.turn.provider, self.turn.model)
         amount = cost(usage, price) if usage is not None and price is not None else None
-        return footer_line(
+        line = footer_line(
             self.turn.label, status, usage, amount, finished=completion.error is None
         )
+        return f"{line} · {self.turn.budget.note()}" if self.turn.budget is not None else line
 
 
 def _offer_cell(code: str) -> None:
