@@ -115,7 +115,9 @@ def to_frame(results: Sequence[Any], index: Any, schema: Any) -> Any:
     errors = [_error_text(r) if isinstance(r, LlmError) else None for r in results]
     if checked is None:
         answers = [None if isinstance(r, LlmError) else r.text for r in results]
-        return pd.DataFrame({"answer": answers, "error": errors}, index=index)
+        frame = pd.DataFrame({"answer": answers}, index=index)
+        frame["error"] = pd.Series(errors, index=index, dtype=object)
+        return frame
     columns = checked.fields or ["value"]
     rows: list[dict[str, Any]] = []
     for r in results:
@@ -124,5 +126,6 @@ def to_frame(results: Sequence[Any], index: Any, schema: Any) -> Any:
             fields = {"value": r.parsed}
         rows.append({c: (fields or {}).get(c) for c in columns})
     frame = pd.DataFrame(rows, columns=columns, index=index)
-    frame["error"] = errors
+    # object dtype: a row without error holds None (pandas would make it NaN in a str column)
+    frame["error"] = pd.Series(errors, index=index, dtype=object)
     return frame
