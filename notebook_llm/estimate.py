@@ -56,7 +56,9 @@ MESSAGE_TOKENS = 4
 
 
 def money(usd: float) -> str:
-    """``$0.0012`` below a dollar, ``$12.34`` above."""
+    """``$0.0012`` below a dollar, ``$12.34`` above, ``<$0.0001`` for less than that."""
+    if 0 < usd < 0.00005:
+        return "<$0.0001"
     return f"${usd:.4f}" if usd < 1 else f"${usd:,.2f}"
 
 

@@ -157,11 +157,19 @@ def image_bytes(block: ImageBlock) -> bytes | None:
 
 
 def describe(block: ImageBlock) -> str:
-    """One line naming an image without its data: ``image/png 12.3 KB`` or the URL."""
+    """One line naming an image without its data: ``image/png 640x480`` (the size in KB
+    without PIL), or the URL."""
     if block.url is not None:
         return block.url
-    size = len(block.data or "") * 3 // 4
-    return f"{block.media_type or 'image'} {size / 1024:.1f} KB"
+    data = image_bytes(block) or b""
+    try:
+        from PIL import Image
+
+        with Image.open(io.BytesIO(data)) as img:
+            width, height = img.size
+        return f"{block.media_type or 'image'} {width}x{height}"
+    except Exception:  # no PIL, or an image it cannot read: say how big it is instead
+        return f"{block.media_type or 'image'} {len(data) / 1024:.1f} KB"
 
 
 def thumbnail_data_url(block: ImageBlock, px: int = THUMBNAIL_PX) -> str | None:
