@@ -73,7 +73,9 @@ def images(engine: Engine) -> None:
 
     rng = random.Random(1)
     size = (1024, 768)
-    img = Image.frombytes("RGB", size, bytes(rng.getrandbits(8) for _ in range(size[0] * size[1] * 3)))
+    img = Image.frombytes(
+        "RGB", size, bytes(rng.getrandbits(8) for _ in range(size[0] * size[1] * 3))
+    )
     buf = io.BytesIO()
     img.save(buf, format="PNG")
     fig = plt.figure(figsize=(8, 5), dpi=150)
@@ -112,8 +114,12 @@ def main() -> None:
     run_map(engine, df.head(20), args.concurrency, Sentiment)  # warm-up: server, Lua, pydantic
     typed = run_map(engine, df, args.concurrency, Sentiment)
     plain = run_map(engine, df, args.concurrency, None)
-    print(f"map(DataFrame of {args.rows:,} rows, schema=Sentiment) on the mock, concurrency {args.concurrency}")
-    print(f"  with schema:    {typed:6.2f} s  {args.rows / typed:7.0f} rows/s  (all rows validated)")
+    print(
+        f"map(DataFrame of {args.rows:,} rows, schema=Sentiment) on the mock, concurrency {args.concurrency}"
+    )
+    print(
+        f"  with schema:    {typed:6.2f} s  {args.rows / typed:7.0f} rows/s  (all rows validated)"
+    )
     print(f"  without schema: {plain:6.2f} s  {args.rows / plain:7.0f} rows/s")
     print(f"  ratio with/without: {typed / plain:.2f}x")
     images(engine)

@@ -219,7 +219,9 @@ class Presenter:
             if self.view is not None:
                 self.view.close()
             return None
-        text = typed_text(completion, all_text(completion))
+        text = (
+            all_text(completion) if fmt == "json" else typed_text(completion, all_text(completion))
+        )
         parsed: Any = None
         if fmt == "json" and not stopped and error is None:
             try:
