@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
 from .cancel import StopSignal
@@ -30,7 +31,7 @@ from .images import image_blocks
 from .loop_events import LoopEvent
 from .protocol import Message, ToolSchema
 from .session import Turn, default_engine, set_default_engine
-from .structured import as_schema, parse_into
+from .structured import as_schema, parse_into, retry_messages
 from .tools import as_tool, stream_tools
 
 # --------------------------------------------------------------------------------------------
@@ -171,20 +172,31 @@ class Chat:
     def send(
         self, text: str, *, display: bool = True, fmt: str = "markdown", **overrides: Any
     ) -> Completion:
-        """Send ``text``; show the stream (``display=False``: show nothing); return the result."""
+        """Send ``text``; show the stream (``display=False``: show nothing); return the result.
+
+        With ``schema=`` and ``schema_retries=N``, an answer that does not validate is shown
+        with its error, then sent back with the validation message as a new turn (at most N
+        times); the history keeps the question and the last answer."""
         from .widgets.present import Presenter
 
-        turn = self.turn(text, **overrides)
+        first = turn = self.turn(text, **overrides)
         _before(turn, display)
-        presenter = Presenter(
-            self.engine, turn, live=self._live(display), display=display, max_rate=self.max_rate
-        )
-        completion = presenter.run_sync(
-            make_source(self.engine, turn, presenter.stop, presenter.confirm)
-        )
-        _after(turn, completion)
-        presenter.show(completion, fmt=fmt)
-        self.record(text, completion, turn.messages[-1])
+        completion = Completion()
+        for attempt in range(1 + max(0, turn.schema_retries)):
+            if attempt:
+                turn = _retry_turn(turn, completion)
+                _before(turn, False)
+            presenter = Presenter(
+                self.engine, turn, live=self._live(display), display=display, max_rate=self.max_rate
+            )
+            completion = presenter.run_sync(
+                make_source(self.engine, turn, presenter.stop, presenter.confirm)
+            )
+            _after(turn, completion)
+            presenter.show(completion, fmt=fmt)
+            if not _mismatch(completion):
+                break
+        self.record(text, completion, first.messages[-1])
         return completion
 
     async def asend(
@@ -203,23 +215,30 @@ class Chat:
         ``interruptible=True`` (an async ``%%llm`` cell), which returns the partial completion."""
         from .widgets.present import Presenter
 
-        turn = self.turn(text, **overrides)
+        first = turn = self.turn(text, **overrides)
         _before(turn, display)
-        presenter = Presenter(
-            self.engine, turn, live=self._live(display), display=display, max_rate=self.max_rate
-        )
-        try:
-            completion = await presenter.run_async(
-                make_source(self.engine, turn, presenter.stop, presenter.confirm_async),
-                interruptible=interruptible,
+        completion = Completion()
+        for attempt in range(1 + max(0, turn.schema_retries)):
+            if attempt:
+                turn = _retry_turn(turn, completion)
+                _before(turn, False)
+            presenter = Presenter(
+                self.engine, turn, live=self._live(display), display=display, max_rate=self.max_rate
             )
-        except asyncio.CancelledError:
-            presenter.show(presenter.partial, fmt=fmt)
-            self.record(text, presenter.partial, turn.messages[-1])
-            raise
-        _after(turn, completion)
-        presenter.show(completion, fmt=fmt)
-        self.record(text, completion, turn.messages[-1])
+            try:
+                completion = await presenter.run_async(
+                    make_source(self.engine, turn, presenter.stop, presenter.confirm_async),
+                    interruptible=interruptible,
+                )
+            except asyncio.CancelledError:
+                presenter.show(presenter.partial, fmt=fmt)
+                self.record(text, presenter.partial, first.messages[-1])
+                raise
+            _after(turn, completion)
+            presenter.show(completion, fmt=fmt)
+            if not _mismatch(completion):
+                break
+        self.record(text, completion, first.messages[-1])
         return completion
 
     def _live(self, display: bool) -> bool:
@@ -238,6 +257,17 @@ def _before(turn: Turn, display: bool) -> None:
         from .widgets.typed_view import ImageStrip
 
         show_output(ImageStrip(turn.messages[-1].content))
+
+
+def _mismatch(completion: Completion) -> bool:
+    err = completion.error
+    return err is not None and err.code == ErrorCode.SCHEMA_MISMATCH
+
+
+def _retry_turn(turn: Turn, completion: Completion) -> Turn:
+    """The next try of a turn whose answer did not validate: the answer and why, sent back."""
+    assert completion.error is not None
+    return replace(turn, messages=retry_messages(turn.messages, completion.error), images=None)
 
 
 def _after(turn: Turn, completion: Completion) -> None:

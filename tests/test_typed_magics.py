@@ -131,3 +131,26 @@ def test_budget_without_a_price_says_how_to_set_one(shell: InteractiveShell) -> 
     assert "budget off" in run(shell, "budget off").stdout
     run(shell, "mock:echo", "hello")
     assert len(shared_server().requests) == 1
+
+
+def test_schema_retries_sends_the_message_back_as_a_second_turn(shell: InteractiveShell) -> None:
+    from notebook_llm.mock import MockReply
+
+    shared_server().queue_reply(MockReply.build('{"label": "great"}'))
+    cap = run(shell, "mock:echo --schema Sentiment --schema-retries 1 -o r", "Review: ok")
+    assert isinstance(shell.user_ns["r"].parsed, Sentiment)
+    requests = shared_server().requests
+    assert len(requests) == 2
+    feedback = requests[1].body["messages"]
+    assert feedback[-2] == {"role": "assistant", "content": '{"label": "great"}'}
+    assert "label" in feedback[-1]["content"]
+    plain = outputs(cap, "text/plain")
+    assert any("SCHEMA_MISMATCH" in p for p in plain)  # the first answer is shown, with why
+    assert "| **label** |" in outputs(cap, "text/markdown")[-1]
+    chat_history = shell.magics_manager.registry["LlmMagics"].chats
+    assert chat_history == {}  # a one-off cell keeps no conversation
+
+
+def test_schema_retries_without_schema_is_a_usage_error(shell: InteractiveShell) -> None:
+    cap = run(shell, "mock:echo --schema-retries 1", "x")
+    assert "--schema-retries N" in cap.stderr

@@ -70,6 +70,15 @@ _CELL_ARGUMENTS: list[tuple[tuple[str, ...], dict[str, Any]]] = [
         },
     ),
     (
+        ("--schema-retries",),
+        {
+            "type": int,
+            "default": 0,
+            "metavar": "N",
+            "help": "send an answer that does not fit the schema back, with why, up to N times",
+        },
+    ),
+    (
         ("--image",),
         {
             "default": None,
@@ -151,6 +160,7 @@ class CellArgs:
     interpolate: bool
     schema: str | None = None
     images: list[str] = field(default_factory=list)
+    schema_retries: int = 0
 
 
 def split_target(target: str | None) -> tuple[str | None, str | None]:
@@ -177,6 +187,8 @@ def parse_cell_line(line: str) -> CellArgs:
         raise UsageError("--new starts a conversation over: use it with --chat [NAME]")
     if ns.max_steps < 1:
         raise UsageError("--max-steps must be at least 1")
+    if ns.schema_retries < 0 or (ns.schema_retries and ns.schema is None):
+        raise UsageError("--schema-retries N (N >= 0) goes with --schema NAME")
     tools = [t.strip() for t in (ns.tools or "").split(",") if t.strip()]
     return CellArgs(
         provider,
@@ -196,6 +208,7 @@ def parse_cell_line(line: str) -> CellArgs:
         not ns.no_interpolate,
         ns.schema,
         [i.strip() for i in (ns.image or "").split(",") if i.strip()],
+        ns.schema_retries,
     )
 
 
@@ -203,7 +216,8 @@ def usage() -> str:
     """The short usage of ``%%llm`` (``%%llm?`` shows the full help)."""
     return (
         "usage: %%llm [PROVIDER[:MODEL]] [-s SYSTEM] [-t TEMPERATURE] [--max-tokens N] "
-        "[--reasoning EFFORT] [--tools F,G] [--confirm] [--schema NAME] [--image NAME[,NAME]] "
+        "[--reasoning EFFORT] [--tools F,G] [--confirm] [--schema NAME [--schema-retries N]] "
+        "[--image NAME[,NAME]] "
         "[--chat [NAME]] [--new] "
         "[-f markdown|text|code|json] [-o VAR] [--no-stream] [--no-interpolate]"
     )

@@ -177,6 +177,7 @@ class LlmMagics(Magics):
             "max_steps": opts.max_steps,
             "confirm": self._confirm_for(opts.confirm),
             "schema": self._schema(opts.schema),
+            "schema_retries": opts.schema_retries,
             "images": self._images(opts.images),
             "budget": self.budget,
         }
