@@ -13,7 +13,8 @@ Request (kernel JSON -> DeepSeek):
     (DeepSeek's efforts are low/high/max), any other effort is passed through;
   * streaming asks for stream_options.include_usage;
   * a schema (response_format json_schema) -> JSON mode {type = "json_object"} plus the schema
-    in a leading system message (DeepSeek has no schema field).
+    in the system message (appended to the first one, else a new one; DeepSeek has no schema
+    field).
 
 Unified chunk fields emitted: content, reasoning_content, tool_calls (OpenAI delta shape, passed
 through), finish_reason, usage {prompt, completion, total, cache_read (prompt_cache_hit_tokens,
@@ -82,7 +83,12 @@ function M.transform_request(raw)
     req.response_format = { type = "json_object" }
     local note = "Answer with one json object only, no prose, following this JSON Schema:\n" ..
       json.encode(rf.json_schema.schema)
-    table.insert(req.messages, 1, { role = "system", content = note })
+    local first = req.messages[1]
+    if first and first.role == "system" and type(first.content) == "string" then
+      first.content = first.content .. "\n\n" .. note
+    else
+      table.insert(req.messages, 1, { role = "system", content = note })
+    end
   end
   return json.encode(req)
 end

@@ -136,6 +136,14 @@ def test_deepseek_schema_is_json_mode_with_the_schema_in_the_prompt() -> None:
     assert body["messages"][1] == {"role": "user", "content": "Review: great"}
 
 
+def test_deepseek_schema_note_joins_an_existing_system_prompt() -> None:
+    options = with_schema()
+    options.system = "Be brief."
+    body = transform("deepseek", options)
+    assert [m["role"] for m in body["messages"]] == ["system", "user"]
+    assert body["messages"][0]["content"].startswith("Be brief.\n\nAnswer with one json object")
+
+
 def test_anthropic_schema_is_output_config_format() -> None:
     body = transform("anthropic", with_schema(OPEN))
     assert "response_format" not in body
