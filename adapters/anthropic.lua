@@ -17,6 +17,9 @@ Request (kernel JSON -> Messages API):
   * stop -> stop_sequences; reasoning_effort low/medium/high (or any other non-off value) ->
     thinking {type = "enabled", budget_tokens = 2048/8192/16384}; max_tokens is raised above
     the budget when needed and temperature is dropped (thinking requires the default);
+  * a schema (response_format json_schema) -> output_config.format {type = "json_schema",
+    schema} (Anthropic's generally available JSON outputs; the answer is a text block of JSON),
+    every object given additionalProperties = false, which the API requires;
   * other top-level keys (extra_body: top_k, metadata, ...) are passed through.
 
 Stream (SSE events; the payload's own "type" is used, so the event: line is not needed):
@@ -59,7 +62,7 @@ local BUDGETS = { minimal = 1024, low = 2048, medium = 8192, high = 16384, max =
 local KNOWN = {
   model = true, messages = true, stream = true, tools = true, tool_choice = true,
   temperature = true, max_tokens = true, stop = true, reasoning_effort = true,
-  disable_thinking = true, stream_options = true,
+  disable_thinking = true, stream_options = true, response_format = true,
 }
 
 function M.build_headers(meta)
@@ -135,6 +138,18 @@ local function tool_choice_of(tc)
   return nil
 end
 
+-- Anthropic's JSON outputs require additionalProperties = false on every object.
+local function closed(schema)
+  if type(schema) ~= "table" or schema == null then return schema end
+  for k, v in pairs(schema) do
+    if type(v) == "table" then schema[k] = closed(v) end
+  end
+  if schema.type == "object" and schema.additionalProperties == nil then
+    schema.additionalProperties = false
+  end
+  return schema
+end
+
 function M.transform_request(raw)
   local req = json.decode(raw, KEEP_NULLS)
   local body = { model = req.model, max_tokens = present(req.max_tokens) and req.max_tokens or 4096 }
@@ -193,6 +208,13 @@ function M.transform_request(raw)
     if body.max_tokens <= budget then body.max_tokens = budget + body.max_tokens end
     body.thinking = { type = "enabled", budget_tokens = budget }
     body.temperature = nil
+  end
+
+  local rf = req.response_format
+  if type(rf) == "table" and rf.type == "json_schema" and type(rf.json_schema) == "table" then
+    local config = type(req.output_config) == "table" and req.output_config or {}
+    config.format = { type = "json_schema", schema = closed(rf.json_schema.schema) }
+    body.output_config = config
   end
 
   for k, v in pairs(req) do

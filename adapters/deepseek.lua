@@ -11,7 +11,10 @@ Request (kernel JSON -> DeepSeek):
   * the tool-message extension "is_error" is dropped (no such field);
   * disable_thinking -> thinking {type = "disabled"}; reasoning_effort "off"/"none" is not sent
     (DeepSeek's efforts are low/high/max), any other effort is passed through;
-  * streaming asks for stream_options.include_usage.
+  * streaming asks for stream_options.include_usage;
+  * a schema (response_format json_schema) -> JSON mode {type = "json_object"} plus the schema
+    in the system message (appended to the first one, else a new one; DeepSeek has no schema
+    field).
 
 Unified chunk fields emitted: content, reasoning_content, tool_calls (OpenAI delta shape, passed
 through), finish_reason, usage {prompt, completion, total, cache_read (prompt_cache_hit_tokens,
@@ -72,6 +75,21 @@ function M.transform_request(raw)
   req.disable_thinking = nil
   if req.reasoning_effort == "off" or req.reasoning_effort == "none" then req.reasoning_effort = nil end
   if req.stream then req.stream_options = { include_usage = true } end
+  -- DeepSeek has JSON mode but no schema field: response_format json_schema becomes
+  -- {type = "json_object"} and the schema goes into a system message (DeepSeek wants the word
+  -- "json" in the prompt for JSON mode).
+  local rf = req.response_format
+  if type(rf) == "table" and rf.type == "json_schema" and type(rf.json_schema) == "table" then
+    req.response_format = { type = "json_object" }
+    local note = "Answer with one json object only, no prose, following this JSON Schema:\n" ..
+      json.encode(rf.json_schema.schema)
+    local first = req.messages[1]
+    if first and first.role == "system" and type(first.content) == "string" then
+      first.content = first.content .. "\n\n" .. note
+    else
+      table.insert(req.messages, 1, { role = "system", content = note })
+    end
+  end
   return json.encode(req)
 end
 

@@ -29,7 +29,9 @@ Request (kernel JSON -> generateContent):
   * temperature, max_tokens, stop -> generationConfig; reasoning_effort off/none (or
     disable_thinking) -> thinkingBudget 0, other efforts -> includeThoughts + thinkingBudget
     (low 1024, medium 8192, high 24576); extra_body keys are passed through, and an extra
-    generationConfig table is merged into ours.
+    generationConfig table is merged into ours;
+  * a schema (response_format json_schema) -> generationConfig.responseMimeType
+    "application/json" + responseJsonSchema (full JSON Schema, like parametersJsonSchema).
 
 Stream: parts with thought = true -> reasoning_content, other text -> content, functionCall ->
 tool call (id from the API, else "gemini_<name>_<n>", unique and stable within a stream),
@@ -73,6 +75,7 @@ local KNOWN = {
   model = true, messages = true, stream = true, tools = true, tool_choice = true,
   temperature = true, max_tokens = true, stop = true, reasoning_effort = true,
   disable_thinking = true, stream_options = true, generationConfig = true,
+  response_format = true,
 }
 local MIME = { png = "image/png", jpg = "image/jpeg", jpeg = "image/jpeg", gif = "image/gif",
   webp = "image/webp", heic = "image/heic", heif = "image/heif", pdf = "application/pdf" }
@@ -194,6 +197,11 @@ function M.transform_request(raw)
     gen.thinkingConfig = { thinkingBudget = 0 }
   elseif present(effort) then
     gen.thinkingConfig = { includeThoughts = true, thinkingBudget = BUDGETS[effort] or BUDGETS.medium }
+  end
+  local rf = req.response_format
+  if type(rf) == "table" and rf.type == "json_schema" and type(rf.json_schema) == "table" then
+    gen.responseMimeType = "application/json"
+    gen.responseJsonSchema = rf.json_schema.schema
   end
   if type(req.generationConfig) == "table" then
     for k, v in pairs(req.generationConfig) do gen[k] = v end

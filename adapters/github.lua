@@ -57,6 +57,8 @@ local function error_of(e)
   return { message = text_of(e.message) or "error", code = present(code) and code or nil }
 end
 
+-- Schemas (response_format json_schema) and images (image_url parts) are OpenAI's own shapes,
+-- which GitHub Models accepts: they are sent as they are.
 function M.transform_request(raw)
   local req = json.decode(raw, KEEP_NULLS)
   for _, m in ipairs(req.messages) do

@@ -67,6 +67,13 @@ function M.transform_request(raw)
   end
   req.disable_thinking = nil
   if req.reasoning_effort == "off" then req.reasoning_effort = "none" end
+  -- Structured outputs: Groq decodes strictly (strict = true) only on a few models and answers
+  -- 400 on the others, while its best-effort json_schema mode is wider: ask for best effort
+  -- (notebook_llm validates the answer anyway). extra_body response_format overrides this.
+  local rf = req.response_format
+  if type(rf) == "table" and rf.type == "json_schema" and type(rf.json_schema) == "table" then
+    rf.json_schema.strict = false
+  end
   return json.encode(req)
 end
 

@@ -92,6 +92,8 @@ function M.transform_request(raw)
   req.disable_thinking = nil
   req.reasoning_effort = nil
   req.stream_options = nil
+  -- response_format {type = "json_schema", json_schema = {name, schema, strict}} is Mistral's own
+  -- custom structured output field (all models): sent as it is, like image_url parts.
   return json.encode(req)
 end
 

@@ -18,7 +18,9 @@ Request (kernel JSON -> /api/chat):
   * reasoning_effort -> think: "off"/"none" (or disable_thinking) -> false, "low"/"medium"/"high"
     -> that string (gpt-oss levels), anything else -> true;
   * temperature, max_tokens (num_predict), stop -> options, merged with an extra_body `options`
-    table; other extra_body keys (format, keep_alive, ...) pass through.
+    table; other extra_body keys (format, keep_alive, ...) pass through;
+  * a schema (response_format json_schema) -> format = the schema (structured outputs);
+    json_object -> format = "json".
 
 Stream lines (/api/chat): message.content, message.thinking, message.tool_calls (whole calls,
 arguments objects; each gets its own stream_index, ids are synthesized by the runtime when
@@ -54,7 +56,7 @@ end
 local KNOWN = {
   model = true, messages = true, stream = true, tools = true, tool_choice = true,
   temperature = true, max_tokens = true, stop = true, reasoning_effort = true,
-  disable_thinking = true, stream_options = true, options = true,
+  disable_thinking = true, stream_options = true, options = true, response_format = true,
 }
 
 local function flatten(m, out)
@@ -123,6 +125,12 @@ function M.transform_request(raw)
     for k, v in pairs(req.options) do options[k] = v end
   end
   if next(options) ~= nil then body.options = options end
+  local rf = req.response_format
+  if type(rf) == "table" and rf.type == "json_schema" and type(rf.json_schema) == "table" then
+    body.format = rf.json_schema.schema -- Ollama's structured outputs: format = the schema
+  elseif type(rf) == "table" and rf.type == "json_object" then
+    body.format = "json"
+  end
   local effort = req.reasoning_effort
   if req.disable_thinking or effort == "off" or effort == "none" then
     body.think = false

@@ -12,7 +12,10 @@ Request (kernel JSON -> OpenAI):
     models, so the `openai` provider preset sets max_tokens_field = "max_completion_tokens"
     and notebook_llm renames the field after this hook (a provider setting, not the script's);
   * disable_thinking is dropped; reasoning_effort "off" is sent as OpenAI's "none";
-  * streaming asks for stream_options.include_usage so the last chunk carries usage.
+  * streaming asks for stream_options.include_usage so the last chunk carries usage;
+  * a schema arrives as response_format {type = "json_schema", json_schema = {name, schema,
+    strict}}, OpenAI's own Structured Outputs field, and is sent as it is; images arrive as
+    image_url parts (data: URLs), OpenAI's own shape, and are sent as they are.
 
 Unified chunk fields emitted: content, reasoning_content (from delta.reasoning_content or
 delta.reasoning, which OpenAI-compatible servers send), tool_calls (OpenAI delta shape, passed through),

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from .completion import Completion, assemble
     from .engine import Engine
     from .errors import ErrorCode, LlmError
+    from .estimate import CostEstimate, estimate_cost
     from .lua.lua_adapter import LuaAdapter
     from .pricing import set_price
     from .protocol import (
@@ -57,6 +58,7 @@ __all__ = [
     "BlockStart",
     "Chat",
     "Completion",
+    "CostEstimate",
     "Engine",
     "ErrorCode",
     "Event",
@@ -86,6 +88,7 @@ __all__ = [
     "amap",
     "as_tool",
     "assemble",
+    "estimate_cost",
     "event_from_json",
     "load_ipython_extension",
     "map",
@@ -107,6 +110,8 @@ _LAZY: dict[str, tuple[str, str]] = {
     "StopSignal": (".cancel", "StopSignal"),
     "Chat": (".chat", "Chat"),
     "Engine": (".engine", "Engine"),
+    "CostEstimate": (".estimate", "CostEstimate"),
+    "estimate_cost": (".estimate", "estimate_cost"),
     "ErrorCode": (".errors", "ErrorCode"),
     "LlmError": (".errors", "LlmError"),
     "LuaAdapter": (".lua.lua_adapter", "LuaAdapter"),

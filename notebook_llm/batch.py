@@ -32,6 +32,9 @@ from .cancel import StopSignal, until_stopped
 from .completion import Completion
 from .engine import Engine
 from .errors import ErrorCode, LlmError
+from .estimate import check_cap, estimate_cost, money
+from .frames import prompts_of, to_frame
+from .pricing import Price, cost, price_of
 from .protocol import Message
 from .wire.slots import request_slots, when_idle
 from .wire.transport import connection_pool
@@ -90,25 +93,29 @@ def notebook_progress(total: int) -> ProgressFn | None:
 
     def update(done: int, total: int) -> None:
         bar.value = done
-        bar.description = f"{done}/{total}"
+        spent = getattr(update, "spent", None)
+        bar.description = f"{done}/{total}" + (f" {money(spent)}" if spent is not None else "")
         if done >= total and handle is not None:
             # A saved notebook keeps a plain line, not a widget that needs the kernel.
-            handle.update(_done_line(done, total), raw=True)
+            handle.update(_done_line(done, total, spent), raw=True)
             bar.close()
 
+    update.spent = None  # type: ignore[attr-defined]
     return update
 
 
-def _done_line(done: int, total: int) -> dict[str, str]:
+def _done_line(done: int, total: int, spent: float | None = None) -> dict[str, str]:
     """What a finished batch leaves in the cell: one plain line, no widget."""
-    return {"text/plain": f"{done}/{total} prompts done"}
+    cost = f", {money(spent)} spent" if spent is not None else ""
+    return {"text/plain": f"{done}/{total} prompts done{cost}"}
 
 
 def _final_line_only(display: Callable[..., Any]) -> ProgressFn:
     def update(done: int, total: int) -> None:
         if done >= total:
-            display(_done_line(done, total), raw=True)
+            display(_done_line(done, total, getattr(update, "spent", None)), raw=True)
 
+    update.spent = None  # type: ignore[attr-defined]
     return update
 
 
@@ -167,8 +174,10 @@ async def amap(
     retries: int | None = None,
     progress: ProgressFn | bool | None = None,
     stop_signal: StopSignal | None = None,
+    template: str | None = None,
+    max_cost: float | None = None,
     **kw: Any,
-) -> list[BatchResult]:
+) -> Any:
     """Complete every prompt, at most ``concurrency`` at a time; results in input order.
 
     ``prompts``: any iterable (a list, a generator, a pandas Series: its values) of strings,
@@ -180,6 +189,14 @@ async def amap(
     for none, ``None`` for a progress bar when running in a Jupyter kernel. ``stop_signal``:
     once set, running requests are aborted and the remaining prompts are not sent; their slots
     hold ``LlmError(ABORTED)``.
+
+    A pandas DataFrame (with ``template=``, filled from each row's columns) or Series gives a
+    DataFrame back, with the input's index: the schema's fields (``schema=``) or an ``answer``
+    column, and an ``error`` column (:mod:`notebook_llm.frames`). ``template=`` also fills a
+    list's items. ``schema=``, ``schema_retries=`` and ``images=`` go to every request.
+    ``max_cost``: a cap in US dollars; the batch is refused (``BUDGET_EXCEEDED``, nothing sent)
+    when its estimate (:func:`notebook_llm.estimate_cost`) is over it, and once the cost spent
+    reaches it the remaining prompts are not sent (their slots hold ``BUDGET_EXCEEDED``).
     """
     if concurrency < 1:
         raise LlmError(
@@ -191,17 +208,33 @@ async def amap(
                 f"{key}= cannot be used with map; pass the prompts", ErrorCode.INVALID_OPTIONS
             )
     eng = _engine(engine)
-    items = list(prompts)  # a pandas Series iterates its values
+    items, index = prompts_of(prompts, template)
     total = len(items)
+    if max_cost is not None:
+        estimate = estimate_cost(
+            items,
+            provider=provider,
+            model=model,
+            engine=eng,
+            max_tokens=kw.get("max_tokens"),
+            system=kw.get("system"),
+            schema=kw.get("schema"),
+            images=kw.get("images"),
+        )
+        check_cap(estimate, max_cost, provider)  # refused: nothing is sent
     results: list[BatchResult | None] = [None] * total
     report = _progress_fn(progress, total)
     done = 0
+    spent = 0.0
+    price = price_of(eng, provider, model)
     children: set[StopSignal] = set()
 
     def tick() -> None:
         if report is None:
             return
         try:
+            if hasattr(report, "spent") and price is not None:
+                report.spent = spent
             report(done, total)
         except Exception:
             log.warning("batch: the progress callback failed", exc_info=True)
@@ -210,7 +243,7 @@ async def amap(
     next_index = 0
 
     async def worker() -> None:
-        nonlocal next_index, done
+        nonlocal next_index, done, spent
         while next_index < total:
             i = next_index
             next_index += 1
@@ -222,15 +255,26 @@ async def amap(
                 done += 1
                 tick()
                 continue
+            if max_cost is not None and spent >= max_cost:
+                results[i] = LlmError(
+                    f"not sent: the cost spent ({money(spent)}) reached max_cost={money(max_cost)}",
+                    ErrorCode.BUDGET_EXCEEDED,
+                    provider=provider,
+                )
+                done += 1
+                tick()
+                continue
             # Each request gets its own signal: a StopSignal stops one stream at a time.
             child = StopSignal() if stop_signal is not None else None
             if child is not None:
                 children.add(child)
             try:
-                results[i] = await _one(eng, provider, model, items[i], retries, child, kw)
+                results[i] = result = await _one(eng, provider, model, items[i], retries, child, kw)
             finally:
                 if child is not None:
                     children.discard(child)
+            if price is not None:
+                spent += _cost_of(result, price)
             done += 1
             tick()
 
@@ -254,7 +298,17 @@ async def amap(
             watcher.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await watcher
-    return [r if r is not None else LlmError("not run", ErrorCode.ABORTED) for r in results]
+    out = [r if r is not None else LlmError("not run", ErrorCode.ABORTED) for r in results]
+    if index is not None:
+        return to_frame(out, index, kw.get("schema"))
+    return out
+
+
+def _cost_of(result: BatchResult, price: Price) -> float:
+    """What one slot's request cost (a failed one's partial completion counts too)."""
+    completion = result if isinstance(result, Completion) else result.details.get("completion")
+    usage = getattr(completion, "usage", None)
+    return cost(usage, price) if usage is not None else 0.0
 
 
 def map_prompts(
@@ -266,9 +320,12 @@ def map_prompts(
     concurrency: int = 8,
     retries: int | None = None,
     progress: ProgressFn | bool | None = None,
+    template: str | None = None,
+    max_cost: float | None = None,
     **kw: Any,
-) -> list[BatchResult]:
-    """:func:`amap` from synchronous code, also inside a running loop (Jupyter).
+) -> Any:
+    """:func:`amap` from synchronous code, also inside a running loop (Jupyter): a list of
+    results, or a DataFrame for a DataFrame or Series (see :func:`amap`).
 
     An interrupt (Ctrl-C, the kernel's stop button) aborts the requests in flight and skips the
     rest; the results gathered so far are still returned (the others hold ``ABORTED`` errors).
@@ -284,6 +341,8 @@ def map_prompts(
             retries=retries,
             progress=progress,
             stop_signal=stop,
+            template=template,
+            max_cost=max_cost,
             **kw,
         ),
         on_interrupt=stop.set,

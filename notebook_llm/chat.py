@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
 from .cancel import StopSignal
@@ -26,9 +27,11 @@ from .completion import Completion
 from .engine import Engine
 from .errors import ErrorCode
 from .frontend import interactive
+from .images import image_blocks
 from .loop_events import LoopEvent
 from .protocol import Message, ToolSchema
 from .session import Turn, default_engine, set_default_engine
+from .structured import as_schema, parse_into, retry_messages
 from .tools import as_tool, stream_tools
 
 # --------------------------------------------------------------------------------------------
@@ -53,6 +56,8 @@ def make_source(
         "reasoning_effort": turn.reasoning_effort,
         "stop_signal": stop,
     }
+    if turn.schema is not None:
+        common["schema"] = turn.schema
     if turn.tools:
 
         def start_loop() -> AsyncIterator[LoopEvent]:
@@ -107,6 +112,7 @@ class Chat:
         reasoning_effort: str | None = None,
         live: bool | None = None,
         max_rate: float = 20.0,
+        schema: Any = None,
     ) -> None:
         self.engine = engine or default_engine()
         self.provider = provider or self.engine.file_config.default_provider or "mock"
@@ -118,6 +124,8 @@ class Chat:
         self.reasoning_effort = reasoning_effort
         self.live = live
         self.max_rate = max_rate
+        #: The schema every answer follows unless a turn gives its own (``send(schema=...)``).
+        self.schema = schema
         self.messages: list[Message] = []
         #: The last completion (``None`` before the first turn).
         self.last: Completion | None = None
@@ -133,7 +141,7 @@ class Chat:
         self.last = None
 
     def turn(self, text: str, **overrides: Any) -> Turn:
-        """The request for the next turn (history + ``text``)."""
+        """The request for the next turn (history + ``text``, with ``images=`` after it)."""
         values: dict[str, Any] = {
             "provider": self.provider,
             "model": self.model,
@@ -142,33 +150,53 @@ class Chat:
             "temperature": self.temperature,
             "max_tokens": self.max_tokens,
             "reasoning_effort": self.reasoning_effort,
+            "schema": self.schema,
         }
         values.update({k: v for k, v in overrides.items() if v is not None})
-        return Turn(messages=[*self.messages, Message.user(text)], **values)
+        if values["schema"] is not None:
+            values["schema"] = as_schema(values["schema"])  # a wrong schema fails before I/O
+        user = Message.user(text)
+        if values.get("images") is not None:
+            user = Message("user", [*user.content, *image_blocks(values["images"])])
+        return Turn(messages=[*self.messages, user], **values)
 
-    def record(self, text: str, completion: Completion) -> None:
-        """Add a finished turn to the history (skipped when it failed without text)."""
+    def record(self, text: str, completion: Completion, user: Message | None = None) -> None:
+        """Add a finished turn to the history (skipped when it failed without text); ``user``
+        is the turn's own user message (with its images), else ``text`` alone."""
         self.last = completion
         if completion.error is not None and not completion.text and not completion.steps:
             return
-        self.messages.append(Message.user(text))
+        self.messages.append(user or Message.user(text))
         self.messages.extend(completion.transcript or [completion.message()])
 
     def send(
         self, text: str, *, display: bool = True, fmt: str = "markdown", **overrides: Any
     ) -> Completion:
-        """Send ``text``; show the stream (``display=False``: show nothing); return the result."""
+        """Send ``text``; show the stream (``display=False``: show nothing); return the result.
+
+        With ``schema=`` and ``schema_retries=N``, an answer that does not validate is shown
+        with its error, then sent back with the validation message as a new turn (at most N
+        times); the history keeps the question and the last answer."""
         from .widgets.present import Presenter
 
-        turn = self.turn(text, **overrides)
-        presenter = Presenter(
-            self.engine, turn, live=self._live(display), display=display, max_rate=self.max_rate
-        )
-        completion = presenter.run_sync(
-            make_source(self.engine, turn, presenter.stop, presenter.confirm)
-        )
-        presenter.show(completion, fmt=fmt)
-        self.record(text, completion)
+        first = turn = self.turn(text, **overrides)
+        _before(turn, display)
+        completion = Completion()
+        for attempt in range(1 + max(0, turn.schema_retries)):
+            if attempt:
+                turn = _retry_turn(turn, completion)
+                _before(turn, False)
+            presenter = Presenter(
+                self.engine, turn, live=self._live(display), display=display, max_rate=self.max_rate
+            )
+            completion = presenter.run_sync(
+                make_source(self.engine, turn, presenter.stop, presenter.confirm)
+            )
+            _after(turn, completion)
+            presenter.show(completion, fmt=fmt)
+            if not _mismatch(completion):
+                break
+        self.record(text, completion, first.messages[-1])
         return completion
 
     async def asend(
@@ -187,27 +215,66 @@ class Chat:
         ``interruptible=True`` (an async ``%%llm`` cell), which returns the partial completion."""
         from .widgets.present import Presenter
 
-        turn = self.turn(text, **overrides)
-        presenter = Presenter(
-            self.engine, turn, live=self._live(display), display=display, max_rate=self.max_rate
-        )
-        try:
-            completion = await presenter.run_async(
-                make_source(self.engine, turn, presenter.stop, presenter.confirm_async),
-                interruptible=interruptible,
+        first = turn = self.turn(text, **overrides)
+        _before(turn, display)
+        completion = Completion()
+        for attempt in range(1 + max(0, turn.schema_retries)):
+            if attempt:
+                turn = _retry_turn(turn, completion)
+                _before(turn, False)
+            presenter = Presenter(
+                self.engine, turn, live=self._live(display), display=display, max_rate=self.max_rate
             )
-        except asyncio.CancelledError:
-            presenter.show(presenter.partial, fmt=fmt)
-            self.record(text, presenter.partial)
-            raise
-        presenter.show(completion, fmt=fmt)
-        self.record(text, completion)
+            try:
+                completion = await presenter.run_async(
+                    make_source(self.engine, turn, presenter.stop, presenter.confirm_async),
+                    interruptible=interruptible,
+                )
+            except asyncio.CancelledError:
+                presenter.show(presenter.partial, fmt=fmt)
+                self.record(text, presenter.partial, first.messages[-1])
+                raise
+            _after(turn, completion)
+            presenter.show(completion, fmt=fmt)
+            if not _mismatch(completion):
+                break
+        self.record(text, completion, first.messages[-1])
         return completion
 
     def _live(self, display: bool) -> bool:
         if not display:
             return False
         return interactive() if self.live is None else self.live
+
+
+def _before(turn: Turn, display: bool) -> None:
+    """Before a turn runs: refuse it when the session's budget is spent (or would be by this
+    turn's estimate); show its images as thumbnails (the saved notebook keeps only those)."""
+    if turn.budget is not None:
+        turn.budget.check_turn(turn)
+    if display and turn.images is not None:
+        from .widgets.present import show_output
+        from .widgets.typed_view import ImageStrip
+
+        show_output(ImageStrip(turn.messages[-1].content))
+
+
+def _mismatch(completion: Completion) -> bool:
+    err = completion.error
+    return err is not None and err.code == ErrorCode.SCHEMA_MISMATCH
+
+
+def _retry_turn(turn: Turn, completion: Completion) -> Turn:
+    """The next try of a turn whose answer did not validate: the answer and why, sent back."""
+    assert completion.error is not None
+    return replace(turn, messages=retry_messages(turn.messages, completion.error), images=None)
+
+
+def _after(turn: Turn, completion: Completion) -> None:
+    """After a turn ran: the parsed answer (``schema=``) and the cost spent (budget)."""
+    parse_into(completion, turn.schema)
+    if turn.budget is not None:
+        turn.budget.add(completion, turn)
 
 
 __all__ = [

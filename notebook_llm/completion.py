@@ -54,6 +54,10 @@ class Completion:
     steps: list[Completion] = field(default_factory=list, repr=False)
     #: Messages of the tool loop (assistant turns and tool results), for history.
     transcript: list[Message] = field(default_factory=list, repr=False)
+    #: With ``schema=``: the answer validated into the schema's type (a pydantic model, a
+    #: dataclass, or a dict for a JSON Schema); ``None`` without a schema or when it failed
+    #: (then ``error`` is ``SCHEMA_MISMATCH`` and ``text`` is the raw answer).
+    parsed: Any = field(default=None, repr=False)
 
     @property
     def text(self) -> str:

@@ -39,13 +39,14 @@ from .request_options import (
     build_options,
     check_reasoning,
     check_request,
+    response_format_of,
     stop_sequences_of,
 )
 from .secrets import Secret
 from .streaming import RetryPolicy, attempts
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Awaitable, Callable
 
     import httpx
 
@@ -281,12 +282,15 @@ class Engine:
         stop_sequences: Sequence[str] | None,
         reasoning_effort: str | None,
         extra_body: dict[str, Any] | None,
+        schema: Any = None,
+        images: Any = None,
     ) -> tuple[LlmAdapter, GenerateOptions]:
         if not provider:
             raise LlmError("no provider given", ErrorCode.INVALID_OPTIONS)
         adapter = self._ensure_route(provider)
         config = self.provider(provider)
-        msgs = check_request(prompt, messages, system, temperature, max_tokens)
+        msgs = check_request(prompt, messages, system, temperature, max_tokens, images)
+        response_format = response_format_of(schema)
         api_key = self.credentials.require(config, replaying=self.is_replaying)
         options = build_options(
             config,
@@ -302,6 +306,7 @@ class Engine:
             extra_body=extra_body,
             api_key=api_key,
             make_transport=self._make_transport(),
+            response_format=response_format,
         )
         return adapter, options
 
@@ -322,6 +327,8 @@ class Engine:
         stop_signal: StopSignal | None = None,
         retries: int | None = None,
         stop: Sequence[str] | None = None,
+        schema: Any = None,
+        images: Any = None,
     ) -> AsyncIterator[Event]:
         """Stream the events of one generation.
 
@@ -333,8 +340,17 @@ class Engine:
         engine's one retry policy (``Engine(retries=, retry_base=, retry_cap=)``); ``retries``
         overrides the count for this call only. ``stop_sequences``: strings the model stops
         before (``stop=`` is its deprecated name; ``stop_signal`` ends a running stream).
+        ``schema``: a pydantic model, dataclass or JSON Schema dict the answer must follow
+        (:mod:`notebook_llm.structured`); an answer that does not validate ends the stream with
+        ``finish{error: SCHEMA_MISMATCH}``. ``images``: a path, bytes, PIL image, matplotlib
+        Figure or URL (or a list of them) sent with the prompt (:mod:`notebook_llm.images`).
         """
         stop_sequences = stop_sequences_of(stop_sequences, stop)
+        checked = None
+        if schema is not None:
+            from .structured import as_schema
+
+            checked = as_schema(schema)
 
         async def prepare() -> tuple[LlmAdapter, GenerateOptions]:
             adapter, options = self._options(
@@ -349,6 +365,8 @@ class Engine:
                 stop_sequences,
                 reasoning_effort,
                 extra_body,
+                checked,
+                images,
             )
             await check_reasoning(adapter, options)
             return adapter, options
@@ -356,7 +374,12 @@ class Engine:
         # The retry loop's generator IS the stream (no pass-through layer per event); it runs
         # prepare() at its first step, so a configuration error still raises from the first
         # iteration, as it did from an async-generator method.
-        return attempts(prepare, stop_signal, self._retry_policy(retries), False)
+        events = attempts(prepare, stop_signal, self._retry_policy(retries), False)
+        if checked is None:
+            return events
+        from .structured import check_events
+
+        return check_events(events, checked)
 
     def _retry_policy(self, retries: int | None) -> RetryPolicy:
         """The engine's policy, with ``retries`` overriding the count for one call."""
@@ -370,23 +393,49 @@ class Engine:
         completion is attached to the error as ``err.details['completion']``. Takes the options
         of :meth:`stream`; a retryable error is retried even after some output (none was shown),
         within the same ``1 + retries`` requests.
+
+        With ``schema=``, ``completion.parsed`` holds the validated answer (the model instance,
+        the dataclass, or a dict for a JSON Schema); an answer that does not validate raises
+        ``LlmError(SCHEMA_MISMATCH)`` (the raw text and the validation message are in its
+        ``details``), after ``schema_retries`` more tries (default 0) that feed the message back.
         """
         retries = kwargs.pop("retries", None)
         stop_signal = kwargs.pop("stop_signal", None)
         stop = kwargs.pop("stop", None)
+        schema_retries = int(kwargs.pop("schema_retries", 0) or 0)
         opts = {k: kwargs.pop(k, None) for k in OPTION_NAMES}
         opts["stop_sequences"] = stop_sequences_of(opts["stop_sequences"], stop)
         if kwargs:
             raise TypeError(f"complete() got unexpected keyword arguments: {', '.join(kwargs)}")
+        checked = None
+        if opts["schema"] is not None:
+            from .structured import as_schema
+
+            checked = opts["schema"] = as_schema(opts["schema"])
+        from .structured import parse_into
+
         adapter, options = self._options(provider, model, **opts)
         await check_reasoning(adapter, options)
+        usage = None
+        for attempt in range(1 + max(0, schema_retries)):
+            ready = _ready(adapter, options)
+            policy = self._retry_policy(retries)
+            async with aclosing(attempts(ready, stop_signal, policy, True)) as evs:
+                events = [ev async for ev in evs]
+            completion = assemble(events)
+            if usage is not None and completion.usage is not None:
+                completion.usage = usage + completion.usage  # every try is paid for
+            usage = completion.usage
+            if checked is None or completion.error is not None:
+                break
+            mismatch = parse_into(completion, checked)
+            if mismatch is None or attempt >= schema_retries:
+                break
+            from dataclasses import replace
 
-        async def ready() -> tuple[LlmAdapter, GenerateOptions]:
-            return adapter, options
+            from .structured import retry_messages
 
-        async with aclosing(attempts(ready, stop_signal, self._retry_policy(retries), True)) as evs:
-            events = [ev async for ev in evs]
-        completion = assemble(events)
+            options = replace(options, messages=retry_messages(options.messages, mismatch))
         completion.provider = provider
         completion.model = model or self.provider(provider).model
         if completion.error is not None:
@@ -497,3 +546,14 @@ class Engine:
             if served:
                 return served
         return [ModelInfo(m) for m in config.models]
+
+
+def _ready(
+    adapter: LlmAdapter, options: GenerateOptions
+) -> Callable[[], Awaitable[tuple[LlmAdapter, GenerateOptions]]]:
+    """A ``prepare`` for :func:`attempts` that hands over what is already prepared."""
+
+    async def ready() -> tuple[LlmAdapter, GenerateOptions]:
+        return adapter, options
+
+    return ready

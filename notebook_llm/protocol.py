@@ -432,6 +432,9 @@ class GenerateOptions:
     #: The body field that carries ``max_tokens`` for this provider (``max_tokens`` or
     #: ``max_completion_tokens``); ``None`` keeps the adapter's choice.
     max_tokens_field: str | None = None
+    #: The JSON Schema the answer must follow, ``{"name", "schema", "strict"}`` (made by
+    #: :mod:`notebook_llm.structured` from ``schema=``); ``None`` for a free-text answer.
+    response_format: dict[str, Any] | None = None
     # Extra top-level body keys the provider understands (``extra_body`` in provider config).
     extra_body: dict[str, Any] = field(default_factory=dict)
     # Set by the engine: connection settings of the provider route, for HTTP adapters.

@@ -35,6 +35,8 @@ OPTION_NAMES = (
     "stop_sequences",
     "reasoning_effort",
     "extra_body",
+    "schema",
+    "images",
 )
 
 
@@ -62,14 +64,18 @@ def check_request(
     system: str | None,
     temperature: float | None,
     max_tokens: int | None,
+    images: Any = None,
 ) -> list[Message]:
-    """The messages to send (``messages`` then ``prompt`` as a user turn), after the checks that
-    need nothing but the caller's values."""
+    """The messages to send (``messages`` then ``prompt`` as a user turn, with ``images`` as
+    image blocks after the prompt's text), after the checks that need nothing but the caller's
+    values."""
     msgs = list(messages or [])
     if prompt is not None:
         msgs.append(Message.user(prompt))
     if not msgs:
         raise LlmError("nothing to send: give prompt= or messages=", ErrorCode.INVALID_OPTIONS)
+    if images is not None:
+        msgs = attach_images(msgs, images)
     check_unicode(system, msgs)
     if max_tokens is not None and max_tokens <= 0:
         raise LlmError(f"max_tokens must be positive, not {max_tokens}", ErrorCode.INVALID_OPTIONS)
@@ -78,6 +84,31 @@ def check_request(
             f"temperature must be within 0..2, not {temperature}", ErrorCode.INVALID_OPTIONS
         )
     return msgs
+
+
+def attach_images(messages: list[Message], images: Any) -> list[Message]:
+    """``messages`` with the blocks of ``images`` (see :mod:`notebook_llm.images`) added to the
+    last user message (a new copy of it: the caller's history is not changed)."""
+    from .images import image_blocks
+
+    blocks = image_blocks(images)
+    if not blocks:
+        return messages
+    for i in range(len(messages) - 1, -1, -1):
+        if messages[i].role == "user":
+            out = list(messages)
+            out[i] = Message("user", [*messages[i].content, *blocks])
+            return out
+    raise LlmError("images= needs a user message to go with", ErrorCode.INVALID_OPTIONS)
+
+
+def response_format_of(schema: Any) -> dict[str, Any] | None:
+    """The request's ``response_format`` for ``schema=`` (``None``: no schema)."""
+    if schema is None:
+        return None
+    from .structured import as_schema
+
+    return as_schema(schema).response_format()
 
 
 def build_options(
@@ -95,6 +126,7 @@ def build_options(
     extra_body: dict[str, Any] | None,
     api_key: str | None,
     make_transport: Callable[[], httpx.AsyncBaseTransport] | None,
+    response_format: dict[str, Any] | None = None,
 ) -> GenerateOptions:
     """The adapter's options: the caller's values over the provider's settings."""
     return GenerateOptions(
@@ -108,6 +140,7 @@ def build_options(
         stop_sequences=list(stop_sequences) if stop_sequences else None,
         reasoning_effort=reasoning_effort,
         max_tokens_field=config.max_tokens_field,
+        response_format=response_format,
         extra_body={**config.extra_body, **(extra_body or {})},
         base_url=config.base_url,
         headers=dict(config.headers),

@@ -66,6 +66,14 @@ class Turn:
     reasoning_effort: str | None = None
     confirm: bool | Callable[..., Any] = False
     max_steps: int = 8
+    #: ``schema=``: what the answer must follow (see :mod:`notebook_llm.structured`).
+    schema: Any = None
+    #: How many times an answer that does not validate is sent back with the message.
+    schema_retries: int = 0
+    #: ``images=``: sent with the turn's prompt (see :mod:`notebook_llm.images`).
+    images: Any = None
+    #: The session's cost cap (``%llm budget``), a :class:`notebook_llm.budget.Budget`.
+    budget: Any = None
 
     @property
     def label(self) -> str:

@@ -120,7 +120,10 @@ def test_pandas_series(picky: tuple[Engine, Picky]) -> None:
     engine, _ = picky
     series = pd.Series(["x", "y"], index=[10, 20])
     results = map_prompts(series, engine=engine, provider="p", progress=False)
-    assert [r.text for r in results if isinstance(r, Completion)] == ["x", "y"]
+    # a Series gives a DataFrame back: the answers, the errors, the Series' index
+    assert results["answer"].tolist() == ["x", "y"]
+    assert results["error"].tolist() == [None, None]
+    assert results.index.tolist() == [10, 20]
 
 
 def test_sync_wrapper(picky: tuple[Engine, Picky]) -> None:

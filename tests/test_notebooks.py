@@ -24,6 +24,7 @@ def test_notebooks_pass_nbval(tmp_path: Path) -> None:
         "tool_calling.ipynb",
         "providers_tour.ipynb",
         "teaching.ipynb",
+        "typed_data.ipynb",
     }
     env = dict(os.environ)
     (tmp_path / "config.toml").write_text("")  # empty: a missing named file is warned of

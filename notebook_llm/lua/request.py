@@ -12,6 +12,9 @@ Decisions (the contract is silent or the reference kernel is wrong):
   A tool call whose arguments are empty is sent back as ``"{}"``. Blocks a role cannot carry (an
   image in an assistant turn, a tool call in a user turn, an image inside a tool result) raise
   ``UNSUPPORTED_CONTENT`` rather than being dropped.
+* A schema (``GenerateOptions.response_format``) is sent as OpenAI's ``response_format``
+  ``{"type": "json_schema", "json_schema": {"name", "schema", "strict"}}``; an image as the
+  contract's ``{"type": "image_url", "image_url": {"url": "data:...;base64,..."}}`` part.
 """
 
 from __future__ import annotations
@@ -68,6 +71,10 @@ def build_request(options: GenerateOptions, *, stream: bool) -> dict[str, Any]:
         req["reasoning_effort"] = options.reasoning_effort
         if options.reasoning_effort in ("off", "none"):
             req["disable_thinking"] = True
+    if options.response_format is not None:
+        # The kernel request is OpenAI-like, so the schema travels in OpenAI's own field; each
+        # built-in script maps it to its provider's (extra_body may still override it).
+        req["response_format"] = {"type": "json_schema", "json_schema": options.response_format}
     req.update(options.extra_body)
     return req
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import keyword
 import shlex
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from IPython.core import magic_arguments as _ma
@@ -60,6 +60,33 @@ _CELL_ARGUMENTS: list[tuple[tuple[str, ...], dict[str, Any]]] = [
         },
     ),
     (("--confirm",), {"action": "store_true", "help": "ask before each tool call runs"}),
+    (
+        ("--schema",),
+        {
+            "default": None,
+            "metavar": "NAME",
+            "help": "a pydantic model, dataclass or JSON Schema dict from the namespace: the "
+            "answer is validated into it (with -o VAR: VAR.parsed)",
+        },
+    ),
+    (
+        ("--schema-retries",),
+        {
+            "type": int,
+            "default": 0,
+            "metavar": "N",
+            "help": "send an answer that does not fit the schema back, with why, up to N times",
+        },
+    ),
+    (
+        ("--image",),
+        {
+            "default": None,
+            "metavar": "NAME[,NAME]",
+            "help": "images from the namespace (a path, bytes, PIL image, matplotlib Figure or "
+            "URL; a path or URL may be written directly)",
+        },
+    ),
     (("--max-steps",), {"type": int, "default": 8, "help": "tool loop step limit"}),
     (
         ("--chat",),
@@ -131,6 +158,9 @@ class CellArgs:
     out: str | None
     stream: bool
     interpolate: bool
+    schema: str | None = None
+    images: list[str] = field(default_factory=list)
+    schema_retries: int = 0
 
 
 def split_target(target: str | None) -> tuple[str | None, str | None]:
@@ -157,6 +187,8 @@ def parse_cell_line(line: str) -> CellArgs:
         raise UsageError("--new starts a conversation over: use it with --chat [NAME]")
     if ns.max_steps < 1:
         raise UsageError("--max-steps must be at least 1")
+    if ns.schema_retries < 0 or (ns.schema_retries and ns.schema is None):
+        raise UsageError("--schema-retries N (N >= 0) goes with --schema NAME")
     tools = [t.strip() for t in (ns.tools or "").split(",") if t.strip()]
     return CellArgs(
         provider,
@@ -174,6 +206,9 @@ def parse_cell_line(line: str) -> CellArgs:
         ns.out,
         not ns.no_stream,
         not ns.no_interpolate,
+        ns.schema,
+        [i.strip() for i in (ns.image or "").split(",") if i.strip()],
+        ns.schema_retries,
     )
 
 
@@ -181,7 +216,9 @@ def usage() -> str:
     """The short usage of ``%%llm`` (``%%llm?`` shows the full help)."""
     return (
         "usage: %%llm [PROVIDER[:MODEL]] [-s SYSTEM] [-t TEMPERATURE] [--max-tokens N] "
-        "[--reasoning EFFORT] [--tools F,G] [--confirm] [--chat [NAME]] [--new] "
+        "[--reasoning EFFORT] [--tools F,G] [--confirm] [--schema NAME [--schema-retries N]] "
+        "[--image NAME[,NAME]] "
+        "[--chat [NAME]] [--new] "
         "[-f markdown|text|code|json] [-o VAR] [--no-stream] [--no-interpolate]"
     )
 
@@ -195,6 +232,7 @@ LINE_COMMANDS = {
     "key": "key PROVIDER           enter a key for this session (asked with getpass)",
     "record": "record PATH | stop      record provider HTTP exchanges to a file (no keys)",
     "replay": "replay PATH [--strict]  answer requests from a recording (no key, no network)",
+    "budget": "budget [USD | off]      cap the cost of this session's %%llm cells",
 }
 
 
@@ -225,6 +263,7 @@ def parse_line(line: str) -> tuple[str, list[str]]:
         "key": (1, 1),
         "record": (0, 1),
         "replay": (0, 2),
+        "budget": (0, 1),
     }
     low, high = limits[command]
     if not low <= len(rest) <= high:

@@ -64,6 +64,8 @@ class LlmMagics(Magics):
         self._engine = engine
         self.chats: dict[str, Chat] = {}
         self._hinted = False
+        #: ``%llm budget USD``: the cost cap of this session's cells (``None``: no cap).
+        self.budget: Any = None
 
     @property
     def engine(self) -> Engine:
@@ -119,6 +121,35 @@ class LlmMagics(Magics):
             found.append(fn)
         return found
 
+    def _schema(self, name: str | None) -> Any:
+        if name is None:
+            return None
+        ns = self.shell.user_ns if self.shell is not None else {}
+        if name not in ns:
+            raise UsageError(f"--schema: {name!r} is not in the namespace (define the model first)")
+        from ..structured import as_schema
+
+        try:
+            return as_schema(ns[name])
+        except LlmError as exc:
+            raise UsageError(f"--schema {name}: {exc.message}") from None
+
+    def _images(self, names: list[str]) -> list[Any] | None:
+        """``--image``: values from the namespace; a name that is not there but reads as a path
+        or a URL is used as written."""
+        if not names:
+            return None
+        ns = self.shell.user_ns if self.shell is not None else {}
+        found = []
+        for name in names:
+            if name in ns:
+                found.append(ns[name])
+            elif "/" in name or "." in name:
+                found.append(name)
+            else:
+                raise UsageError(f"--image: {name!r} is not in the namespace")
+        return found
+
     def _prepare(self, line: str, cell: str) -> tuple[Chat, str, Any, dict[str, Any]]:
         opts = margs.parse_cell_line(line)
         ns = self.shell.user_ns if self.shell is not None else {}
@@ -145,6 +176,10 @@ class LlmMagics(Magics):
             "reasoning_effort": opts.reasoning,
             "max_steps": opts.max_steps,
             "confirm": self._confirm_for(opts.confirm),
+            "schema": self._schema(opts.schema),
+            "schema_retries": opts.schema_retries,
+            "images": self._images(opts.images),
+            "budget": self.budget,
         }
         return chat, prompt, opts, kwargs
 
@@ -238,6 +273,8 @@ class LlmMagics(Magics):
                 print(f"conversation {name!r} reset")
         elif command == "key":
             self._key(rest[0])
+        elif command == "budget":
+            self._budget(rest[0] if rest else None)
         elif command in ("record", "replay"):
             from ..record import magic_command
 
@@ -289,6 +326,27 @@ class LlmMagics(Magics):
         for message in chat.messages:
             for line in _history_lines(message, names):
                 print(redact(line))
+
+    def _budget(self, value: str | None) -> None:
+        from ..estimate import Budget
+
+        if value is None:
+            print(self.budget.note() if self.budget is not None else "no budget set")
+            return
+        if value.lower() in ("off", "none"):
+            self.budget = None
+            print("budget off: cells are not capped")
+            return
+        try:
+            cap = float(value.lstrip("$"))
+        except ValueError:
+            raise UsageError(margs.LINE_COMMANDS["budget"]) from None
+        if cap < 0:
+            raise UsageError("a budget must not be negative")
+        spent = self.budget.spent if self.budget is not None else 0.0
+        self.budget = Budget(cap, self.engine)
+        self.budget.spent = spent
+        print(f"budget: {self.budget.note()} (this session's %%llm cells)")
 
     def _key(self, provider: str) -> None:
         config = self.engine.provider(provider)

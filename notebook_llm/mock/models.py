@@ -19,6 +19,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
+from .schema_answers import instance, request_schema
+
 __all__ = [
     "MODELS",
     "FinishReason",
@@ -448,7 +450,14 @@ def generate(request: Mapping[str, Any]) -> MockReply:
     model = normalize_model(str(request.get("model", "")))
     messages = [m for m in request.get("messages") or [] if isinstance(m, Mapping)]
     parts: Iterable[Part]
-    if model == "echo":
+    schema = request_schema(request)
+    if schema is not None and model in ("echo", "reasoning", "lorem"):
+        # A schema is asked for: a deterministic valid instance, as JSON text.
+        text = _last_user_text(messages)
+        answer = _echo(json.dumps(instance(schema, text), ensure_ascii=False))
+        thought = [p for p in _reasoning(text) if isinstance(p, Reasoning)]
+        parts = [*(thought if model == "reasoning" else []), *answer]
+    elif model == "echo":
         parts = _echo(_last_user_text(messages))
     elif model == "reasoning":
         parts = _reasoning(_last_user_text(messages))

@@ -26,6 +26,7 @@ from .final import FinalView, ToolCallInfo, footer_line
 from .render import ErrorBox, parse_json_answer, strip_fences
 from .runner import Source, completion_from, run_async, run_blocking, ui_poller
 from .stream_view import StreamView
+from .typed_view import typed_text
 
 if TYPE_CHECKING:
     from ..engine import Engine
@@ -218,7 +219,9 @@ class Presenter:
             if self.view is not None:
                 self.view.close()
             return None
-        text = all_text(completion)
+        text = (
+            all_text(completion) if fmt == "json" else typed_text(completion, all_text(completion))
+        )
         parsed: Any = None
         if fmt == "json" and not stopped and error is None:
             try:
@@ -277,9 +280,10 @@ class Presenter:
         usage = completion.usage
         price = price_of(self.engine, self.turn.provider, self.turn.model)
         amount = cost(usage, price) if usage is not None and price is not None else None
-        return footer_line(
+        line = footer_line(
             self.turn.label, status, usage, amount, finished=completion.error is None
         )
+        return f"{line} · {self.turn.budget.note()}" if self.turn.budget is not None else line
 
 
 def _offer_cell(code: str) -> None:

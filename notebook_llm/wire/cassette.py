@@ -18,6 +18,7 @@ from typing import Any
 import httpx
 
 from ..errors import ErrorCode, LlmError
+from ..images import shrink_images
 from ..secrets import SENSITIVE_HEADERS, redact, redact_obj, register_secret
 
 log = logging.getLogger("notebook_llm.record")
@@ -138,7 +139,8 @@ def _request_body(request: httpx.Request) -> Any:
         return None
     text = raw.decode("utf-8", errors="replace")
     try:
-        return redact_obj(json.loads(text))
+        # Embedded images become short hash references (on record and on replay alike).
+        return shrink_images(redact_obj(json.loads(text)))
     except ValueError:
         return redact(text)
 

@@ -67,7 +67,13 @@ def _from_ollama(body: Mapping[str, Any]) -> dict[str, Any]:
     options = body.get("options") or {}
     if isinstance(options.get("num_predict"), int) and options["num_predict"] >= 0:
         out["max_tokens"] = options["num_predict"]
+    if isinstance(body.get("format"), Mapping):  # Ollama's structured output: format = schema
+        out["response_format"] = _json_schema(body["format"])
     return out
+
+
+def _json_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
+    return {"type": "json_schema", "json_schema": {"name": "answer", "schema": dict(schema)}}
 
 
 def _from_anthropic(body: Mapping[str, Any]) -> dict[str, Any]:
@@ -120,4 +126,7 @@ def _from_anthropic(body: Mapping[str, Any]) -> dict[str, Any]:
         out["tools"] = tools
     if isinstance(body.get("max_tokens"), int):
         out["max_tokens"] = body["max_tokens"]
+    fmt = (body.get("output_config") or {}).get("format")  # Anthropic's JSON outputs
+    if isinstance(fmt, Mapping) and isinstance(fmt.get("schema"), Mapping):
+        out["response_format"] = _json_schema(fmt["schema"])
     return out

@@ -1,0 +1,131 @@
+"""A DataFrame in one call: rows -> prompts for ``map``, answers -> a DataFrame with the input's
+index.
+
+``map(df, template="Review: {text}", schema=Sentiment)`` fills the template from each row's
+columns (``str.format_map``: ``{column}``; ``{{`` for a literal brace). A pandas Series works
+too: its values fill ``{}``, ``{value}`` or ``{<series name>}`` (without a template the values
+are the prompts). A plain list with a template is filled the same way (dicts by key).
+
+The result (:func:`to_frame`), for pandas input: with a schema, one column per top-level field
+of the schema; without one, an ``answer`` column of the answers' text; either way an ``error``
+column (``None``, or ``"CODE: message"`` for a row that failed, whose other columns are then
+empty). pandas is imported only when a pandas object is passed.
+"""
+
+from __future__ import annotations
+
+import importlib
+import string
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from .errors import ErrorCode, LlmError
+from .structured import ResponseSchema, as_schema, fields_of
+
+__all__ = ["is_pandas", "prompts_of", "to_frame"]
+
+_FORMATTER = string.Formatter()
+
+
+def is_pandas(obj: Any) -> bool:
+    """A pandas DataFrame or Series (checked without importing pandas)."""
+    return type(obj).__module__.startswith("pandas") and hasattr(obj, "index")
+
+
+def _is_frame(obj: Any) -> bool:
+    return is_pandas(obj) and hasattr(obj, "columns")
+
+
+class _Row(Mapping[str, Any]):
+    """One row's columns for ``format_map``; a missing column is a one-line error."""
+
+    def __init__(self, values: dict[str, Any], n: int) -> None:
+        self.columns = values
+        self.n = n
+
+    def __getitem__(self, key: str) -> Any:
+        if key in self.columns:
+            return self.columns[key]
+        raise LlmError(
+            f"template names {{{key}}}, which row {self.n} does not have; it has: "
+            f"{', '.join(map(str, self.columns)) or 'nothing'}",
+            ErrorCode.INVALID_OPTIONS,
+        )
+
+    def __iter__(self) -> Any:
+        return iter(self.columns)
+
+    def __len__(self) -> int:
+        return len(self.columns)
+
+
+def _fill(template: str, value: Any, n: int, name: str | None = None) -> str:
+    if isinstance(value, Mapping):
+        row = {str(k): v for k, v in value.items()}
+        positional: tuple[Any, ...] = ()
+    else:
+        row = {"value": value, **({name: value} if name else {})}
+        positional = (value,)
+    try:
+        return _FORMATTER.vformat(template, positional, _Row(row, n))
+    except IndexError:
+        raise LlmError(
+            f"template {template!r} has a positional {{}} but row {n} has named columns: "
+            "use {column}",
+            ErrorCode.INVALID_OPTIONS,
+        ) from None
+    except (KeyError, ValueError) as exc:
+        raise LlmError(f"template {template!r}: {exc}", ErrorCode.INVALID_OPTIONS) from None
+
+
+def prompts_of(data: Any, template: str | None) -> tuple[list[Any], Any]:
+    """The prompts for ``data`` and the pandas index to give the result (``None`` when the
+    input is not pandas, so ``map`` returns its usual list)."""
+    if _is_frame(data):
+        if template is None:
+            if len(data.columns) != 1:
+                raise LlmError(
+                    'map(DataFrame) needs template=, e.g. template="Review: {text}" (columns: '
+                    f"{', '.join(map(str, data.columns))})",
+                    ErrorCode.INVALID_OPTIONS,
+                )
+            return [str(v) for v in data.iloc[:, 0].tolist()], data.index
+        rows = data.to_dict(orient="records")
+        return [_fill(template, row, n) for n, row in enumerate(rows)], data.index
+    if is_pandas(data):  # a Series
+        values = data.tolist()
+        name = str(data.name) if data.name is not None else None
+        if template is None:
+            return values, data.index
+        return [_fill(template, v, n, name) for n, v in enumerate(values)], data.index
+    items = list(data)
+    if template is not None:
+        items = [_fill(template, v, n) for n, v in enumerate(items)]
+    return items, None
+
+
+def _error_text(err: LlmError) -> str:
+    return f"{err.code}: {err.message}"
+
+
+def to_frame(results: Sequence[Any], index: Any, schema: Any) -> Any:
+    """The answers as a DataFrame with ``index`` (see the module docstring)."""
+    pd: Any = importlib.import_module("pandas")
+    checked: ResponseSchema | None = as_schema(schema) if schema is not None else None
+    errors = [_error_text(r) if isinstance(r, LlmError) else None for r in results]
+    if checked is None:
+        answers = [None if isinstance(r, LlmError) else r.text for r in results]
+        frame = pd.DataFrame({"answer": answers}, index=index)
+        frame["error"] = pd.Series(errors, index=index, dtype=object)
+        return frame
+    columns = checked.fields or ["value"]
+    rows: list[dict[str, Any]] = []
+    for r in results:
+        fields = None if isinstance(r, LlmError) else fields_of(r.parsed)
+        if fields is None and not isinstance(r, LlmError) and checked.fields == []:
+            fields = {"value": r.parsed}
+        rows.append({c: (fields or {}).get(c) for c in columns})
+    frame = pd.DataFrame(rows, columns=columns, index=index)
+    # object dtype: a row without error holds None (pandas would make it NaN in a str column)
+    frame["error"] = pd.Series(errors, index=index, dtype=object)
+    return frame
