@@ -506,7 +506,26 @@ def test_safe_link(url: str, ok: bool) -> None:
     assert safe_link(url) is ok
 
 
+def test_a_deeply_encoded_link_target_is_refused_not_decoded_forever() -> None:
+    # "%" then "25" 100,000 times: each round of decoding removes one level (quadratic if it
+    # went on until nothing changed); so does "&amp;" nested. Past a few rounds: refused.
+    deep = "%" + "25" * 100_000 + "6Aavascript:alert(1)"
+    assert safe_link(deep) is False
+    assert safe_link("&" + "amp;" * 100_000 + "#106;avascript:x") is False
+    assert safe_link("https://x.example/%2541") is True  # two rounds: fine
+    html = final(f"[a]({deep}) [b](https://ok.example/{'%25' * 50_000}) [c](/{deep})")
+    assert Elements(html).hrefs() == ["https://ok.example/" + "%25" * 50_000]  # one round
+
+
 def test_markdown_html_is_sanitized_by_itself() -> None:
     html = markdown_html("![i](https://evil.example/i.png) <b>x</b> [a](javascript:alert(1))")
     found = assert_inert(html)
     assert [t for t, _ in found.tags] == ["p", "a"]
+
+
+def test_adapter_views_are_kept_out_of_mathjax_too() -> None:
+    from notebook_llm.widgets.adapter_view import Rich
+
+    html = Rich("x", "<b>$\\href{javascript:alert(1)}{x}$</b>")._repr_mimebundle_()["text/html"]
+    assert html.startswith('<div class="notebook-llm-output tex2jax_ignore mathjax_ignore">')
+    assert Rich("only text")._repr_mimebundle_() == {"text/plain": "only text"}
