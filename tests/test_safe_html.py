@@ -217,6 +217,10 @@ def test_safe_links_are_kept() -> None:
         "https://auto.example",
         "mailto:a@b.example",
     ]
+    # bare URLs become links, as in the live pane (marked, GFM) and on GitHub; the same rule
+    bare = "see https://bare.example/x and www.example.com, javascript:alert(1) data:text/html,x"
+    assert Elements(final(bare)).hrefs() == ["https://bare.example/x", "http://www.example.com"]
+    assert Elements(final("`https://in.code.example`")).hrefs() == []
     html = final("[a](https://example.org)")
     assert 'target="_blank"' in html
     assert 'rel="noopener noreferrer"' in html
@@ -324,7 +328,9 @@ def test_images_become_links_and_nothing_is_fetched() -> None:
 def test_entities_and_raw_html_stay_text(text: str) -> None:
     html = final(text)
     found = assert_inert(html, text)
-    assert [t for t, _ in found.tags] == ["div", "p"], (text, html)  # the wrapper, a paragraph
+    tags = [t for t, _ in found.tags]
+    assert tags[:2] == ["div", "p"], (text, html)  # the wrapper, a paragraph
+    assert set(tags[2:]) <= {"a"}, (text, html)  # and a bare https URL as a link
 
 
 def test_nested_and_deep_markdown_is_rendered_or_left_as_text() -> None:
@@ -370,8 +376,8 @@ def test_math_cannot_carry_a_link_or_a_style() -> None:
         html = final(tex)
         assert html.startswith('<div class="notebook-llm-final tex2jax_ignore mathjax_ignore">')
         found = assert_inert(html, tex)
-        assert [t for t, _ in found.tags] == ["div", "p"], (tex, html)
-        assert "href" not in html.replace("\\href", "")
+        assert [t for t, _ in found.tags if t != "a"] == ["div", "p"], (tex, html)
+        assert all(h.startswith("https://") for h in found.hrefs()), html  # a bare URL only
     assert "$\\href{javascript:alert(1)}{click}$" in final(MATH[0])  # shown as its source
     # a code block's info string or a heading cannot add a processing class
     html = final("```tex2jax_process mathjax_process\n$x$\n```\n\n# mathjax_process $x$")

@@ -4,8 +4,8 @@ An answer (and a provider's error message, a tool's result) is untrusted: a prom
 model writes whatever it is told to. JupyterLab shows the outputs of a cell the user ran as
 *trusted*, without its own sanitizer, so what this module returns must be safe by itself:
 
-1. ``markdown-it-py`` (CommonMark, plus tables and strikethrough) turns Markdown into HTML with
-   raw HTML off (``<b>`` in an answer shows as text) and every link target checked by
+1. ``markdown-it-py`` (CommonMark, plus tables, strikethrough and bare URLs as links, as in
+   GitHub's Markdown and the live pane) turns Markdown into HTML with raw HTML off (``<b>`` in an answer shows as text) and every link target checked by
    :func:`safe_link` (relative, ``http``, ``https`` or ``mailto``, however it is spelled).
 2. An image becomes a link to it (``image: alt``): a browser fetches a remote image as soon as
    it is shown, and a URL an answer chose can carry what the answer knows (a prompt-injected
@@ -104,8 +104,8 @@ def _image_as_link(
 
 
 def _markdown() -> MarkdownIt:
-    md = MarkdownIt("commonmark", {"html": False, "highlight": _highlight_option})
-    md.enable(["table", "strikethrough"])
+    md = MarkdownIt("commonmark", {"html": False, "linkify": True, "highlight": _highlight_option})
+    md.enable(["table", "strikethrough", "linkify"])  # as GitHub and the live pane (marked)
     md.validateLink = safe_link  # type: ignore[method-assign]
     md.add_render_rule("image", _image_as_link)
     return md
