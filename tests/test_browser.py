@@ -415,7 +415,7 @@ def test_nbconvert_html_shows_the_card_offline(tmp_path: Path) -> None:
 #: style, images, javascript: links in several spellings, raw HTML, a box-ending \\r\\r.
 HOSTILE_ANSWER = (
     "Math: $\\href{javascript:window.__nbllm_xss=1}{mathlink}$ "
-    "$\\style{background:url(http://127.0.0.1:9/nbllm-leak-style.png)}{styled}$ "
+    "$\\style{background:url(nbllm-leak-style.png)}{styled}$ "
     "$$\\class{mathjax_process}{\\unicode{x41}}$$ \\(\\url{javascript:window.__nbllm_xss=2}\\)\n\n"
     "![leak](http://127.0.0.1:9/nbllm-leak-image.png) <img src=http://127.0.0.1:9/nbllm-leak-raw.png>"
     " [a](javascript:window.__nbllm_xss=3) [b](jav&#97;script:window.__nbllm_xss=4)"
@@ -476,11 +476,15 @@ def test_nbconvert_html_typesets_no_math_and_fetches_nothing_from_an_answer(
             ),
         )
         page.goto(html_path.as_uri())
+        # MathJax typesets the page in document order: once the control (the last cell) is
+        # done, it has been over our outputs too.
         page.wait_for_function(
-            "() => document.querySelectorAll('.jp-MarkdownCell .MathJax').length > 0",
+            "() => document.querySelectorAll('.jp-MarkdownCell .MathJax').length > 0 &&"
+            " document.querySelectorAll('.jp-CodeCell')[1].querySelectorAll('.MathJax').length"
+            " >= 3",
             timeout=30_000,
-        )  # MathJax ran over the page
-        page.wait_for_timeout(1500)  # and finished its queue
+        )
+        page.wait_for_timeout(500)
         state = page.evaluate(
             """() => {
               const ours = [...document.querySelectorAll(".notebook-llm-final, .notebook-llm-output")];
@@ -494,6 +498,7 @@ def test_nbconvert_html_typesets_no_math_and_fetches_nothing_from_an_answer(
                 images: ours.map((o) => o.querySelectorAll("img, [style*=url]").length),
                 text: ours.map((o) => o.innerText).join(" "),
                 controlTypeset: control.querySelectorAll(".MathJax").length,
+                controlStyleUrls: control.querySelectorAll("[style*='url(']").length,
                 controlJsLinks: links(control).length,
                 xss: window.__nbllm_xss ?? null,
               };
@@ -507,13 +512,12 @@ def test_nbconvert_html_typesets_no_math_and_fetches_nothing_from_an_answer(
     assert "$\\href{javascript:window.__nbllm_xss=8}{errmath}$" in state["text"]
     assert "image: leak" in state["text"]
     # Without the wrapper MathJax would have typeset the answer: a javascript: link out of
-    # \\href, and a request for the image of a \\style.
+    # \\href, and a CSS url() (a request, once the browser paints it) out of \\style.
     assert state["controlTypeset"] >= 3, state
     assert state["controlJsLinks"] >= 1, state
+    assert state["controlStyleUrls"] >= 1, state
     assert state["xss"] is None
-    outside = [u for u in requests if not u.startswith("file:")]
-    assert [u for u in outside if "nbllm-control-style" in u], outside
-    outside = [u for u in outside if "nbllm-control" not in u]
+    outside = [u for u in requests if not u.startswith("file:") and "nbllm-control" not in u]
     assert not [u for u in outside if "nbllm" in u or "127.0.0.1" in u], outside
     # what is left is the template's own require.js (refused here), nothing of ours
     assert all(u.endswith("/require.min.js") for u in outside), outside
@@ -866,7 +870,7 @@ def test_markdown_renders_live_and_raw_html_never_runs(tmp_path: Path, app: str)
             assert final.locator("pre code span").count() > 0  # highlighted
             assert final.locator(".notebook-llm-footer").count() == 1
             assert page.evaluate("() => window.__nbllm_xss ?? null") is None
-            assert final.locator("a", has_text="leak").count() == 1
+            assert final.locator("a", has_text="image: leak").count() == 1
             assert leaked == [], leaked  # neither live nor in the final output
             assert not [e for e in errors if "nbllm" in e or "anywidget" in e], errors
     finally:
