@@ -224,7 +224,7 @@ def main() -> None:
         answer_nb, outputs, size = saved_notebook(args.tokens)
         print(
             f"saved .ipynb after a {args.tokens:,}-token answer ({answer_nb:,} bytes): outputs "
-            f"{outputs:,} bytes = {outputs / answer_nb:.2f} x answer (text/markdown + "
+            f"{outputs:,} bytes = {outputs / answer_nb:.2f} x answer (text/html + "
             f"text/plain), whole file {size:,} bytes"
         )
 

@@ -5,7 +5,7 @@
 Runs each notebook with nbclient in its own folder (as nbval and JupyterLab do), then drops
 what only makes sense inside a live front end: outputs that are nothing but a widget view
 (their models are gone once the kernel stops, and nbval ignores them) and the saved widget
-state. What stays is the ``text/markdown`` / ``text/plain`` result of every cell, which is what
+state. What stays is the ``text/html`` / ``text/plain`` result of every cell, which is what
 GitHub, nbviewer and ``nbval`` see. Every ``%%llm`` cell ends as one static output (answer, tool
 cards, footer) by itself, so nothing of the answer is lost here. A user's ``config.toml`` and
 adapters folder are ignored (as in the nbval test), so two runs write the same bytes.

@@ -83,9 +83,11 @@ def words(n: int) -> list[str]:
 
 
 #: Markdown that a line scan could take for code where a renderer does not (and the reverse),
-#: each hiding an image and raw HTML, and link targets that decode to ``javascript:``:
-#: ``render.escape_raw_html`` must leave nothing in them that a renderer turns into an element
-#: (an image, a script, an event handler) or a ``javascript:``/``data:`` link.
+#: each hiding an image and raw HTML, and link targets that decode to ``javascript:``: found
+#: against the regex sanitizer that came before markdown-it and nh3, and kept as attacks on
+#: both renderers (the final output, test_safe_html.py, and the live pane, test_browser.py).
+#: Neither may turn anything in them into an element (an image, a script, an event handler)
+#: or a ``javascript:``/``data:`` link.
 _HIDDEN = "![x](https://evil.example/{n}.png) <img src=x onerror=alert({n})>"
 INERT_TRICKS: dict[str, str] = {
     "plain": _HIDDEN,

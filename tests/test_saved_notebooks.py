@@ -102,8 +102,9 @@ def test_each_llm_cell_is_one_static_display(executed: tuple[Any, int]) -> None:
         outs = _outputs(cell)
         assert len(outs) == 1, [o["data"].keys() for o in outs]
         data = outs[0]["data"]
-        assert "text/plain" in data
-        assert "text/markdown" in data or "text/html" in data
+        # sanitized HTML and plain text only: no reader re-reads the answer as Markdown
+        assert set(data) == {"text/html", "text/plain"}, set(data)
+        assert 'class="notebook-llm-final tex2jax_ignore mathjax_ignore"' in data["text/html"]
 
 
 def test_tool_call_card_and_footer_are_in_the_static_output(executed: tuple[Any, int]) -> None:
@@ -171,14 +172,19 @@ def test_a_headless_run_stores_no_widget_state(executed: tuple[Any, int]) -> Non
     assert not state.get("state"), sorted(m["model_name"] for m in state["state"].values())
 
 
-def test_a_card_stays_one_html_line_whatever_the_arguments_hold() -> None:
+def test_a_card_keeps_its_text_as_text_whatever_the_arguments_hold() -> None:
     from notebook_llm.widgets.final import FinalView, ToolCallInfo
 
     call = ToolCallInfo("f", '{"a": "x\n\n# not a heading"}', "line 1\n\nline <2>", "ok")
     view = FinalView("answer", tools=[call], footer="mock:tools · done")
-    markdown = view._repr_mimebundle_()["text/markdown"]
-    card = next(b for b in markdown.split("\n\n") if "notebook-llm-tool" in b)
-    assert "\n" not in card  # a blank line would end the HTML block mid-card
-    assert "# not a heading" in card
-    assert "&lt;2&gt;" in card
-    assert markdown.rstrip().endswith("mock:tools · done</div>")
+    html = view._repr_mimebundle_()["text/html"]
+    card = html[html.index('<div class="notebook-llm-tool"') : html.index("<p>answer</p>")]
+    assert (
+        '<pre style="margin:2px 0;white-space:pre-wrap">{"a": "x\n\n# not a heading"}</pre>' in card
+    )
+    assert "line 1\n\nline &lt;2&gt;</pre>" in card  # a blank line ends nothing in HTML
+    assert "<h1>" not in html
+    assert html.endswith(
+        '<div class="notebook-llm-footer" style="opacity:0.75;font-size:90%">'
+        "mock:tools · done</div></div>"
+    )

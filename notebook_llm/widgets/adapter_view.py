@@ -16,6 +16,7 @@ from typing import Any
 from ..errors import LlmError
 from ..lua.lines import lua_line_of
 from ..secrets import redact
+from .safe_html import isolated
 
 __all__ = [
     "Rich",
@@ -47,7 +48,9 @@ class Rich:
     def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, str]:
         out = {"text/plain": self.plain}
         if self.html is not None:
-            out["text/html"] = self.html
+            # Kept out of MathJax: an adapter's error or a provider's text may hold TeX that
+            # carries a link or a style (see safe_html.isolated).
+            out["text/html"] = isolated(self.html, "output")
         return out
 
     def __repr__(self) -> str:

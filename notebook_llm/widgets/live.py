@@ -4,7 +4,8 @@ Why: re-sending the open paragraph on every update (the ipywidgets ``Output`` de
 the answer's bytes. Here the kernel sends each piece of text once, in custom messages
 (``widget.send``) coalesced by :class:`~.stream_view.StreamView` to a few a second, and the
 front end (``static/live_view.js``) appends it and renders the Markdown itself, with marked
-(vendored in ``static/``, MIT). The pane holds the answer's text blocks, the reasoning and the
+(MIT), and cleans the HTML with DOMPurify (Apache-2.0 or MPL-2.0), both vendored in ``static/``
+with their licences. The pane holds the answer's text blocks, the reasoning and the
 tool cards in stream order, and the stats line; the Stop button, the Run/Skip question and the
 error box stay plain ipywidgets around it.
 
@@ -17,11 +18,11 @@ Protocol, kernel -> front end: one message is a JSON list of ops, applied in ord
                        it holds all the arguments so far, and drops the appended text)
     ["s", "line"]      the stats line (after the bold provider:model label)
 
-marked itself (52 KB) does not travel with every view: it is the state of ONE plain widget model
-per kernel (:func:`library`), which every pane names in its ``lib`` trait and the front end
+marked and DOMPurify (52 KB and 87 KB) do not travel with every view: they are the state of ONE
+plain widget model per kernel (:func:`library`), which every pane names in its ``lib`` trait and the front end
 reads once per page through the widget manager. No request goes from the browser to the kernel
 while a cell runs (such a round trip, answered mid-cell, once left a JupyterLab cell showing
-``[*]`` after "Run All"), and a reloaded page gets the library back with the kernel's models.
+``[*]`` after "Run All"), and a reloaded page gets the libraries back with the kernel's models.
 Nothing of the answer is in any widget's state, so no saved notebook or snapshot can hold it.
 
 Keys: text is redacted before it is sent, and a piece is only sent up to a point where no key,
@@ -53,6 +54,12 @@ HOLD_TAIL = 256
 def marked_source() -> str:
     """The vendored marked ESM (read once per kernel process)."""
     return (STATIC / "marked.esm.js").read_text(encoding="utf-8")
+
+
+@cache
+def purify_source() -> str:
+    """The vendored DOMPurify ESM (read once per kernel process)."""
+    return (STATIC / "dompurify.esm.js").read_text(encoding="utf-8")
 
 
 class RedactedStream:
@@ -113,9 +120,11 @@ class RedactedStream:
 
 
 class MarkedLibrary(w.Widget):  # type: ignore[misc]
-    """A model with no view whose state is marked's source (see the module docstring)."""
+    """A model with no view whose state is the sources of marked and DOMPurify (see the module
+    docstring)."""
 
     source = traitlets.Unicode("").tag(sync=True)
+    purify = traitlets.Unicode("").tag(sync=True)
 
 
 _LIBRARY: MarkedLibrary | None = None
@@ -125,7 +134,7 @@ def library() -> MarkedLibrary:
     """The kernel's one library model (made again if someone closed it)."""
     global _LIBRARY
     if _LIBRARY is None or _LIBRARY.comm is None:
-        _LIBRARY = MarkedLibrary(source=marked_source())
+        _LIBRARY = MarkedLibrary(source=marked_source(), purify=purify_source())
     return _LIBRARY
 
 

@@ -14,6 +14,7 @@ from typing import Any
 
 from ..errors import ErrorCode, LlmError
 from ..secrets import redact
+from .safe_html import NO_MATH_CLASSES, clean, isolated, markdown_html
 
 STOPPED_MARK = "[stopped]"
 #: Shown instead of an answer when the model answered nothing (finish stop, no text).
@@ -58,7 +59,8 @@ class ViewStats:
 
 
 class Result:
-    """The final answer as a display object: ``text/markdown`` and ``text/plain``.
+    """The final answer as a display object: sanitized ``text/html`` and ``text/plain`` (see
+    :mod:`.safe_html`; ``fmt="text"``: ``text/plain`` only).
 
     Deterministic for a deterministic provider (no timings, no ids), so notebooks that display it
     compare equal under nbval.
@@ -77,10 +79,12 @@ class Result:
         plain = self.text + (f"\n{STOPPED_MARK}" if self.stopped else "")
         if self.fmt == "text":
             return {"text/plain": plain}
-        markdown = escape_raw_html(self.text) + (f"\n\n*{STOPPED_MARK}*" if self.stopped else "")
+        body = markdown_html(self.text)
+        if self.stopped:
+            body += f"<p><em>{STOPPED_MARK}</em></p>"
         if self.reasoning:
-            markdown = f"{reasoning_details(self.reasoning)}\n\n{markdown}"
-        return {"text/markdown": markdown, "text/plain": plain}
+            body = reasoning_html(self.reasoning) + body
+        return {"text/html": isolated(clean(body)), "text/plain": plain}
 
     def __repr__(self) -> str:
         return self.text
@@ -100,162 +104,12 @@ class JsonResult:
         return data
 
 
-# A fenced code block: its opening fence starts the line, and a backtick fence's info string
-# has no backtick (CommonMark: then it is no fence). Where it ends is CommonMark's rule. Where a
-# renderer disagrees (a container, a link title, math, a table that holds the fence line), it
-# reads the block as prose, which _code_block makes harmless.
-_FENCE_OPEN = re.compile(r"^(?:(`{3,})[^`]*|(~{3,}).*)$", re.DOTALL)
-_FENCE_CLOSE = re.compile(r"^ {0,3}(`{3,}|~{3,})[ \t]*$")
-# What would act if a renderer read a code block as prose: raw HTML, an image, a link target.
-_NOT_INERT = re.compile(r"<|!\[|\]\(|\]:")
-# What may be a code span. Its text is never passed on as Markdown (see _code_html), so a span
-# this finds where Markdown sees none only changes how the text looks, never what it does.
-_CODE_SPAN = re.compile(r"(?<!`)(`+)(?!`).+?(?<!`)\1(?!`)", re.DOTALL)
-_AUTOLINK = re.compile(r"<(?:https?|mailto):[^<>\s]*>", re.IGNORECASE)
-# A link's destination: after any "](" or "]:" (a reference definition's label may span lines
-# or hold "\]"), on the same line or the next.
-_LINK_DEST = re.compile(r"(\](?:\(|:)\s*<?)([^\s)>]*)")
-_SCHEME = re.compile(r"([a-z][a-z0-9+.-]*):")
-# A backslash escape of ASCII punctuation, which a renderer removes from a link destination.
-_BACKSLASH_ESCAPE = re.compile(r"\\([!-/:-@\[-`{-~])")
-# An image (``![alt](url)``, ``![alt][ref]``) not already escaped: an even run of backslashes
-# before its ``!`` (``\\![`` is a backslash, then an image).
-_IMAGE = re.compile(r"(?<!\\)((?:\\\\)*)!\[")
-
-
-def safe_url(url: str) -> bool:
-    """Whether a link may point at ``url``: relative, or ``http``/``https``/``mailto`` once its
-    backslash escapes and character references are decoded (again and again: a renderer may
-    decode once, the browser once more) and control characters and spaces dropped (what a
-    browser does). The rule ``safeUrl`` in ``static/live_view.js`` applies to links (it also
-    lets an image be a ``data:image/...`` URL, which this does not)."""
-    previous = None
-    while previous != url:
-        previous, url = url, html.unescape(_BACKSLASH_ESCAPE.sub(r"\1", url))
-    plain = re.sub(r"[\x00-\x20\x7f]", "", url).lower()
-    scheme = _SCHEME.match(plain)
-    return scheme is None or scheme.group(1) in ("http", "https", "mailto")
-
-
-def _safe_link(m: re.Match[str]) -> str:
-    return m.group(1) + (m.group(2) if safe_url(m.group(2)) else "#")
-
-
-def _references(text: str) -> str:
-    """``text`` with every character but letters, digits and spaces as a character reference:
-    inert as Markdown, as HTML and as an attribute value."""
-    return "".join(c if c.isalnum() or c == " " else f"&#{ord(c)};" for c in text)
-
-
-def _code_block(lines: list[str], fence: str, closed: bool) -> str:
-    """A fenced code block (``closed``: its last line is the closing fence), kept as it is when
-    it would be harmless read as prose (no ``<``, ``![``, ``](`` or ``]:``), else as one line of
-    ``<pre><code>`` with its text as character references: inert however a renderer reads that
-    line (it loses the fence's highlighting)."""
-    text = "".join(lines)
-    if not _NOT_INERT.search(text):
-        return text
-    words = lines[0].strip().lstrip(fence[0]).split()
-    info = re.sub(r"[^\w+-]", "", words[0]) if words else ""
-    body = lines[1:-1] if closed else lines[1:]
-    css = f' class="language-{info}"' if info else ""
-    end = "\n" if text.endswith("\n") else ""
-    return f"<pre><code{css}>{_references(''.join(body))}</code></pre>{end}"
-
-
-def _inert(text: str) -> str:
-    # An image becomes "!" and a link to it: the browser would fetch a remote one as soon as it
-    # is shown, and a URL an answer chose can carry what the answer knows (a prompt-injected
-    # answer leaking the conversation). The live pane does the same (static/live_view.js).
-    return _IMAGE.sub(r"\1\\![", text.replace("<", "&lt;"))
-
-
-def _escape_prose(text: str) -> str:
-    out, pos = [], 0
-    for m in _AUTOLINK.finditer(text):
-        out += [_inert(text[pos : m.start()]), m.group(0)]
-        pos = m.end()
-    out.append(_inert(text[pos:]))
-    return _LINK_DEST.sub(_safe_link, "".join(out))
-
-
-def _code_html(m: re.Match[str]) -> str:
-    """A code span as ``<code>`` with every character but letters, digits and spaces written
-    as a character reference: it shows as Markdown would show the span, and if Markdown would
-    not have read a span there (a backtick in a link target, a heading, after ``\\``), it is
-    still only text: no ``<``, no ``![``, no backtick that could pair with another."""
-    ticks = len(m.group(1))
-    body = m.group(0)[ticks:-ticks].replace("\r\n", " ").replace("\n", " ")
-    if len(body) > 2 and body[0] == " " and body[-1] == " " and body.strip():
-        body = body[1:-1]  # CommonMark strips one space on each side
-    return f"<code>{_references(body)}</code>"
-
-
-def reasoning_details(reasoning: str) -> str:
-    """The reasoning as a collapsed ``<details>`` block of quoted Markdown (raw HTML as text)."""
-    quoted = escape_raw_html(reasoning).replace("\n", "\n> ")
-    return f"<details><summary>Reasoning</summary>\n\n> {quoted}\n\n</details>"
-
-
-def escape_raw_html(markdown: str) -> str:
-    """``markdown`` made inert for a trusted renderer: raw HTML shows as text (every ``<``
-    becomes ``&lt;``), a link target that is not relative, ``http``, ``https`` or ``mailto``
-    (:func:`safe_url`) becomes ``#``, and an image becomes a link to it (``\\![alt](url)``:
-    nothing is fetched until the reader clicks). ``<https://...>`` autolinks are kept; code
-    spans become ``<code>`` with their text as character references (:func:`_code_html`); a
-    fenced block is kept when it would be harmless read as prose, else written the same way
-    (:func:`_code_block`).
-
-    Why by hand: an answer is untrusted, and JupyterLab renders the outputs of a cell the user
-    ran as *trusted*, without its sanitizer, so an ``<img onerror=...>`` in an answer would run.
-    No Markdown library rewrites Markdown source (they render it); this keeps the answer's
-    Markdown for every reader (GitHub, nbviewer, nbconvert). It never relies on finding code
-    exactly as a renderer would (a review found a dozen ways they differ): what it leaves as
-    it is would be harmless read as prose, and what it takes for code is written out as
-    references."""
-    out: list[str] = []
-    fence = ""
-    prose: list[str] = []
-    block: list[str] = []
-
-    def flush() -> None:
-        if prose:
-            text = "".join(prose)
-            pos = 0
-            for m in _CODE_SPAN.finditer(text):
-                out.extend([_escape_prose(text[pos : m.start()]), _code_html(m)])
-                pos = m.end()
-            out.append(_escape_prose(text[pos:]))
-            prose.clear()
-
-    # Markdown's line endings only (str.splitlines also splits at \f, \x1c, \u2028...: a fence
-    # "opened" there would be kept where a renderer reads one line of prose).
-    lines = markdown.replace("\r\n", "\n").replace("\r", "\n").split("\n")
-    for n, line in enumerate(lines):
-        line += "\n" if n < len(lines) - 1 else ""
-        bare = line.rstrip("\n")
-        if fence:
-            block.append(line)
-            m = _FENCE_CLOSE.match(bare)
-            if m and m.group(1)[0] == fence[0] and len(m.group(1)) >= len(fence):
-                out.append(_code_block(block, fence, closed=True))
-                block.clear()
-                fence = ""
-            continue
-        m = _FENCE_OPEN.match(bare)
-        if m:
-            flush()
-            fence = m.group(1) or m.group(2)
-            block.append(line)
-        elif not line.strip():  # a blank line ends any code span
-            flush()
-            out.append(line)
-        else:
-            prose.append(line)
-    flush()
-    if block:  # a fence never closed: the block runs to the end
-        out.append(_code_block(block, fence, closed=False))
-    return "".join(out)
+def reasoning_html(reasoning: str) -> str:
+    """The reasoning as a collapsed ``<details>`` holding it as sanitized Markdown."""
+    return (
+        '<details class="notebook-llm-reasoning"><summary>Reasoning</summary>'
+        f"<blockquote>{markdown_html(reasoning)}</blockquote></details>"
+    )
 
 
 _FENCE = re.compile(r"^\s*(```|~~~)[^\n]*\n(.*?)\n?\1\s*$", re.DOTALL)
@@ -297,6 +151,9 @@ _HINTS = {
 }
 
 
+ERROR_STYLE = "border-left:4px solid #d33;padding:4px 8px;background:#dd333314"
+
+
 class ErrorBox:
     """A short, readable error: code, provider, message and what to do. No traceback."""
 
@@ -315,17 +172,19 @@ class ErrorBox:
         return "\n".join(lines)
 
     def html(self) -> str:
+        """The box as HTML, every string escaped (a message is untrusted: a provider's). Also
+        shown by the live view's error widget, so it is complete by itself."""
         e = html.escape
         where = f" &middot; {e(self.provider)}" if self.provider else ""
         hint = f"<div><b>What to do:</b> {e(self.hint)}</div>" if self.hint else ""
         return (
-            '<div class="notebook-llm-error" style="border-left:4px solid #d33;padding:4px 8px;'
-            'background:rgba(221,51,51,.08)">'
-            f"<div><b>{e(self.code)}</b>{where}</div><div>{e(self.message)}</div>{hint}</div>"
+            f'<div class="notebook-llm-error {NO_MATH_CLASSES}" style="{ERROR_STYLE}">'
+            f"<div><b>{e(self.code)}</b>{where}</div>"
+            f'<div style="white-space:pre-wrap">{e(self.message)}</div>{hint}</div>'
         )
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
-        return {"text/html": self.html(), "text/plain": self.text()}
+        return {"text/html": isolated(clean(self.html()), "output"), "text/plain": self.text()}
 
     def __str__(self) -> str:  # display() outside IPython prints str(obj)
         return self.text()

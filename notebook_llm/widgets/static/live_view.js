@@ -1,88 +1,75 @@
 // notebook_llm live view: the anywidget front end of notebook_llm/widgets/live.py (read its
 // docstring for the message protocol). Hand-written: it appends each delta once and renders the
-// Markdown here, with marked (vendored next to this file, MIT), read once per browser page from
-// the kernel's library model (the pane's "lib" trait names it).
+// Markdown here, with marked (MIT) and DOMPurify (Apache-2.0 or MPL-2.0), both vendored next to
+// this file and read once per browser page from the kernel's library model (the pane's "lib"
+// trait names it).
 //
 // Safety: the answer is untrusted. marked's raw-HTML tokens are rendered escaped (as text), and
-// the produced HTML is parsed into an inert <template> and passed through an allow-list (tags,
-// attributes, URL schemes) before it reaches the page: no script, no event handler, no
-// javascript: URL. Tool cards are HTML built and escaped by the kernel (render.tool_card_html);
-// the argument text streamed after a card was shown is appended to it as text.
+// the produced HTML goes through DOMPurify (allowed tags and attributes below, the URL rule and
+// images-as-links in its hooks) before it reaches the page: no script, no event handler, no
+// javascript: or data: URL, no image. Tool cards are HTML built and escaped by the kernel
+// (render.tool_card_html); the argument text streamed after a card was shown is appended to it
+// as text.
 
 const PANES = new Map(); // model key -> {blocks: Map(id -> block), order: [], stats, views}
-let LIB = null; // the marked instance, once loaded on this page
-let LIB_WAIT = null; // a Promise while it is being fetched
-const WAITERS = new Set(); // views to re-render when the library arrives
+let LIB = null; // {marked, purify}, once loaded on this page
+let LIB_WAIT = null; // a Promise while they are being fetched
+const WAITERS = new Set(); // views to re-render when the libraries arrive
 
-const TAGS = new Set(
-  ("p h1 h2 h3 h4 h5 h6 ul ol li pre code blockquote em strong del s a img br hr table thead " +
-    "tbody tr th td input span div sup sub").split(" "),
-);
-const ATTRS = new Set(["href", "src", "alt", "title", "align", "start", "type", "checked",
-  "disabled", "class"]);
+const PURIFY = {
+  ALLOWED_TAGS: ("p h1 h2 h3 h4 h5 h6 ul ol li pre code blockquote em strong del s a br hr " +
+    "table thead tbody tr th td input span div sup sub").split(" "),
+  ALLOWED_ATTR: ["href", "title", "align", "start", "type", "checked", "disabled", "class"],
+  // The same rule as the hook's, for DOMPurify's own check: http, https, mailto or relative.
+  ALLOWED_URI_REGEXP: /^(?:(?:https?|mailto):|[^a-z]|[a-z+.-]+(?:[^a-z+.\-:]|$))/i,
+  ALLOW_DATA_ATTR: false,
+  ALLOW_ARIA_ATTR: false,
+  RETURN_DOM_FRAGMENT: true,
+};
+const SCHEMES = new Set(["http:", "https:", "mailto:"]);
 
-function plainUrl(url) {
-  return String(url).replace(/[\u0000-\u0020\u007f]/g, "").toLowerCase();
-}
-
-// Exactly an inline image: the raw value, not normalized (a browser drops only some control
-// characters, so "d\u0001ata:image/..." would pass a normalized test and load as a relative
-// URL), and a data: URL as the browser itself parses it.
-function isDataImage(url) {
-  const raw = String(url);
-  if (!/^data:image\/(png|gif|jpe?g|webp);/i.test(raw)) return false;
+// A link may point at url if the browser itself reads it as http, https or mailto; a relative
+// URL resolves against the (placeholder) https base. The same rule as the kernel's
+// (safe_html.safe_link), for the final output.
+function safeUrl(url) {
   try {
-    return new URL(raw, document.baseURI).protocol === "data:";
+    return SCHEMES.has(new URL(String(url), "https://relative.invalid/").protocol);
   } catch {
     return false;
   }
 }
 
-function safeUrl(url, image) {
-  const scheme = /^([a-z][a-z0-9+.-]*):/.exec(plainUrl(url));
-  if (!scheme) return true; // relative, #anchor
-  if (["http", "https", "mailto"].includes(scheme[1])) return true;
-  return image && isDataImage(url);
-}
-
-// An image that is not inline data becomes a link to it: the browser fetches a remote image as
-// soon as it is shown, and a URL the answer chose can carry what the answer knows (a
-// prompt-injected answer leaking the conversation). The kernel does the same in the final
-// Markdown (render.escape_raw_html). Nothing inside the inert <template> is fetched.
+// An image becomes a link to it: the browser fetches a remote image as soon as it is shown,
+// and a URL the answer chose can carry what the answer knows (a prompt-injected answer leaking
+// the conversation). The kernel does the same in the final output (safe_html). DOMPurify
+// parses into an inert document: nothing there is fetched.
 function imageLink(img) {
   const src = img.getAttribute("src") || "";
-  const a = document.createElement("a");
-  if (safeUrl(src, false)) a.setAttribute("href", src);
-  a.setAttribute("target", "_blank");
-  a.setAttribute("rel", "noopener noreferrer");
+  const a = img.ownerDocument.createElement("a");
+  if (safeUrl(src)) a.setAttribute("href", src);
   a.textContent = "image: " + (img.getAttribute("alt") || src);
   return a;
 }
 
-function clean(node) {
-  for (const el of [...node.querySelectorAll("*")]) {
-    const tag = el.tagName.toLowerCase();
-    if (!TAGS.has(tag) || (tag === "input" && el.getAttribute("type") !== "checkbox")) {
-      el.replaceWith(document.createTextNode(el.textContent || ""));
-      continue;
-    }
-    if (tag === "img" && !isDataImage(el.getAttribute("src") || "")) {
-      el.replaceWith(imageLink(el));
-      continue;
-    }
-    for (const attr of [...el.attributes]) {
-      const name = attr.name.toLowerCase();
-      const url = name === "href" || name === "src";
-      if (!ATTRS.has(name) || (url && !safeUrl(attr.value, tag === "img"))) {
-        el.removeAttribute(attr.name);
+function configure(purify) {
+  purify.addHook("uponSanitizeElement", (node, data) => {
+    // Replaced in place: DOMPurify's walk goes on with the link (its href is checked below);
+    // the detached image is then dropped (img is not an allowed tag).
+    if (data.tagName === "img" && node.parentNode) node.replaceWith(imageLink(node));
+  });
+  purify.addHook("afterSanitizeAttributes", (node) => {
+    if (node.nodeName === "A") {
+      if (node.hasAttribute("href") && !safeUrl(node.getAttribute("href"))) {
+        node.removeAttribute("href");
       }
+      node.setAttribute("target", "_blank");
+      node.setAttribute("rel", "noopener noreferrer");
+    } else if (node.nodeName === "INPUT") {
+      node.setAttribute("type", "checkbox"); // marked's task-list boxes, and nothing else
+      node.setAttribute("disabled", "");
     }
-    if (tag === "a") {
-      el.setAttribute("target", "_blank");
-      el.setAttribute("rel", "noopener noreferrer");
-    }
-  }
-  return node;
+  });
+  return purify;
 }
 
 function escapeHtml(text) {
@@ -91,29 +78,44 @@ function escapeHtml(text) {
   );
 }
 
-function fragment(html, sanitize) {
+// Kernel-built HTML (a tool card) as nodes; Markdown's HTML goes through DOMPurify instead.
+function fragment(html) {
   const t = document.createElement("template");
   t.innerHTML = html;
-  return sanitize ? clean(t.content) : t.content;
+  return t.content;
+}
+
+function clean(html) {
+  return LIB.purify.sanitize(html, PURIFY);
+}
+
+async function importSource(source) {
+  const url = URL.createObjectURL(new Blob([source], { type: "text/javascript" }));
+  try {
+    return await import(/* webpackIgnore: true */ url);
+  } finally {
+    URL.revokeObjectURL(url);
+  }
 }
 
 async function loadLib(model) {
   if (LIB || LIB_WAIT) return;
-  let url = null;
   try {
     LIB_WAIT = model.widget_manager.get_model(model.get("lib"));
-    const source = (await LIB_WAIT).get("source");
-    url = URL.createObjectURL(new Blob([source], { type: "text/javascript" }));
-    const mod = await import(/* webpackIgnore: true */ url);
-    const marked = new mod.Marked({ gfm: true, breaks: false });
+    const lib = await LIB_WAIT;
+    const [markedModule, purifyModule] = await Promise.all([
+      importSource(lib.get("source")),
+      importSource(lib.get("purify")),
+    ]);
+    const marked = new markedModule.Marked({ gfm: true, breaks: false });
     marked.use({ renderer: { html: (token) => escapeHtml(token.text || token.raw || "") } });
-    LIB = marked;
+    const purify = purifyModule.default;
+    if (!purify || !purify.isSupported) throw new Error("DOMPurify is not supported here");
+    LIB = { marked, purify: configure(purify) };
   } catch (err) {
     console.warn("notebook_llm: no Markdown library, the live view shows plain text", err);
     LIB_WAIT = null; // the next view tries again
     return;
-  } finally {
-    if (url) URL.revokeObjectURL(url);
   }
   for (const view of WAITERS) view.redraw();
   WAITERS.clear();
@@ -213,7 +215,7 @@ class View {
   // appended since, as text into its first <pre> (the arguments).
   card(node, block) {
     if (node.html !== block.html) {
-      node.el.replaceChildren(fragment(block.html, false));
+      node.el.replaceChildren(fragment(block.html));
       node.html = block.html;
       node.shown = 0;
     }
@@ -233,7 +235,7 @@ class View {
       return;
     }
     node.open.style.whiteSpace = "";
-    const tokens = LIB.lexer(rest);
+    const tokens = LIB.marked.lexer(rest);
     let k = tokens.length - 1;
     while (k >= 0 && tokens[k].type === "space") k--;
     let j = k - 1;
@@ -244,12 +246,12 @@ class View {
       const raw = done.map((t) => t.raw).join("");
       if (rest.startsWith(raw)) {
         done.links = tokens.links;
-        node.frozen.append(fragment(LIB.parser(done), true));
+        node.frozen.append(clean(LIB.marked.parser(done)));
         node.cut += raw.length;
         rest = rest.slice(raw.length);
       }
     }
-    node.open.replaceChildren(fragment(LIB.parse(rest), true));
+    node.open.replaceChildren(clean(LIB.marked.parse(rest)));
   }
 }
 
