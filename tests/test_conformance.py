@@ -396,7 +396,7 @@ def _whole_bodies(tmp_path: Path) -> list[Path]:
 
 
 def _as_json(events: list[Event]) -> list[dict[str, object]]:
-    return [e.to_json() for e in events]
+    return [e.to_dict() for e in events]
 
 
 @pytest.mark.parametrize("provider", [*PROVIDERS, "github"])

@@ -224,7 +224,7 @@ def diff_completion(completion: Completion, expected: Mapping[str, Any]) -> list
         got = completion.usage
         if want_usage is None or got is None:
             if (want_usage is None) != (got is None):
-                diffs.append(FieldDiff("usage", want_usage, got.to_json() if got else None))
+                diffs.append(FieldDiff("usage", want_usage, got.to_dict() if got else None))
         else:
             for key, value in want_usage.items():
                 attr = _USAGE_ALIASES.get(key)
@@ -258,9 +258,9 @@ def event_rows(events: Sequence[Event]) -> list[tuple[int, str, str, str]]:
         elif isinstance(ev, ToolCallDelta):
             detail = (f"{ev.name} " if ev.name else "") + f"[{ev.id}] {ev.arguments_delta!r}"
         elif isinstance(ev, BlockEnd):
-            detail = json.dumps(ev.block.to_json(), ensure_ascii=False)
+            detail = json.dumps(ev.block.to_dict(), ensure_ascii=False)
         elif isinstance(ev, Usage):
-            detail = json.dumps(ev.usage.to_json())
+            detail = json.dumps(ev.usage.to_dict())
         else:
             reason = ev.reason
             detail = reason.kind + (
