@@ -183,6 +183,11 @@ class ChunkMapper:
     def finished(self) -> bool:
         return self._finished
 
+    @property
+    def provider(self) -> str | None:
+        """The provider named in this stream's errors."""
+        return self._provider
+
     def mark_end(self) -> None:
         """Record a framing-level end marker (e.g. SSE ``data: [DONE]``)."""
         self._end_seen = True
