@@ -158,18 +158,18 @@ def cli_check(
     and 2 when no fixture was given (a check of nothing is not a pass). With ``strict``, a
     warning (see :func:`payload_warnings`) fails it too, and the verdict line says so."""
     write = out or (lambda s: sys.stdout.write(s + "\n"))
-    if not fixtures:
+    try:
+        report = check_adapter(Path(path), fixtures, expected)
+    except (LlmError, OSError, ValueError) as err:
+        write(redact(f"error: {err}"))
+        return 1
+    if not fixtures and report.load_error is None:
         write(
             "error: no fixtures: give recorded response bodies with --fixtures FILE_OR_DIR "
             "(.sse, .ndjson, .json, or a %llm record .jsonl; the built-in adapters' are in "
             "tests/fixtures/wire/<provider>)"
         )
         return 2
-    try:
-        report = check_adapter(Path(path), fixtures, expected)
-    except (LlmError, OSError, ValueError) as err:
-        write(redact(f"error: {err}"))
-        return 1
     report.strict = strict
     write(report.render_text(events=False))
     return 0 if report.passed else 1
