@@ -58,7 +58,21 @@ WEATHER = {
 OTHER = {"type": "function", "function": {"name": "other", "parameters": {"type": "object"}}}
 
 
-@pytest.mark.parametrize("text", ["", "a", "  lead", "trail  ", TRICKY, "a\n\nb", "!!??", "x" * 50])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "",
+        "a",
+        "  lead",
+        "trail  ",
+        TRICKY,
+        "a\n\nb",
+        "!!??",
+        "x" * 50,
+        "9" * 20,
+        "Überstraßenbahnhof x1y2z3w4v5",
+    ],
+)
 def test_split_tokens_is_lossless(text: str) -> None:
     pieces = split_tokens(text)
     assert "".join(pieces) == text
@@ -70,6 +84,22 @@ def test_count_tokens() -> None:
     assert count_tokens("") == 0
     assert count_tokens("Hello, world!") == 4
     assert count_tokens("  a  b ") == 2
+
+
+def test_long_words_are_split_into_sub_word_pieces_like_a_bpe() -> None:
+    # The teaching notebook says tokens are "pieces of words": the mock must show it.
+    word = "Antidisestablishmentarianism"
+    pieces = split_tokens(word)
+    assert pieces == ["Anti", "dis", "esta", "blish", "ment", "arian", "ism"]
+    assert count_tokens(word) == len(pieces) == 7
+    assert count_tokens("The quick brown fox jumps over the lazy dog.") == 10  # short words: 1
+    assert split_tokens(" understanding") == [" under", "stand", "ing"]
+    assert split_tokens("12345678") == ["123", "456", "78"]  # digits by threes
+    assert count_tokens("2026") == 2
+    assert split_tokens("Hello!") == ["Hello", "!"]
+    long_text = "tokenization internationalization " * 3
+    assert "".join(split_tokens(long_text)) == long_text
+    assert count_tokens(long_text) == len(split_tokens(long_text.strip()))
 
 
 def test_models_listed() -> None:

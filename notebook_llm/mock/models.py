@@ -4,10 +4,13 @@ No I/O happens here. The input is always an OpenAI-chat-like request dict (``mod
 ``messages``, ``tools``, ``max_tokens``); the server converts Anthropic and Ollama requests
 into that shape first.
 
-Token counting (:func:`count_tokens`) is a deterministic approximation: one token per run of
-word characters (``\\w+``) and one per other non-space character (punctuation, symbols).
-Whitespace is free. :func:`split_tokens` splits text into pieces that each hold exactly one
-such token plus the whitespace before it, so ``"".join(split_tokens(t)) == t`` always holds.
+Tokens (:func:`count_tokens`, :func:`split_tokens`) are a deterministic imitation of what a
+BPE tokenizer does, rough but of the right shape: a short word (up to 8 letters) is one token, a
+longer word is split into sub-word pieces (common prefixes and suffixes, then pieces of about
+four letters: ``Antidisestablishmentarianism`` -> ``Anti|dis|esta|blish|ment|arian|ism``), a run
+of digits is split every three digits, and every other non-space character (punctuation,
+symbols) is a token of its own. Whitespace is free: it travels with the token after it, so
+``"".join(split_tokens(t)) == t`` always holds.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ __all__ = [
     "generate",
     "normalize_model",
     "split_tokens",
+    "subwords",
     "tool_arguments",
     "usage_for",
 ]
@@ -53,6 +57,31 @@ LOREM_DEFAULT_TOKENS = 2000
 
 _TOKEN_RE = re.compile(r"\s*(?:\w+|[^\w\s])|\s+", re.UNICODE)
 _COUNT_RE = re.compile(r"\w+|[^\w\s]", re.UNICODE)
+#: A word of up to this many characters is one token (most English words are).
+WHOLE_WORD = 8
+_PREFIXES = ("anti", "counter", "inter", "trans", "under", "over", "super", "dis", "con", "pre")
+_SUFFIXES = (
+    "ization",
+    "ation",
+    "ition",
+    "tion",
+    "sion",
+    "arian",
+    "ment",
+    "ness",
+    "ship",
+    "able",
+    "ible",
+    "less",
+    "ally",
+    "ism",
+    "ist",
+    "ing",
+    "ity",
+    "ous",
+    "ive",
+    "ful",
+)
 _NUMBER_RE = re.compile(r"-?\d+(?:\.\d+)?")
 
 
@@ -182,14 +211,72 @@ class MockReply:
 # ---------------------------------------------------------------------------- tokens
 
 
+def _chunks(stem: str, size: int, least: int) -> list[str]:
+    """``stem`` in pieces of ``size`` characters; a last piece shorter than ``least`` joins the
+    one before it."""
+    pieces = [stem[i : i + size] for i in range(0, len(stem), size)]
+    if len(pieces) > 1 and len(pieces[-1]) < least:
+        pieces[-2:] = [pieces[-2] + pieces[-1]]
+    return pieces
+
+
+def subwords(word: str) -> list[str]:
+    """A word (a ``\\w+`` run) as the sub-word tokens of the mock tokenizer (see the module doc)."""
+    if len(word) <= WHOLE_WORD:
+        return [word] if not word.isdigit() or len(word) <= 3 else _chunks(word, 3, 1)
+    if word.isdigit():
+        return _chunks(word, 3, 1)
+    if not word.isalpha():  # mixed letters and digits: pieces of four
+        return _chunks(word, 4, 3)
+    head: list[str] = []
+    tail: list[str] = []
+    stem = word
+    lower = word.lower()
+    found = True
+    while found and len(stem) > WHOLE_WORD:
+        found = False
+        for prefix in _PREFIXES:
+            if lower.startswith(prefix) and len(lower) - len(prefix) >= 4:
+                head.append(stem[: len(prefix)])
+                stem, lower = stem[len(prefix) :], lower[len(prefix) :]
+                found = True
+                break
+    found = True
+    while found and len(stem) > 4:
+        found = False
+        for suffix in _SUFFIXES:
+            if lower.endswith(suffix) and len(lower) - len(suffix) >= 4:
+                tail.insert(0, stem[-len(suffix) :])
+                stem, lower = stem[: -len(suffix)], lower[: -len(suffix)]
+                found = True
+                break
+    middle = [stem] if len(stem) <= WHOLE_WORD - 2 else _chunks(stem, 4, 3)
+    return head + middle + tail
+
+
 def split_tokens(text: str) -> list[str]:
     """Split ``text`` into one-token pieces (leading whitespace attached); lossless."""
-    return _TOKEN_RE.findall(text)
+    out: list[str] = []
+    for piece in _TOKEN_RE.findall(text):
+        word = piece.lstrip()
+        if len(word) <= 3 or not (word[0].isalnum() or word[0] == "_"):
+            out.append(piece)
+            continue
+        subs = subwords(word)
+        if len(subs) == 1:
+            out.append(piece)
+        else:
+            out.append(piece[: len(piece) - len(word)] + subs[0])
+            out.extend(subs[1:])
+    return out
 
 
 def count_tokens(text: str) -> int:
-    """Approximate token count: word runs plus non-space non-word characters."""
-    return len(_COUNT_RE.findall(text))
+    """Token count of ``text`` by the mock tokenizer (see the module doc)."""
+    n = 0
+    for token in _COUNT_RE.findall(text):
+        n += 1 if len(token) <= 3 else len(subwords(token))
+    return n
 
 
 def _content_text(content: Any) -> str:
@@ -351,11 +438,10 @@ def _lorem(n_tokens: int) -> list[Part]:
         piece = (" " if out else "") + (w.capitalize() if sentence_start else w)
         if end:
             piece += "."
-            count += 1
         if i % 96 == 95:
             piece += "\n\n"
         out.append(piece)
-        count += 1
+        count += count_tokens(piece)
         i += 1
     return [Text(p) for p in _group(out)]
 
