@@ -383,8 +383,9 @@ def _echo(text: str) -> list[Part]:
 
 
 def _reasoning(text: str) -> list[Part]:
+    n = count_tokens(text)
     thought = (
-        f'The user wrote {count_tokens(text)} tokens: "{text}". '
+        f'The user wrote {n} token{"" if n == 1 else "s"}: "{text}". '
         "I will answer by repeating the message back exactly."
     )
     return [Reasoning(p) for p in _group(split_tokens(thought))] + _echo(text)
