@@ -292,3 +292,43 @@ def test_a_recording_with_none_of_the_adapters_exchanges_is_one_line(tmp_path: P
 def _no_default_engine() -> Iterator[None]:
     yield
     set_default_engine(None)
+
+
+def _adapter_magic(line: str, cell: str | None = None) -> tuple[str, str]:
+    """Run ``%adapter`` / ``%%adapter`` on a fresh engine: (text/plain, text/html)."""
+    from notebook_llm.magics.adapter_magics import AdapterMagics
+
+    sh = InteractiveShell.instance()
+    engine = Engine(config_file=False, env_file=False)
+    magics = AdapterMagics(sh, engine=engine)
+    sh.register_magics(magics)
+    try:
+        with capture_output():
+            sh.run_cell_magic("adapter", "", cell or GOOD)
+        with capture_output() as cap:
+            sh.run_line_magic("adapter", line)
+    finally:
+        magics.close()
+    outs = [o.data for o in cap.outputs]
+    return (
+        "\n".join(o.get("text/plain", "") for o in outs),
+        "\n".join(o.get("text/html", "") for o in outs),
+    )
+
+
+def test_adapter_test_fails_a_dropped_field(tmp_path: Path) -> None:
+    body = tmp_path / "tok_stream.sse"
+    body.write_bytes(BODY)
+    text, html = _adapter_magic(f"test tokapi {body} --no-requests", BUGGY)
+    assert text.startswith("adapter tokapi 1 (cell): FAIL")
+    assert "choices[0].delta.tok" in text
+    assert "FAIL" in html
+
+
+def test_adapter_test_replays_only_the_adapters_exchanges_of_a_recording(tmp_path: Path) -> None:
+    path = _recording(tmp_path)
+    text, html = _adapter_magic(f"test tokapi {path} --no-requests")
+    assert text.startswith("adapter tokapi 1 (cell): PASS - 1/1 fixtures")
+    assert "warning" not in text
+    assert "skipped 3 made by other adapters" in text
+    assert "skipped 3 made by other adapters" in html

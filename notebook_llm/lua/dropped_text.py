@@ -46,7 +46,6 @@ CONTENT_KEYS = frozenset(
         "partial_json",
         "arguments",
         "response",
-        "refusal",
     }
 )
 #: Keys whose value describes the request or the response, never answers it.
@@ -84,6 +83,9 @@ _NOT_ANSWER = frozenset(
         "obfuscation",
         "signature",
         "logprobs",
+        # OpenAI's refusal text: no built-in adapter maps it yet, and a refusal-only answer is
+        # the model's, not a script's mistake to report
+        "refusal",
     }
 )
 _TWO_WORDS = re.compile(r"[^\W\d_][\W_]*\s+\W*[^\W\d_]")
