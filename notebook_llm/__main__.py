@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
+import re
 import sys
 from collections.abc import Sequence
 
+from .dash_options import single_dash_long_option
 from .engine import Engine
 from .errors import LlmError
 from .protocol import (
@@ -28,6 +31,40 @@ WEATHER = ToolSchema(
 )
 
 
+def _colour() -> bool:
+    """Colour only for a person at a terminal: not when piped or redirected, and never with
+    ``NO_COLOR`` set to anything (https://no-color.org)."""
+    return not os.environ.get("NO_COLOR") and sys.stdout.isatty()
+
+
+def _sgr(code: str) -> str:
+    """An ANSI style (``"1"`` bold, ``"2"`` dim, ``"0"`` reset), or nothing without colour."""
+    return f"\033[{code}m" if _colour() else ""
+
+
+def _plain(text: str) -> str:
+    """Docstring text for ``--help``: reST ``literals`` without their backticks."""
+    return re.sub(r"``(.+?)``", r"\1", text)
+
+
+def _dash_hint(parser: argparse.ArgumentParser, argv: Sequence[str]) -> str | None:
+    """ "did you mean --max-tokens?" for a long option typed with one dash (see
+    :mod:`notebook_llm.dash_options`), over every option of every subcommand."""
+    parsers = [parser]
+    for action in parser._actions:  # argparse keeps its subparsers here (no public accessor)
+        if isinstance(action, argparse._SubParsersAction):
+            parsers.extend(action.choices.values())
+    long_options: list[str] = []
+    valued: list[str] = []
+    for p in parsers:
+        for option, action in p._option_string_actions.items():
+            if option.startswith("--"):
+                long_options.append(option)
+            if action.nargs != 0:
+                valued.append(option)
+    return single_dash_long_option(argv, long_options, valued)
+
+
 async def _print_stream(
     engine: Engine, provider: str, model: str | None, prompt: str, **kw: object
 ) -> LlmError | None:
@@ -37,10 +74,10 @@ async def _print_stream(
     failure: LlmError | None = None
     async for ev in engine.stream(provider, model, prompt=prompt, **kw):  # type: ignore[arg-type]
         if isinstance(ev, BlockStart) and ev.block_type == "reasoning":
-            out.write("\033[2m[thinking] ")
+            out.write(_sgr("2") + "[thinking] ")
             thinking = True
         elif isinstance(ev, BlockStart) and ev.block_type == "text" and thinking:
-            out.write("\033[0m\n")
+            out.write(_sgr("0") + "\n")
             thinking = False
         elif isinstance(ev, BlockStart) and ev.block_type == "tool-call":
             out.write("\n[tool call] ")
@@ -53,7 +90,7 @@ async def _print_stream(
             out.write(")")
         elif isinstance(ev, Usage):
             u = ev.usage
-            out.write(f"\033[0m\n  · {u.input_tokens} in / {u.output_tokens} out tokens")
+            out.write(f"{_sgr('0')}\n  · {u.input_tokens} in / {u.output_tokens} out tokens")
         elif isinstance(ev, Finish):
             reason = ev.reason
             failure = reason.failure
@@ -65,7 +102,7 @@ async def _print_stream(
 
 def _demo(args: argparse.Namespace) -> int:
     engine = default_engine()
-    print("notebook_llm demo: the offline `mock` provider through the openai Lua adapter and a")
+    print("notebook_llm demo: the offline mock provider through the openai Lua adapter and a")
     print("loopback server (no key, no network). In Jupyter: %load_ext notebook_llm, then %%llm.\n")
     runs: list[tuple[str, str, dict[str, object]]] = [
         ("echo", "Hello from notebook_llm! Every piece of this streamed back.", {}),
@@ -74,7 +111,7 @@ def _demo(args: argparse.Namespace) -> int:
         ("lorem", "Write a lot.", {"max_tokens": 30}),
     ]
     for model, prompt, kw in runs:
-        print(f"\033[1m%%llm mock:{model}\033[0m  {prompt}")
+        print(f"{_sgr('1')}%%llm mock:{model}{_sgr('0')}  {prompt}")
         asyncio.run(_print_stream(engine, "mock", model, prompt, **kw))
         print()
     return 0
@@ -99,6 +136,13 @@ def _ask(args: argparse.Namespace) -> int:
     return 0
 
 
+#: What the offline providers' adapters are (the README's provider table says the same).
+_ADAPTER_NOTES = {
+    "mock": "the openai Lua adapter against a loopback mock server",
+    "mock-direct": "Python, no HTTP: the mock models' events directly",
+}
+
+
 def _providers(args: argparse.Namespace) -> int:
     engine = default_engine()
     for name in engine.provider_names():
@@ -108,7 +152,9 @@ def _providers(args: argparse.Namespace) -> int:
             if not cfg.needs_key
             else ("key set" if engine.has_key(name) else f"needs {cfg.api_key_env}")
         )
-        print(f"{name:12} adapter={cfg.adapter:10} model={cfg.model or '-':28} {key}")
+        note = _ADAPTER_NOTES.get(name)
+        line = f"{name:12} adapter={cfg.adapter:10} model={cfg.model or '-':28} {key}"
+        print(line + (f"  ({note})" if note else ""))
     return 0
 
 
@@ -131,7 +177,9 @@ def _draft_adapter(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m notebook_llm", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="python -m notebook_llm", description=_plain(__doc__ or "")
+    )
     sub = parser.add_subparsers(dest="command")
     sub.add_parser("demo", help="stream a few answers from the offline mock provider")
     ask = sub.add_parser("ask", help="ask one question and stream the answer")
@@ -150,10 +198,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     check.add_argument(
         "--strict",
         action="store_true",
-        help="also fail on warnings (an early done, content mapped to nothing)",
+        help="also fail on warnings (an early done; reasoning or usage mapped to nothing)",
     )
     _add_draft_adapter(sub)
-    args = parser.parse_args(argv)
+    words = list(sys.argv[1:] if argv is None else argv)
+    hint = _dash_hint(parser, words)
+    if hint is not None:
+        parser.error(hint)  # usage and the one line, exit status 2 (as argparse's own errors)
+    args = parser.parse_args(words)
     try:
         if getattr(args, "run", None) is not None:
             return int(args.run(args))
@@ -171,6 +223,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # `... | head` closed the pipe: stop quietly, as Unix tools do
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ five rules, so a view can always show what arrived); checking the rules is
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -89,12 +90,17 @@ class Completion:
             "assistant", [b for b in self.blocks if not isinstance(b, TextBlock) or b.text]
         )
 
-    def to_json(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
+        """Blocks, usage and finish in the reference JSON shape, as a dict."""
         return {
-            "blocks": [b.to_json() for b in self.blocks],
-            "usage": self.usage.to_json() if self.usage else None,
-            "finish": self.finish.to_json() if self.finish else None,
+            "blocks": [b.to_dict() for b in self.blocks],
+            "usage": self.usage.to_dict() if self.usage else None,
+            "finish": self.finish.to_dict() if self.finish else None,
         }
+
+    def to_json(self) -> str:
+        """:meth:`to_dict` as JSON text."""
+        return json.dumps(self.to_dict(), ensure_ascii=False)
 
     def __str__(self) -> str:
         return self.text

@@ -83,3 +83,16 @@ def price_of(engine: Engine, provider: str, model: str | None) -> Price | None:
 def cost(usage: TokenUsage, price: Price) -> float:
     """Dollars for ``usage`` at ``price`` (reasoning tokens are part of the output tokens)."""
     return (usage.input_tokens * price[0] + usage.output_tokens * price[1]) / 1_000_000
+
+
+def format_cost(dollars: float) -> str:
+    """A cost as people read it: two significant digits below a cent (``$0.00021``), a floor
+    below a hundredth of a cent (``<$0.0001``), cents from a cent (``$0.13``), and ``$0`` for
+    nothing. Four fixed decimals once printed most single turns as ``$0.0000``."""
+    if dollars <= 0:
+        return "$0"
+    if dollars < 0.0001:
+        return "<$0.0001"
+    if dollars < 0.01:
+        return f"${dollars:.2g}"  # never in exponent form from 1e-4 up
+    return f"${dollars:,.2f}"

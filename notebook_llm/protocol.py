@@ -1,8 +1,9 @@
 """The stream protocol: events, blocks, messages and request options.
 
 Modelled on deepseek-harness's ``StreamChunk``. Python names are snake_case; every event
-serialises with :meth:`to_json` to the reference JSON shape (camelCase keys and a ``type`` tag)
-and :func:`event_from_json` is its inverse, so a stream can be saved, replayed and compared.
+serialises with :meth:`to_dict` to the reference JSON shape (camelCase keys and a ``type`` tag),
+and with :meth:`to_json` to that shape as JSON text; :func:`event_from_json` is their inverse
+(it takes either), so a stream can be saved, replayed and compared.
 
 A stream is a sequence of events obeying five rules (checked by
 :func:`notebook_llm.validate_stream`):
@@ -29,30 +30,57 @@ BlockType = Literal["text", "reasoning", "tool-call"]
 FinishKind = Literal["stop", "tool-calls", "max-tokens", "error", "aborted"]
 Role = Literal["system", "user", "assistant"]
 
+
+class JsonText:
+    """``to_json()``: the object's :meth:`to_dict` as JSON text (what a method of that name is
+    expected to return; the dict is :meth:`to_dict`)."""
+
+    __slots__ = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def to_json(self) -> str:
+        """The reference JSON shape as a JSON string (``json.loads`` gives :meth:`to_dict`)."""
+        return json.dumps(self.to_dict(), ensure_ascii=False)
+
+
+def _mapping(d: Mapping[str, Any] | str) -> Mapping[str, Any]:
+    """A ``from_json`` argument: the dict of :meth:`JsonText.to_dict` or its JSON text."""
+    if isinstance(d, str):
+        try:
+            d = json.loads(d)
+        except ValueError as exc:
+            raise LlmError(f"not JSON: {exc}", ErrorCode.INVALID_OPTIONS) from None
+    if not isinstance(d, Mapping):
+        raise LlmError(f"expected a JSON object, got {type(d).__name__}", ErrorCode.INVALID_OPTIONS)
+    return d
+
+
 # --------------------------------------------------------------------------------------------
 # Blocks
 
 
 @dataclass(slots=True)
-class TextBlock:
+class TextBlock(JsonText):
     text: str
     type: Literal["text"] = field(default="text", init=False)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
         return {"type": "text", "text": self.text}
 
 
 @dataclass(slots=True)
-class ReasoningBlock:
+class ReasoningBlock(JsonText):
     text: str
     type: Literal["reasoning"] = field(default="reasoning", init=False)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
         return {"type": "reasoning", "text": self.text}
 
 
 @dataclass(slots=True)
-class ToolCallBlock:
+class ToolCallBlock(JsonText):
     """A tool call. ``arguments`` is the raw JSON text; ``args`` is it parsed (``{}`` if empty).
 
     ``args`` raises ``LlmError(MALFORMED_RESPONSE)`` when ``arguments`` is not a JSON object,
@@ -84,18 +112,18 @@ class ToolCallBlock:
             )
         return value
 
-    def to_json(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
         return {"type": "tool-call", "id": self.id, "name": self.name, "arguments": self.arguments}
 
 
 @dataclass(slots=True)
-class ImageBlock:
+class ImageBlock(JsonText):
     url: str | None = None
     data: str | None = None  # base64
     media_type: str | None = None
     type: Literal["image"] = field(default="image", init=False)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"type": "image"}
         if self.url is not None:
             out["url"] = self.url
@@ -112,7 +140,7 @@ class ImageBlock:
 
 
 @dataclass(slots=True)
-class ToolResultBlock:
+class ToolResultBlock(JsonText):
     tool_call_id: str
     content: list[Block] = field(default_factory=list)
     is_error: bool = False
@@ -126,11 +154,11 @@ class ToolResultBlock:
     def text(self) -> str:
         return "".join(b.text for b in self.content if isinstance(b, TextBlock))
 
-    def to_json(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
             "type": "tool-result",
             "toolCallId": self.tool_call_id,
-            "content": [b.to_json() for b in self.content],
+            "content": [b.to_dict() for b in self.content],
         }
         if self.is_error:
             out["isError"] = True
@@ -140,7 +168,8 @@ class ToolResultBlock:
 Block: TypeAlias = TextBlock | ReasoningBlock | ToolCallBlock | ToolResultBlock | ImageBlock
 
 
-def block_from_json(d: Mapping[str, Any]) -> Block:
+def block_from_json(d: Mapping[str, Any] | str) -> Block:
+    d = _mapping(d)
     t = d.get("type")
     if t == "text":
         return TextBlock(str(d.get("text", "")))
@@ -166,14 +195,14 @@ def block_from_json(d: Mapping[str, Any]) -> Block:
 
 
 @dataclass(slots=True)
-class TokenUsage:
+class TokenUsage(JsonText):
     input_tokens: int = 0
     output_tokens: int = 0
     cache_read_tokens: int | None = None
     cache_write_tokens: int | None = None
     reasoning_tokens: int | None = None
 
-    def to_json(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"inputTokens": self.input_tokens, "outputTokens": self.output_tokens}
         if self.cache_read_tokens is not None:
             out["cacheReadTokens"] = self.cache_read_tokens
@@ -184,7 +213,8 @@ class TokenUsage:
         return out
 
     @classmethod
-    def from_json(cls, d: Mapping[str, Any]) -> TokenUsage:
+    def from_json(cls, d: Mapping[str, Any] | str) -> TokenUsage:
+        d = _mapping(d)
         return cls(
             int(d.get("inputTokens", 0) or 0),
             int(d.get("outputTokens", 0) or 0),
@@ -211,18 +241,19 @@ class TokenUsage:
 
 
 @dataclass(slots=True)
-class FinishReason:
+class FinishReason(JsonText):
     kind: FinishKind
     failure: LlmError | None = None
 
-    def to_json(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"kind": self.kind}
         if self.failure is not None:
             out["failure"] = self.failure.to_failure()
         return out
 
     @classmethod
-    def from_json(cls, d: Mapping[str, Any]) -> FinishReason:
+    def from_json(cls, d: Mapping[str, Any] | str) -> FinishReason:
+        d = _mapping(d)
         failure = d.get("failure")
         return cls(
             d["kind"],
@@ -235,44 +266,44 @@ class FinishReason:
 
 
 @dataclass(slots=True)
-class BlockStart:
+class BlockStart(JsonText):
     index: int
     block_type: BlockType
     type: Literal["block-start"] = field(default="block-start", init=False)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
         return {"type": "block-start", "index": self.index, "blockType": self.block_type}
 
 
 @dataclass(slots=True)
-class TextDelta:
+class TextDelta(JsonText):
     index: int
     text: str
     type: Literal["text-delta"] = field(default="text-delta", init=False)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
         return {"type": "text-delta", "index": self.index, "text": self.text}
 
 
 @dataclass(slots=True)
-class ReasoningDelta:
+class ReasoningDelta(JsonText):
     index: int
     text: str
     type: Literal["reasoning-delta"] = field(default="reasoning-delta", init=False)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
         return {"type": "reasoning-delta", "index": self.index, "text": self.text}
 
 
 @dataclass(slots=True)
-class ToolCallDelta:
+class ToolCallDelta(JsonText):
     index: int
     id: str
     arguments_delta: str = ""
     name: str | None = None
     type: Literal["tool-call-delta"] = field(default="tool-call-delta", init=False)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"type": "tool-call-delta", "index": self.index, "id": self.id}
         if self.name is not None:
             out["name"] = self.name
@@ -281,31 +312,31 @@ class ToolCallDelta:
 
 
 @dataclass(slots=True)
-class BlockEnd:
+class BlockEnd(JsonText):
     index: int
     block: Block
     type: Literal["block-end"] = field(default="block-end", init=False)
 
-    def to_json(self) -> dict[str, Any]:
-        return {"type": "block-end", "index": self.index, "block": self.block.to_json()}
+    def to_dict(self) -> dict[str, Any]:
+        return {"type": "block-end", "index": self.index, "block": self.block.to_dict()}
 
 
 @dataclass(slots=True)
-class Usage:
+class Usage(JsonText):
     usage: TokenUsage
     type: Literal["usage"] = field(default="usage", init=False)
 
-    def to_json(self) -> dict[str, Any]:
-        return {"type": "usage", "usage": self.usage.to_json()}
+    def to_dict(self) -> dict[str, Any]:
+        return {"type": "usage", "usage": self.usage.to_dict()}
 
 
 @dataclass(slots=True)
-class Finish:
+class Finish(JsonText):
     reason: FinishReason
     type: Literal["finish"] = field(default="finish", init=False)
 
-    def to_json(self) -> dict[str, Any]:
-        return {"type": "finish", "reason": self.reason.to_json()}
+    def to_dict(self) -> dict[str, Any]:
+        return {"type": "finish", "reason": self.reason.to_dict()}
 
     @classmethod
     def stop(cls) -> Finish:
@@ -321,8 +352,9 @@ Event: TypeAlias = (
 )
 
 
-def event_from_json(d: Mapping[str, Any]) -> Event:
-    """Inverse of ``event.to_json()``."""
+def event_from_json(d: Mapping[str, Any] | str) -> Event:
+    """Inverse of ``event.to_dict()`` (and of ``event.to_json()``, its JSON text)."""
+    d = _mapping(d)
     try:
         t = d["type"]
         if t == "block-start":
@@ -353,7 +385,7 @@ def event_from_json(d: Mapping[str, Any]) -> Event:
 
 
 @dataclass(slots=True)
-class Message:
+class Message(JsonText):
     role: Role
     content: list[Block]
 
@@ -377,11 +409,12 @@ class Message:
     def text(self) -> str:
         return "".join(b.text for b in self.content if isinstance(b, TextBlock))
 
-    def to_json(self) -> dict[str, Any]:
-        return {"role": self.role, "content": [b.to_json() for b in self.content]}
+    def to_dict(self) -> dict[str, Any]:
+        return {"role": self.role, "content": [b.to_dict() for b in self.content]}
 
     @classmethod
-    def from_json(cls, d: Mapping[str, Any]) -> Message:
+    def from_json(cls, d: Mapping[str, Any] | str) -> Message:
+        d = _mapping(d)
         content = d.get("content", [])
         if isinstance(content, str):
             return cls(d["role"], [TextBlock(content)])
@@ -389,14 +422,14 @@ class Message:
 
 
 @dataclass(slots=True)
-class ToolSchema:
+class ToolSchema(JsonText):
     """A tool offered to the model; ``parameters`` is a JSON Schema object."""
 
     name: str
     description: str = ""
     parameters: dict[str, Any] = field(default_factory=lambda: {"type": "object", "properties": {}})
 
-    def to_json(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "description": self.description, "parameters": self.parameters}
 
 

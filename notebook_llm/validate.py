@@ -56,7 +56,7 @@ class StreamValidator:
         return LlmError(
             f"stream rule {rule} broken at event #{self._position} ({event.type}): {what}",
             ErrorCode.INVARIANT,
-            details={"rule": rule, "position": self._position, "event": event.to_json()},
+            details={"rule": rule, "position": self._position, "event": event.to_dict()},
         )
 
     def check(self, event: Event) -> None:

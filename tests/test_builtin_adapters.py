@@ -391,7 +391,7 @@ EXPECT: dict[str, Expect] = {
 
 def check(c: Completion, e: Expect) -> None:
     assert c.finish is not None
-    assert c.finish.kind == e.finish, c.finish.to_json()
+    assert c.finish.kind == e.finish, c.finish.to_dict()
     assert c.finish.failure is None
     if e.text is not None:
         assert c.text == e.text

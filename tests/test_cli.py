@@ -65,3 +65,76 @@ def test_the_cli_uses_the_session_engine(
     assert "shared engine" in capsys.readouterr().out
     assert main(["providers"]) == 0
     assert "only-in-session" in capsys.readouterr().out
+
+
+def _on_a_terminal(*args: str, env: dict[str, str] | None = None) -> str:
+    """What the CLI writes when its stdout is a terminal (a pseudo-terminal here)."""
+    import os
+    import pty
+
+    leader, follower = pty.openpty()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "notebook_llm", *args],
+        stdout=follower,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, **(env or {})},
+    )
+    os.close(follower)
+    chunks: list[bytes] = []
+    while True:
+        try:
+            chunk = os.read(leader, 65536)
+        except OSError:  # the child closed the terminal
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    proc.wait(timeout=120)
+    os.close(leader)
+    return b"".join(chunks).decode("utf-8", "replace")
+
+
+def test_colour_only_on_a_terminal_and_never_with_no_color() -> None:
+    piped = run("demo")
+    assert piped.returncode == 0
+    assert "\033[" not in piped.stdout  # piped or redirected: plain text
+    assert "\033[1m%%llm mock:echo" in _on_a_terminal("demo")
+    assert "\033[" not in _on_a_terminal("demo", env={"NO_COLOR": "1"})
+
+
+def test_help_has_no_rest_markup() -> None:
+    out = run("--help")
+    assert out.returncode == 0
+    assert "``" not in out.stdout
+    assert "python -m notebook_llm demo | ask" in out.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "meant"),
+    [
+        (("ask", "-max-tokens", "5", "hi"), "--max-tokens"),
+        (("ask", "-provider", "mock", "hi"), "--provider"),
+        (("check-adapter", "x.lua", "-fixtures", "dir"), "--fixtures"),
+        (("check-adapter", "x.lua", "-strict"), "--strict"),
+    ],
+)
+def test_a_long_option_with_one_dash_is_named(args: tuple[str, ...], meant: str) -> None:
+    out = run(*args)
+    assert out.returncode == 2
+    assert f"did you mean {meant}?" in out.stderr
+    assert "invalid" not in out.stderr
+
+
+def test_a_short_option_with_its_value_attached_still_works() -> None:
+    out = run("ask", "-mecho", "attached")  # -m echo, as argparse allows
+    assert out.returncode == 0, out.stderr
+    assert "attached" in out.stdout
+
+
+def test_providers_say_what_the_mock_adapters_are() -> None:
+    listing = run("providers").stdout.splitlines()
+    mock = next(line for line in listing if line.startswith("mock "))
+    assert "adapter=mock" in mock
+    assert "openai Lua adapter against a loopback mock server" in mock
+    direct = next(line for line in listing if line.startswith("mock-direct"))
+    assert "no HTTP" in direct

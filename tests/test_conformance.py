@@ -379,7 +379,10 @@ def test_cli_strict_fails_on_warnings_only(tmp_path: Path) -> None:
     assert "warning: transform_stream_chunk, payload 1" in lenient.stdout
     strict = _cli(str(early), "--fixtures", str(body), "--strict")
     assert strict.returncode == 1
-    assert "FAIL under --strict: 1 warning(s)" in strict.stdout
+    # the verdict line itself says FAIL (it once said PASS, then exited 1)
+    first = strict.stdout.splitlines()[0]
+    assert "FAIL (--strict: 1 warning)" in first
+    assert "PASS" not in first
     clean = _cli(str(ADAPTERS / "openai.lua"), "--fixtures", str(WIRE / "openai"), "--strict")
     assert clean.returncode == 0, clean.stdout
 
@@ -396,7 +399,7 @@ def _whole_bodies(tmp_path: Path) -> list[Path]:
 
 
 def _as_json(events: list[Event]) -> list[dict[str, object]]:
-    return [e.to_json() for e in events]
+    return [e.to_dict() for e in events]
 
 
 @pytest.mark.parametrize("provider", [*PROVIDERS, "github"])

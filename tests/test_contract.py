@@ -360,7 +360,7 @@ def test_usage_frames_merge_field_by_field() -> None:
         {"usage": {"completion": 50, "reasoning_tokens": 20, "cache_miss": 60}, "done": True},
     )
     assert c.usage is not None
-    assert c.usage.to_json() == {
+    assert c.usage.to_dict() == {
         "inputTokens": 100,
         "outputTokens": 50,
         "cacheReadTokens": 40,

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from notebook_llm.magics.interpolate import fields, interpolate
+from notebook_llm.magics.interpolate import fields, interpolate, near_misses
 
 
 class Boom:
@@ -63,3 +63,16 @@ def test_no_calls_or_expressions() -> None:
 
 def test_fields_lists_only_resolving_names() -> None:
     assert fields("{x} {missing} {obj.name}", NS) == ["x", "obj.name"]
+
+
+def test_near_misses_suggest_a_defined_name_for_a_typo() -> None:
+    ns = {"city": "Paris", "country": "France", "In": [], "_private": 1}
+    assert near_misses("weather in {ctiy}", ns) == [("ctiy", "city")]
+    assert near_misses("{cuntry.name} and {ctiy[0]}", ns) == [
+        ("cuntry.name", "country.name"),
+        ("ctiy[0]", "city[0]"),
+    ]
+    # defined names, nothing close, JSON, LaTeX, escapes and private names: no suggestion
+    assert near_misses('{city} {zzzzz} {"a": 1} \\frac{a}{b} {{ctiy}} {_privte}', ns) == []
+    assert near_misses("{city.nope}", ns) == []  # the name is defined: not a typo of it
+    assert near_misses("no braces", ns) == []

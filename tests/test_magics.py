@@ -162,6 +162,33 @@ def test_bad_option_prints_usage(shell: InteractiveShell) -> None:
     assert "%llm use" in cap.stderr
 
 
+def test_a_long_option_with_one_dash_says_which_one(shell: InteractiveShell) -> None:
+    # once: "invalid float value: 'emperature'" (read as -t emperature)
+    cap = run(shell, "mock:echo -temperature 0.2", "hi")
+    assert "did you mean --temperature?" in cap.stderr
+    assert "emperature'" not in cap.stderr
+    cap = run(shell, "mock:echo -max-tokens 5", "hi")
+    assert "did you mean --max-tokens?" in cap.stderr
+    # a short option with its value attached is still one
+    assert answer(run(shell, "mock:echo -t0.2", "fine")) == "fine"
+
+
+def test_a_typo_next_to_a_defined_name_is_named_in_one_line(shell: InteractiveShell) -> None:
+    shell.user_ns["city"] = "Paris"
+    cap = run(shell, "mock:echo", "weather in {ctiy}")
+    assert answer(cap) == "weather in {ctiy}"  # still sent as written
+    notes = [ln for ln in cap.stdout.splitlines() if "did you mean" in ln]
+    assert notes == ["{ctiy} is not defined and was sent as written: did you mean {city}?"]
+    quiet = run(shell, "mock:echo", 'weather in {city}, JSON {"a": 1}, {zzzzzz}')
+    assert "did you mean" not in quiet.stdout
+    assert "did you mean" not in run(shell, "mock:echo --no-interpolate", "{ctiy}").stdout
+
+
+def test_the_mock_hint_is_plain_text() -> None:
+    assert "`" not in HINT
+    assert "%llm use openai:gpt-4o-mini" in HINT
+
+
 def test_formats(shell: InteractiveShell, monkeypatch: pytest.MonkeyPatch) -> None:
     cap = run(shell, "mock -f json", '```json\n{"a": [1, 2]}\n```')
     assert '```json\n{\n  "a": [\n    1,\n    2\n  ]\n}\n```' in data(cap, "text/plain")[-1]

@@ -58,7 +58,21 @@ WEATHER = {
 OTHER = {"type": "function", "function": {"name": "other", "parameters": {"type": "object"}}}
 
 
-@pytest.mark.parametrize("text", ["", "a", "  lead", "trail  ", TRICKY, "a\n\nb", "!!??", "x" * 50])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "",
+        "a",
+        "  lead",
+        "trail  ",
+        TRICKY,
+        "a\n\nb",
+        "!!??",
+        "x" * 50,
+        "9" * 20,
+        "Überstraßenbahnhof x1y2z3w4v5",
+    ],
+)
 def test_split_tokens_is_lossless(text: str) -> None:
     pieces = split_tokens(text)
     assert "".join(pieces) == text
@@ -70,6 +84,22 @@ def test_count_tokens() -> None:
     assert count_tokens("") == 0
     assert count_tokens("Hello, world!") == 4
     assert count_tokens("  a  b ") == 2
+
+
+def test_long_words_are_split_into_sub_word_pieces_like_a_bpe() -> None:
+    # The teaching notebook says tokens are "pieces of words": the mock must show it.
+    word = "Antidisestablishmentarianism"
+    pieces = split_tokens(word)
+    assert pieces == ["Anti", "dis", "esta", "blish", "ment", "arian", "ism"]
+    assert count_tokens(word) == len(pieces) == 7
+    assert count_tokens("The quick brown fox jumps over the lazy dog.") == 10  # short words: 1
+    assert split_tokens(" understanding") == [" under", "stand", "ing"]
+    assert split_tokens("12345678") == ["123", "456", "78"]  # digits by threes
+    assert count_tokens("2026") == 2
+    assert split_tokens("Hello!") == ["Hello", "!"]
+    long_text = "tokenization internationalization " * 3
+    assert "".join(split_tokens(long_text)) == long_text
+    assert count_tokens(long_text) == len(split_tokens(long_text.strip()))
 
 
 def test_models_listed() -> None:
@@ -129,23 +159,125 @@ def test_tools_first_call_fills_arguments() -> None:
     assert call.id.startswith("call_")
     assert len(call.pieces) > 3
     args = json.loads(call.arguments)
+    # required: city (the proper noun after "in") and extra (no schema: a short phrase);
+    # optional: the ones the prompt gives (the numbers, in order), in the schema's order
     assert args == {
-        "city": "Weather in Paris for 3 days at 1.5",
+        "city": "Paris",
         "days": 3,
         "scale": 1.5,
-        "unit": "celsius",
-        "hourly": True,
-        "tags": [],
-        "where": {"lat": 1},
-        "maybe": 1,
         "extra": "Weather in Paris for 3 days at 1.5",
     }
 
 
-def test_tool_arguments_defaults_without_numbers() -> None:
-    assert tool_arguments(WEATHER, "hi")["days"] == 1
+def test_tool_arguments_without_values_in_the_prompt() -> None:
+    assert tool_arguments(WEATHER, "hi") == {"city": "hi", "extra": "hi"}
     anthropic_style = {"name": "t", "input_schema": {"properties": {"q": {"type": "string"}}}}
-    assert tool_arguments(anthropic_style, "hi") == {"q": "hi"}
+    assert tool_arguments(anthropic_style, "hi") == {"q": "hi"}  # no `required`: all are
+
+
+def _tool(name: str, properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
+    params = {"type": "object", "properties": properties, "required": required}
+    return {"type": "function", "function": {"name": name, "parameters": params}}
+
+
+GET_WEATHER = _tool(
+    "get_weather",
+    {
+        "city": {"type": "string"},
+        "unit": {"type": "string", "enum": ["celsius", "fahrenheit"], "default": "celsius"},
+        "days": {"type": "integer", "minimum": 1, "maximum": 7},
+        "include_forecast": {"type": "boolean"},
+    },
+    ["city"],
+)
+
+
+@pytest.mark.parametrize(
+    ("tool", "prompt", "expected"),
+    [
+        (GET_WEATHER, "What's the weather in Paris?", {"city": "Paris"}),
+        (
+            GET_WEATHER,
+            "Weather in New York City in fahrenheit for 3 days",
+            {"city": "New York City", "unit": "fahrenheit", "days": 3},
+        ),
+        (
+            GET_WEATHER,
+            "Is it raining in São Paulo? No forecast please.",
+            {"city": "São Paulo", "include_forecast": False},
+        ),
+        (
+            GET_WEATHER,
+            "Weather for Ürümqi over 10 days, with the forecast",
+            {"city": "Ürümqi", "days": 7, "include_forecast": True},  # clamped to maximum
+        ),
+        (GET_WEATHER, "paris", {"city": "paris"}),  # nothing better than the prompt itself
+        (
+            _tool("population", {"city": {"type": "string"}}, ["city"]),
+            "How many people live in Lima?",
+            {"city": "Lima"},
+        ),
+        (
+            _tool(
+                "directions",
+                {"origin": {"type": "string"}, "destination": {"type": "string"}},
+                ["origin", "destination"],
+            ),
+            "How do I get from Lisbon to Porto?",
+            {"origin": "Lisbon", "destination": "Porto"},
+        ),
+        (
+            _tool(
+                "translate",
+                {"text": {"type": "string"}, "target_language": {"type": "string"}},
+                ["text", "target_language"],
+            ),
+            'Translate "good morning" into Spanish',
+            {"text": "good morning", "target_language": "Spanish"},
+        ),
+        (
+            _tool(
+                "search",
+                {"query": {"type": "string"}, "limit": {"type": "integer", "default": 5}},
+                ["query"],
+            ),
+            "Search the web for the latest Python release",
+            {"query": "latest Python release"},
+        ),
+        (
+            _tool(
+                "compare",
+                {"cities": {"type": "array", "items": {"type": "string"}}},
+                ["cities"],
+            ),
+            "Compare the weather of Paris, Rome and Berlin",
+            {"cities": ["Paris", "Rome", "Berlin"]},
+        ),
+        (
+            _tool("add", {"a": {"type": "number"}, "b": {"type": "number"}}, ["a", "b"]),
+            "What is 2.5 plus 4?",
+            {"a": 2.5, "b": 4},
+        ),
+        (
+            _tool(
+                "set_alarm",
+                {
+                    "hour": {"type": "integer", "default": 7},
+                    "loud": {"type": "boolean", "default": True},
+                    "label": {"type": "string", "enum": ["work", "gym"]},
+                },
+                ["hour", "loud", "label"],
+            ),
+            "wake me up",
+            {"hour": 7, "loud": True, "label": "work"},  # defaults, then the first enum value
+        ),
+    ],
+)
+def test_tool_arguments_read_the_prompt_like_a_model(
+    tool: dict[str, Any], prompt: str, expected: dict[str, Any]
+) -> None:
+    assert tool_arguments(tool, prompt) == expected
+    assert tool_arguments(tool, prompt) == expected  # deterministic
 
 
 def test_tools_answer_includes_results() -> None:

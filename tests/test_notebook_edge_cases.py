@@ -204,4 +204,6 @@ def test_completion_repr_hides_keys(monkeypatch: pytest.MonkeyPatch) -> None:
     register_secret("sk-echoed-0123456789abcdef")
     completion = Completion(blocks=[TextBlock("echo: sk-echoed-0123456789abcdef")])
     assert "sk-echoed" not in repr(completion)
-    assert json.dumps(completion.to_json())  # the raw data is still there for the caller
+    assert (
+        json.loads(completion.to_json()) == completion.to_dict()
+    )  # the raw data is still there for the caller

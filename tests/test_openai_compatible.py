@@ -357,7 +357,7 @@ def test_the_footer_says_usage_not_reported_and_shows_no_cost() -> None:
     streaming = ViewStats(output_tokens=12)
     assert streaming.line() == "~12 out"  # while streaming, the running estimate
     reported = ViewStats(input_tokens=3, output_tokens=4, estimated=False, cost=0.5, status="done")
-    assert reported.line() == "3 in · 4 out · $0.5000"
+    assert reported.line() == "3 in · 4 out · $0.50"
 
 
 def test_the_view_says_empty_answer(server: Loopback) -> None:

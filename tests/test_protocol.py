@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from notebook_llm import (
@@ -48,28 +50,28 @@ def good_stream() -> list:
 
 def test_event_json_shapes_are_the_reference_ones() -> None:
     evs = good_stream()
-    assert evs[0].to_json() == {"type": "block-start", "index": 0, "blockType": "reasoning"}
-    assert evs[8].to_json() == {
+    assert evs[0].to_dict() == {"type": "block-start", "index": 0, "blockType": "reasoning"}
+    assert evs[8].to_dict() == {
         "type": "tool-call-delta",
         "index": 2,
         "id": "c1",
         "name": "f",
         "argumentsDelta": '{"a":',
     }
-    assert evs[11].to_json() == {
+    assert evs[11].to_dict() == {
         "type": "usage",
         "usage": {"inputTokens": 10, "outputTokens": 5, "reasoningTokens": 2},
     }
-    assert evs[12].to_json() == {"type": "finish", "reason": {"kind": "tool-calls"}}
+    assert evs[12].to_dict() == {"type": "finish", "reason": {"kind": "tool-calls"}}
 
 
-def test_event_from_json_is_the_inverse_of_to_json() -> None:
+def test_event_from_json_is_the_inverse_of_to_dict() -> None:
     err = LlmError("boom", ErrorCode.RATE_LIMIT, status=429, retry_after=1.5, request_id="r1")
     evs = [*good_stream()[:-1], Finish(FinishReason("error", err))]
     for ev in evs:
-        back = event_from_json(ev.to_json())
-        assert back.to_json() == ev.to_json()
-    failure = event_from_json(evs[-1].to_json()).reason.failure  # type: ignore[union-attr]
+        back = event_from_json(ev.to_dict())
+        assert back.to_dict() == ev.to_dict()
+    failure = event_from_json(evs[-1].to_dict()).reason.failure  # type: ignore[union-attr]
     assert failure is not None
     assert failure.code == "RATE_LIMIT"
     assert failure.retry_after == 1.5
@@ -83,8 +85,22 @@ def test_blocks_round_trip_including_tool_results_and_images() -> None:
             ImageBlock(data="AAAA", media_type="image/png"),
         ],
     )
-    assert Message.from_json(msg.to_json()).to_json() == msg.to_json()
-    assert msg.content[0].to_json()["isError"] is True
+    assert Message.from_json(msg.to_dict()).to_dict() == msg.to_dict()
+    assert msg.content[0].to_dict()["isError"] is True
+
+
+def test_to_json_is_json_text_and_to_dict_the_dict() -> None:
+    """``to_json()`` returns a JSON string (what the name says); ``to_dict()`` the dict, and
+    ``event_from_json`` / ``Message.from_json`` take either."""
+    for ev in good_stream():
+        text = ev.to_json()
+        assert isinstance(text, str)
+        assert json.loads(text) == ev.to_dict()
+        assert event_from_json(text) == ev
+    msg = Message.user("héllo")
+    assert Message.from_json(msg.to_json()) == msg
+    assert "héllo" in msg.to_json()  # not \u-escaped
+    assert json.loads(TokenUsage(3, 4).to_json()) == {"inputTokens": 3, "outputTokens": 4}
 
 
 def test_event_from_json_rejects_garbage() -> None:

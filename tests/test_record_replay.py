@@ -67,10 +67,10 @@ async def _run(engine: Engine, provider: str = "openai") -> list[list[dict[str, 
     """The event JSON of each prompt, plus a tool-call request."""
     runs = []
     for model, prompt in PROMPTS:
-        runs.append([ev.to_json() async for ev in engine.stream(provider, model, prompt=prompt)])
+        runs.append([ev.to_dict() async for ev in engine.stream(provider, model, prompt=prompt)])
     runs.append(
         [
-            ev.to_json()
+            ev.to_dict()
             async for ev in engine.stream(
                 provider, "tools", prompt="Weather in Paris?", tools=[WEATHER]
             )
@@ -268,7 +268,7 @@ async def test_stopped_stream_is_recorded_as_incomplete(
         with rec.record(path):
             agen = engine.stream("m", "lorem", prompt="long text please")
             async for ev in agen:
-                if ev.to_json()["type"] == "text-delta":
+                if ev.to_dict()["type"] == "text-delta":
                     break
             await agen.aclose()  # type: ignore[attr-defined]
     exchanges = rec.load_exchanges(path)

@@ -70,7 +70,7 @@ def assert_clean(*things: object) -> None:
 
 
 def event_dump(events: list[Event]) -> str:
-    return json.dumps([ev.to_json() for ev in events], default=str) + repr(events)
+    return json.dumps([ev.to_dict() for ev in events], default=str) + repr(events)
 
 
 async def drain(eng: Engine, provider: str, **kw: object) -> list[Event]:

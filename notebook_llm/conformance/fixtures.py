@@ -54,6 +54,9 @@ class Fixture:
     status: int = 200
     content_type: str = ""
     headers: dict[str, str] = field(default_factory=dict)
+    #: For a recorded exchange: the request's URL and JSON body (to tell whose exchange it is).
+    url: str = ""
+    request: Any = None
 
     @property
     def name(self) -> str:
@@ -139,6 +142,8 @@ def fixtures_from_recording(path: str | Path) -> list[Fixture]:
                 framing,
                 exchange.status,
                 ctype or CONTENT_TYPES[framing],
+                url=exchange.url,
+                request=exchange.request,
             )
         )
     return out

@@ -14,18 +14,20 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..errors import LlmError
+from ..errors import ErrorCode, LlmError
 from ..lua.lua_adapter import LuaAdapter
 from ..secrets import redact
 from .fixtures import (
     Fixture,
     expected_for,
     find_fixtures,
+    is_recording,
     load_expected,
     load_fixture,
     load_fixtures,
 )
 from .payloads import payload_warnings
+from .recordings import select_exchanges
 from .replay import as_adapter, replay_events
 from .report import CheckReport, FixtureResult, diff_completion, settle
 from .requests import check_requests, request_cases
@@ -88,8 +90,28 @@ def check_adapter(
         return CheckReport(name, load_error=err)
     table = load_expected(expected) if isinstance(expected, str | Path) else expected
     report = CheckReport(adapter.name, adapter.version, adapter.origin)
-    for path in find_fixtures(fixtures):
-        for fx in load_fixtures(path):
+    paths = find_fixtures(fixtures)
+    if fixtures and not paths:
+        raise LlmError(
+            f"no body files (.sse, .ndjson, .json, .jsonl) in {', '.join(map(str, fixtures))}",
+            ErrorCode.INVALID_OPTIONS,
+        )
+    if not paths and not requests:
+        raise LlmError(
+            "nothing to check: give recorded bodies (files or folders) or drop --no-requests",
+            ErrorCode.INVALID_OPTIONS,
+        )
+    for path in paths:
+        loaded = load_fixtures(path)
+        if is_recording(path):
+            chosen = select_exchanges(adapter, loaded)
+            if chosen.skipped:
+                note = chosen.note(path.name, adapter.name)
+                if not chosen.own and len(paths) == 1:
+                    raise LlmError(note, ErrorCode.INVALID_OPTIONS)
+                report.notes.append(note)
+            loaded = chosen.own
+        for fx in loaded:
             report.fixtures.append(
                 replay_fixture(adapter, fx, expected=expected_for(fx, table), chunk_size=chunk_size)
             )
@@ -132,16 +154,22 @@ def cli_check(
     out: Callable[[str], object] | None = None,
     strict: bool = False,
 ) -> int:
-    """``python -m notebook_llm check-adapter``: print the report; 0 if it conforms, else 1.
-    With ``strict``, a warning (see :func:`payload_warnings`) fails it too."""
+    """``python -m notebook_llm check-adapter``: print the report; 0 if it conforms, else 1,
+    and 2 when no fixture was given (a check of nothing is not a pass). With ``strict``, a
+    warning (see :func:`payload_warnings`) fails it too, and the verdict line says so."""
     write = out or (lambda s: sys.stdout.write(s + "\n"))
     try:
         report = check_adapter(Path(path), fixtures, expected)
     except (LlmError, OSError, ValueError) as err:
         write(redact(f"error: {err}"))
         return 1
+    if not fixtures and report.load_error is None:
+        write(
+            "error: no fixtures: give recorded response bodies with --fixtures FILE_OR_DIR "
+            "(.sse, .ndjson, .json, or a %llm record .jsonl; the built-in adapters' are in "
+            "tests/fixtures/wire/<provider>)"
+        )
+        return 2
+    report.strict = strict
     write(report.render_text(events=False))
-    if strict and report.ok and report.warnings:
-        write(f"FAIL under --strict: {len(report.warnings)} warning(s)")
-        return 1
-    return 0 if report.ok else 1
+    return 0 if report.passed else 1

@@ -9,6 +9,15 @@ script mapped none of it, or when output tokens were counted but no text, reason
 came out. A warning names the hook and the payload number (1-based, ``[DONE]`` not counted);
 ``check-adapter --strict`` fails on one. "Carries content" is judged by key names common to the
 provider APIs (``_CONTENT_KEYS``), so this is a heuristic: a warning, never a failure.
+
+A body whose text is all dropped is not a warning but a failure, found by the engine itself
+(:mod:`notebook_llm.lua.dropped_text`), so the cell fails too. What stays a warning is a partial
+loss that leaves an answer standing:
+
+* the body carries reasoning (``reasoning``, ``reasoning_content``, ``thinking``) and the
+  script mapped text but no reasoning: the answer is right, the thinking view is empty;
+* the body reports usage (``usage``, ``usageMetadata``, Ollama's ``eval_count``) and the script
+  mapped none: the answer is right, token counts and costs are missing.
 """
 
 from __future__ import annotations
@@ -107,6 +116,63 @@ def _reports_done(chunk: Any) -> bool:
     return chunk.get("done") is True or (isinstance(finish, str) and finish != "")
 
 
+#: Keys whose non-blank string is reasoning ("thinking") text.
+_REASONING_KEYS = frozenset({"reasoning", "reasoning_content", "thinking"})
+#: Keys that hold a provider's token counts.
+_USAGE_KEYS = frozenset({"usage", "usageMetadata", "eval_count", "prompt_eval_count"})
+
+
+def _field_with(value: Any, keys: frozenset[str], path: str = "", depth: int = 0) -> str | None:
+    """The path of the first field under one of ``keys`` holding a non-blank string or a
+    number / an object of numbers (usage), or ``None``."""
+    if depth > 32:
+        return None
+    if isinstance(value, dict):
+        for k, v in value.items():
+            here = f"{path}.{k}" if path else str(k)
+            if k in keys and (
+                (isinstance(v, str) and v.strip())
+                or (isinstance(v, int | float) and not isinstance(v, bool) and v > 0)
+                or (isinstance(v, dict) and any(isinstance(x, int) and x for x in v.values()))
+            ):
+                return here
+            found = _field_with(v, keys, here, depth + 1)
+            if found:
+                return found
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            found = _field_with(v, keys, f"{path}[{i}]", depth + 1)
+            if found:
+                return found
+    return None
+
+
+def _partial_losses(decoded: list[Any], completion: Completion, hook: str) -> list[str]:
+    """Warnings for reasoning or usage the body carried and the script did not map."""
+    out: list[str] = []
+    if completion.text and not completion.reasoning:
+        for n, payload in enumerate(decoded, 1):
+            where = _field_with(payload, _REASONING_KEYS)
+            if where:
+                out.append(
+                    f"{hook}, payload {n}: the body carries reasoning in `{where}`, but the "
+                    "script mapped none of it (the answer is kept; the reasoning is lost): map it "
+                    "to reasoning_content"
+                )
+                break
+    if completion.usage is None:
+        for n, payload in enumerate(decoded, 1):
+            where = _field_with(payload, _USAGE_KEYS)
+            if where:
+                out.append(
+                    f"{hook}, payload {n}: the body reports token usage in `{where}`, but the "
+                    "script mapped none (token counts and costs will be missing): map it to "
+                    "usage / token_usage"
+                )
+                break
+    return out
+
+
 def payload_warnings(
     adapter: LuaAdapter, fixture: Fixture, completion: Completion | None = None
 ) -> list[str]:
@@ -117,7 +183,8 @@ def payload_warnings(
     warnings: list[str] = []
     if fixture.framing == "json":
         hook = "transform_response"
-        held = _carries_content(_loads(fixture.body.decode("utf-8", errors="replace")))
+        decoded = [_loads(fixture.body.decode("utf-8", errors="replace"))]
+        held = _carries_content(decoded[0])
         first = 1
         mapped = completion is not None and bool(
             completion.text or completion.reasoning or completion.tool_calls
@@ -125,6 +192,7 @@ def payload_warnings(
     else:
         hook = "transform_stream_chunk"
         items = _payloads(fixture)
+        decoded = [_loads(item) for item in items]
         sandbox = LuaSandbox(
             adapter.source,
             name=adapter.name,
@@ -133,7 +201,7 @@ def payload_warnings(
             log=lambda _level, _msg: None,
         )
         results, _error = sandbox.call_each(hook, items)  # an error is the replay's to report
-        content_at = [i + 1 for i, item in enumerate(items) if _carries_content(_loads(item))]
+        content_at = [i + 1 for i, item in enumerate(decoded) if _carries_content(item)]
         held = bool(content_at)
         first = content_at[0] if content_at else 0
         chunks = [_loads(r) if isinstance(r, str) and r else None for r in results]
@@ -164,4 +232,6 @@ def payload_warnings(
             f"{hook}: {usage.output_tokens} output tokens were counted but no text, reasoning "
             "or tool call came out"
         )
+    if completion is not None and completion.error is None:
+        warnings.extend(_partial_losses(decoded, completion, hook))
     return warnings

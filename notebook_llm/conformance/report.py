@@ -40,9 +40,11 @@ __all__ = [
     "FixtureResult",
     "diff_completion",
     "event_rows",
+    "plural",
     "render_text",
     "settle",
     "summarize",
+    "verdict_line",
 ]
 
 #: Error codes that mean the adapter itself is at fault (not the provider's recorded answer).
@@ -131,6 +133,10 @@ class CheckReport:
     fixtures: list[FixtureResult] = field(default_factory=list)
     requests: list[RequestResult] = field(default_factory=list)
     load_error: LlmError | None = None
+    #: Lines about what was (not) checked, e.g. a recording's exchanges made by other adapters.
+    notes: list[str] = field(default_factory=list)
+    #: ``check-adapter --strict``: a warning fails the check too (see :attr:`passed`).
+    strict: bool = False
 
     @property
     def ok(self) -> bool:
@@ -139,6 +145,11 @@ class CheckReport:
             and all(f.ok for f in self.fixtures)
             and all(r.ok for r in self.requests)
         )
+
+    @property
+    def passed(self) -> bool:
+        """The verdict: :attr:`ok`, and under :attr:`strict` no warning either."""
+        return self.ok and not (self.strict and self.warnings)
 
     @property
     def warnings(self) -> list[str]:
@@ -224,7 +235,7 @@ def diff_completion(completion: Completion, expected: Mapping[str, Any]) -> list
         got = completion.usage
         if want_usage is None or got is None:
             if (want_usage is None) != (got is None):
-                diffs.append(FieldDiff("usage", want_usage, got.to_json() if got else None))
+                diffs.append(FieldDiff("usage", want_usage, got.to_dict() if got else None))
         else:
             for key, value in want_usage.items():
                 attr = _USAGE_ALIASES.get(key)
@@ -258,9 +269,9 @@ def event_rows(events: Sequence[Event]) -> list[tuple[int, str, str, str]]:
         elif isinstance(ev, ToolCallDelta):
             detail = (f"{ev.name} " if ev.name else "") + f"[{ev.id}] {ev.arguments_delta!r}"
         elif isinstance(ev, BlockEnd):
-            detail = json.dumps(ev.block.to_json(), ensure_ascii=False)
+            detail = json.dumps(ev.block.to_dict(), ensure_ascii=False)
         elif isinstance(ev, Usage):
-            detail = json.dumps(ev.usage.to_json())
+            detail = json.dumps(ev.usage.to_dict())
         else:
             reason = ev.reason
             detail = reason.kind + (
@@ -298,20 +309,41 @@ def fixture_state(f: FixtureResult) -> str:
     return "ok" if f.ok else "FAIL"
 
 
-def render_text(report: CheckReport, *, events: bool = True) -> str:
-    """The plain-text report: a verdict line, then each fixture and request."""
-    lines: list[str] = []
-    verdict = "PASS" if report.ok else "FAIL"
+def plural(n: int, word: str) -> str:
+    """``1 warning``, ``2 warnings``, ``0 fixtures``."""
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+def verdict_line(report: CheckReport) -> str:
+    """``adapter NAME VERSION (ORIGIN): PASS - 3/3 fixtures, 6/6 requests, 1 warning``; under
+    ``--strict`` a warning makes it ``FAIL (--strict: 1 warning)``."""
+    if report.passed:
+        verdict = "PASS"
+    elif report.ok:
+        verdict = f"FAIL (--strict: {plural(len(report.warnings), 'warning')})"
+    else:
+        verdict = "FAIL"
     fx_ok = sum(f.ok for f in report.fixtures)
     rq_ok = sum(r.ok for r in report.requests)
     n_warn = len(report.warnings)
-    lines.append(
+    return (
         f"adapter {report.adapter} {report.version} ({report.origin or '?'}): {verdict} - "
         f"{fx_ok}/{len(report.fixtures)} fixtures, {rq_ok}/{len(report.requests)} requests"
-        + (f", {n_warn} warning{'s' if n_warn != 1 else ''}" if n_warn else "")
+        + (f", {plural(n_warn, 'warning')}" if n_warn and verdict in ("PASS", "FAIL") else "")
     )
+
+
+def render_text(report: CheckReport, *, events: bool = True) -> str:
+    """The plain-text report: a verdict line, then each fixture and request."""
+    lines: list[str] = [verdict_line(report)]
     if report.load_error is not None:
         lines.append(f"  load error: {report.load_error}")
+    lines.extend(f"  note: {n}" for n in report.notes)
+    if not report.fixtures and report.load_error is None:
+        lines.append(
+            "  note: no response body was replayed (only the request side was checked): give "
+            "recorded bodies, e.g. tests/fixtures/wire/<provider> or a %llm record file"
+        )
     for f in report.fixtures:
         state = fixture_state(f)
         lines.append(f"\n[{state}] {f.fixture} ({f.framing}, HTTP {f.status})")

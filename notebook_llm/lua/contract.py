@@ -33,7 +33,8 @@ Decisions (the contract is silent or the reference kernel is wrong; the request 
   accepted and ignored (it is part of ``prompt``).
 * A finish reason without any content (llama.cpp's empty answer: a role chunk, then
   ``finish_reason: "stop"``) is an empty answer: ``finish`` stop with no blocks. Only a stream
-  with neither content nor a finish reason is ``EMPTY_RESPONSE`` (retryable).
+  with neither content nor a finish reason is ``EMPTY_RESPONSE`` (retryable): the server ended
+  the stream early (llama-cpp-python's does when the next request arrives), and says so.
 * The ``error`` field ends the stream with ``finish{kind:'error'}``. Its code: ``status`` maps
   like an HTTP status; a provider code/type maps to ours where one fits (``overloaded_error`` ->
   ``SERVER``, ``rate_limit_error`` -> ``RATE_LIMIT``, ...), else is upper-cased; with neither
@@ -182,6 +183,11 @@ class ChunkMapper:
     @property
     def finished(self) -> bool:
         return self._finished
+
+    @property
+    def provider(self) -> str | None:
+        """The provider named in this stream's errors."""
+        return self._provider
 
     def mark_end(self) -> None:
         """Record a framing-level end marker (e.g. SSE ``data: [DONE]``)."""
@@ -418,11 +424,20 @@ class ChunkMapper:
                     "error", self._fail(f"the model stopped with finish reason {raw!r}", code)
                 )
         if not any_block and kind is None:
-            # Nothing at all: no content and no finish reason. A model that says "stop" without
-            # text has answered nothing, which is an answer (finish stop, empty text), not a
-            # failure to retry.
+            # Nothing at all: no content and no finish reason, only the end marker. A model that
+            # says "stop" without text has answered nothing, which is an answer (finish stop,
+            # empty text), not a failure to retry. This is a server that ended the stream early:
+            # llama-cpp-python's cuts the running stream ([DONE], no finish reason) when the
+            # next request arrives, unless started with --interrupt_requests False.
             return FinishReason(
-                "error", self._fail("the model returned no content", ErrorCode.EMPTY_RESPONSE)
+                "error",
+                self._fail(
+                    "the server ended the stream early: it sent the end marker with no content "
+                    "and no finish reason. A local server answering one request at a time does "
+                    "this when another request arrives (llama-cpp-python: start it with "
+                    "--interrupt_requests False, see 'Local models' in the README)",
+                    ErrorCode.EMPTY_RESPONSE,
+                ),
             )
         if tool_blocks and kind in (None, "stop"):
             return FinishReason("tool-calls")

@@ -23,6 +23,7 @@ from ..errors import ErrorCode, LlmError
 from ..protocol import Event
 from ..secrets import redact
 from .contract import ChunkMapper, map_response
+from .dropped_text import DroppedText, has_block, judge_events
 from .runtime import LuaSandbox
 
 #: An error body is read up to this many bytes (enough for any provider's message).
@@ -34,14 +35,20 @@ LARGE_REQUEST_CHARS = 4000
 
 
 def map_whole_body(sandbox: LuaSandbox, raw: bytes, *, provider: str, adapter: str) -> list[Event]:
-    """A whole (non-stream) body -> ``transform_response`` -> protocol events."""
+    """A whole (non-stream) body -> ``transform_response`` -> protocol events; a body that held
+    text mapped to no block ends in the script's error (:mod:`.dropped_text`)."""
     text = raw.decode("utf-8", errors="replace")
     try:
         out = sandbox.call("transform_response", text)
     except LlmError as err:
         raise blame_provider_if_not_json(err, text) from None
     resp = json_object_output(out, adapter, "transform_response")
-    return map_response(resp, provider=provider, adapter=adapter)
+    events = map_response(resp, provider=provider, adapter=adapter)
+    if not has_block(events):  # an answer with nothing in it: did the body hold text?
+        witness = DroppedText()
+        witness.feed_payloads([text])
+        judge_events(events, witness, "transform_response", provider=provider, adapter=adapter)
+    return events
 
 
 def after_headers(what: str, request_chars: int) -> str:

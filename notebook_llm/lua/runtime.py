@@ -224,11 +224,17 @@ class LuaSandbox:
             code = _compile(source, self._chunkname)
         except _SyntaxFailure as exc:
             msg = str(exc)
+            first = source.lstrip().split("\n", 1)[0].strip()
+            if first.startswith("%"):  # a notebook cell saved as a file, magic line and all
+                msg += (
+                    f"; the first line ({first[:40]}) is the notebook's cell magic, not Lua: "
+                    "delete it from the file"
+                )
             raise LlmError(
                 f"adapter '{self._name}' does not compile: {msg}",
                 ErrorCode.INVALID_ADAPTER,
                 adapter=self._name,
-                lua_line=_line_of(msg, self._chunkname),
+                lua_line=_line_of(str(exc), self._chunkname),
             ) from None
 
         lua = lua54.LuaRuntime(

@@ -10,7 +10,10 @@ and yields the list of events it returns, so the events of one read cross the as
 * an error met in the middle of a read's payloads is held (``pending``) and raised by
   :meth:`~StreamPipeline.raise_pending` once the events mapped before it were yielded;
 * a body that is not the announced format (a proxy's HTML page) is the provider's
-  ``MALFORMED_RESPONSE``, and an empty 200 is ``EMPTY_RESPONSE`` (retryable).
+  ``MALFORMED_RESPONSE``, and an empty 200 is ``EMPTY_RESPONSE`` (retryable);
+* while no block has been opened, the payloads are shown to a
+  :class:`~notebook_llm.lua.dropped_text.DroppedText`: an answer that ends with no block although
+  they held text is the script's ``ADAPTER_ERROR`` naming the field, not an empty answer.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from ..secrets import redact
 from ..wire.ndjson import NDJSONDecoder
 from ..wire.sse import SSEDecoder
 from .contract import ChunkMapper
+from .dropped_text import DroppedText, has_block, judge_events
 from .response_mapping import after_headers, blame_provider_if_not_json, json_object_output
 from .runtime import LuaSandbox
 
@@ -53,6 +57,23 @@ class StreamPipeline:
         #: An error met in the middle of a batch of payloads; raised once the events mapped
         #: before it have been yielded, so nothing that arrived is lost.
         self.pending: LlmError | None = None
+        #: Until the first block: the payloads' text, to fail an answer that dropped it all.
+        self.witness: DroppedText | None = DroppedText()
+
+    def _watch(self, payloads: list[str], out: list[Event]) -> None:
+        if self.witness is None:
+            return
+        if has_block(out):
+            self.witness = None  # the script maps this API's text: nothing more to watch
+            return
+        self.witness.feed_payloads(payloads)
+        judge_events(
+            out,
+            self.witness,
+            "transform_stream_chunk",
+            provider=self.mapper.provider,
+            adapter=self.name,
+        )
 
     def raise_pending(self) -> None:
         if self.pending is not None:
@@ -83,6 +104,7 @@ class StreamPipeline:
             self._map(payloads, out)
         except LlmError as err:
             self.pending = err
+        self._watch(payloads, out)
         return out
 
     def _map(self, payloads: list[str], out: list[Event]) -> None:
@@ -139,6 +161,7 @@ class StreamPipeline:
         if not self.mapper.finished:
             error, self.pending = self.pending, None
             out.extend(self.mapper.finish(error))
+            self._watch([], out)
         return out
 
 

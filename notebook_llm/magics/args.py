@@ -14,6 +14,8 @@ from typing import Any
 from IPython.core import magic_arguments as _ma
 from IPython.core.error import UsageError
 
+from ..dash_options import single_dash_long_option
+
 # IPython's magic_arguments is untyped: use it through Any-typed names.
 argument: Any = _ma.argument
 magic_arguments: Any = _ma.magic_arguments
@@ -172,8 +174,24 @@ def split_target(target: str | None) -> tuple[str | None, str | None]:
     return provider or None, model or None
 
 
+_LONG_OPTIONS = [n for names, _ in _CELL_ARGUMENTS for n in names if n.startswith("--")]
+_VALUED = [
+    n
+    for names, kw in _CELL_ARGUMENTS
+    if names[0].startswith("-") and "action" not in kw and kw.get("nargs") != "?"
+    for n in names
+]
+
+
 def parse_cell_line(line: str) -> CellArgs:
-    """Parse the ``%%llm`` line; raises ``UsageError`` for a wrong option."""
+    """Parse the ``%%llm`` line; raises ``UsageError`` for a wrong option (a long option typed
+    with one dash, ``-temperature``, is named as such, not read as ``-t emperature``)."""
+    try:
+        hint = single_dash_long_option(shlex.split(line), _LONG_OPTIONS, _VALUED)
+    except ValueError:
+        hint = None  # parse_argstring below says what is wrong with the quoting
+    if hint is not None:
+        raise UsageError(hint)
     try:
         ns: Any = parse_argstring(llm_cell, line)
     except ValueError as exc:  # shlex: "No closing quotation"

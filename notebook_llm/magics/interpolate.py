@@ -11,6 +11,9 @@ Rules (documented for users in ``%%llm?``):
 * Escape: ``{{name}}`` (doubled braces around a field that *would* resolve) gives the literal
   text ``{name}``. Doubled braces around anything else are left as they are (Jinja templates
   such as ``{{ user }}`` stay intact).
+* A field that does not resolve but is one typo away from a defined name (``{ctiy}`` next to
+  ``city``) is still sent as written; :func:`near_misses` finds it, so the magic can say
+  "did you mean {city}?" in one line (``difflib``, close matches only).
 * No code is ever evaluated: fields are parsed by a small resolver that only does namespace
   lookup, ``getattr`` of public attributes (no leading underscore), and indexing with an integer
   or string literal. No calls, no operators. Properties run as attribute access normally does.
@@ -18,6 +21,7 @@ Rules (documented for users in ``%%llm?``):
 
 from __future__ import annotations
 
+import difflib
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -96,3 +100,28 @@ def fields(text: str, namespace: Mapping[str, Any]) -> list[str]:
         for m in _PATTERN.finditer(text)
         if m.group(2) and resolve(m.group(2), namespace) is not _MISSING
     ]
+
+
+#: Names every IPython namespace has: never suggested.
+_SHELL_NAMES = frozenset({"In", "Out", "exit", "quit", "get_ipython", "open"})
+
+
+def near_misses(text: str, namespace: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """``(field, suggestion)`` for each ``{field}`` left as written whose name is a close match
+    of a defined name: ``{ctiy}`` with ``city`` defined -> ``("ctiy", "city")``; a field whose
+    name is defined (``{city.nope}``) or matches nothing close is not listed."""
+    if "{" not in text:
+        return []
+    names = [n for n in namespace if not n.startswith("_") and n not in _SHELL_NAMES]
+    out: list[tuple[str, str]] = []
+    for m in _PATTERN.finditer(text):
+        field = m.group(2)
+        if not field or resolve(field, namespace) is not _MISSING:
+            continue
+        base = re.match(_NAME, field)
+        if base is None or base.group(0) in namespace:
+            continue
+        close = difflib.get_close_matches(base.group(0), names, n=1, cutoff=0.75)
+        if close and (field, close[0] + field[base.end() :]) not in out:
+            out.append((field, close[0] + field[base.end() :]))
+    return out

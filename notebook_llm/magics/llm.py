@@ -20,7 +20,7 @@ from traitlets import Bool, CaselessStrEnum, Float, Unicode
 from ..errors import LlmError
 from ..secrets import redact
 from . import args as margs
-from .interpolate import interpolate
+from .interpolate import interpolate, near_misses
 
 if TYPE_CHECKING:
     # The engine (httpx), the chat and the widgets (ipywidgets) are imported on the first
@@ -31,8 +31,8 @@ if TYPE_CHECKING:
     from ..protocol import Message
 
 HINT = (
-    "Using the offline mock provider. Choose a real one with `%llm use openai:gpt-4o-mini` "
-    "(or `%%llm openai`); `%llm providers` lists them."
+    "Using the offline mock provider. Choose a real one with: %llm use openai:gpt-4o-mini "
+    "(or %%llm openai); %llm providers lists them."
 )
 
 
@@ -154,6 +154,11 @@ class LlmMagics(Magics):
         opts = margs.parse_cell_line(line)
         ns = self.shell.user_ns if self.shell is not None else {}
         prompt = interpolate(cell, ns) if opts.interpolate else cell
+        if opts.interpolate:
+            for field, guess in near_misses(cell, ns):
+                print(
+                    f"{{{field}}} is not defined and was sent as written: did you mean {{{guess}}}?"
+                )
         # The cell's trailing newline is not part of the question.
         prompt = prompt.rstrip("\n")
         system = interpolate(opts.system, ns) if opts.system and opts.interpolate else opts.system

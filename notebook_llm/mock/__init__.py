@@ -14,6 +14,7 @@ from .models import (
     UnknownModelError,
     count_tokens,
     generate,
+    split_tokens,
 )
 from .server import MockServer, RecordedRequest
 
@@ -32,6 +33,7 @@ __all__ = [
     "UnknownModelError",
     "count_tokens",
     "generate",
+    "split_tokens",
 ]
 
 

@@ -4,10 +4,13 @@ No I/O happens here. The input is always an OpenAI-chat-like request dict (``mod
 ``messages``, ``tools``, ``max_tokens``); the server converts Anthropic and Ollama requests
 into that shape first.
 
-Token counting (:func:`count_tokens`) is a deterministic approximation: one token per run of
-word characters (``\\w+``) and one per other non-space character (punctuation, symbols).
-Whitespace is free. :func:`split_tokens` splits text into pieces that each hold exactly one
-such token plus the whitespace before it, so ``"".join(split_tokens(t)) == t`` always holds.
+Tokens (:func:`count_tokens`, :func:`split_tokens`) are a deterministic imitation of what a
+BPE tokenizer does, rough but of the right shape: a short word (up to 8 letters) is one token, a
+longer word is split into sub-word pieces (common prefixes and suffixes, then pieces of about
+four letters: ``Antidisestablishmentarianism`` -> ``Anti|dis|esta|blish|ment|arian|ism``), a run
+of digits is split every three digits, and every other non-space character (punctuation,
+symbols) is a token of its own. Whitespace is free: it travels with the token after it, so
+``"".join(split_tokens(t)) == t`` always holds.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ __all__ = [
     "generate",
     "normalize_model",
     "split_tokens",
+    "subwords",
     "tool_arguments",
     "usage_for",
 ]
@@ -46,7 +50,8 @@ FinishReason = Literal["stop", "length", "tool_calls"]
 MODELS: dict[str, str] = {
     "echo": "Streams back the last user message exactly, 1-3 tokens per chunk.",
     "reasoning": "Emits reasoning text about the prompt, then echoes the last user message.",
-    "tools": "Calls the first offered tool with arguments taken from the prompt; then reports tool results.",
+    "tools": "Calls the first offered tool with arguments read off the prompt (a city from "
+    "'in Paris', numbers from digits); then reports the tool results.",
     "lorem": "Long lorem-ipsum text (about 2000 tokens); use max_tokens to get finish_reason 'length'.",
 }
 
@@ -54,6 +59,31 @@ LOREM_DEFAULT_TOKENS = 2000
 
 _TOKEN_RE = re.compile(r"\s*(?:\w+|[^\w\s])|\s+", re.UNICODE)
 _COUNT_RE = re.compile(r"\w+|[^\w\s]", re.UNICODE)
+#: A word of up to this many characters is one token (most English words are).
+WHOLE_WORD = 8
+_PREFIXES = ("anti", "counter", "inter", "trans", "under", "over", "super", "dis", "con", "pre")
+_SUFFIXES = (
+    "ization",
+    "ation",
+    "ition",
+    "tion",
+    "sion",
+    "arian",
+    "ment",
+    "ness",
+    "ship",
+    "able",
+    "ible",
+    "less",
+    "ally",
+    "ism",
+    "ist",
+    "ing",
+    "ity",
+    "ous",
+    "ive",
+    "ful",
+)
 _NUMBER_RE = re.compile(r"-?\d+(?:\.\d+)?")
 
 
@@ -183,14 +213,72 @@ class MockReply:
 # ---------------------------------------------------------------------------- tokens
 
 
+def _chunks(stem: str, size: int, least: int) -> list[str]:
+    """``stem`` in pieces of ``size`` characters; a last piece shorter than ``least`` joins the
+    one before it."""
+    pieces = [stem[i : i + size] for i in range(0, len(stem), size)]
+    if len(pieces) > 1 and len(pieces[-1]) < least:
+        pieces[-2:] = [pieces[-2] + pieces[-1]]
+    return pieces
+
+
+def subwords(word: str) -> list[str]:
+    """A word (a ``\\w+`` run) as the sub-word tokens of the mock tokenizer (see the module doc)."""
+    if len(word) <= WHOLE_WORD:
+        return [word] if not word.isdigit() or len(word) <= 3 else _chunks(word, 3, 1)
+    if word.isdigit():
+        return _chunks(word, 3, 1)
+    if not word.isalpha():  # mixed letters and digits: pieces of four
+        return _chunks(word, 4, 3)
+    head: list[str] = []
+    tail: list[str] = []
+    stem = word
+    lower = word.lower()
+    found = True
+    while found and len(stem) > WHOLE_WORD:
+        found = False
+        for prefix in _PREFIXES:
+            if lower.startswith(prefix) and len(lower) - len(prefix) >= 4:
+                head.append(stem[: len(prefix)])
+                stem, lower = stem[len(prefix) :], lower[len(prefix) :]
+                found = True
+                break
+    found = True
+    while found and len(stem) > 4:
+        found = False
+        for suffix in _SUFFIXES:
+            if lower.endswith(suffix) and len(lower) - len(suffix) >= 4:
+                tail.insert(0, stem[-len(suffix) :])
+                stem, lower = stem[: -len(suffix)], lower[: -len(suffix)]
+                found = True
+                break
+    middle = [stem] if len(stem) <= WHOLE_WORD - 2 else _chunks(stem, 4, 3)
+    return head + middle + tail
+
+
 def split_tokens(text: str) -> list[str]:
     """Split ``text`` into one-token pieces (leading whitespace attached); lossless."""
-    return _TOKEN_RE.findall(text)
+    out: list[str] = []
+    for piece in _TOKEN_RE.findall(text):
+        word = piece.lstrip()
+        if len(word) <= 3 or not (word[0].isalnum() or word[0] == "_"):
+            out.append(piece)
+            continue
+        subs = subwords(word)
+        if len(subs) == 1:
+            out.append(piece)
+        else:
+            out.append(piece[: len(piece) - len(word)] + subs[0])
+            out.extend(subs[1:])
+    return out
 
 
 def count_tokens(text: str) -> int:
-    """Approximate token count: word runs plus non-space non-word characters."""
-    return len(_COUNT_RE.findall(text))
+    """Token count of ``text`` by the mock tokenizer (see the module doc)."""
+    n = 0
+    for token in _COUNT_RE.findall(text):
+        n += 1 if len(token) <= 3 else len(subwords(token))
+    return n
 
 
 def _content_text(content: Any) -> str:
@@ -297,8 +385,9 @@ def _echo(text: str) -> list[Part]:
 
 
 def _reasoning(text: str) -> list[Part]:
+    n = count_tokens(text)
     thought = (
-        f'The user wrote {count_tokens(text)} tokens: "{text}". '
+        f'The user wrote {n} token{"" if n == 1 else "s"}: "{text}". '
         "I will answer by repeating the message back exactly."
     )
     return [Reasoning(p) for p in _group(split_tokens(thought))] + _echo(text)
@@ -352,59 +441,260 @@ def _lorem(n_tokens: int) -> list[Part]:
         piece = (" " if out else "") + (w.capitalize() if sentence_start else w)
         if end:
             piece += "."
-            count += 1
         if i % 96 == 95:
             piece += "\n\n"
         out.append(piece)
-        count += 1
+        count += count_tokens(piece)
         i += 1
     return [Text(p) for p in _group(out)]
 
 
-def _schema_value(schema: Any, name: str, text: str, numbers: list[str]) -> Any:
-    """A value for one JSON-schema property, filled from the prompt (numbers are consumed)."""
+_PREPOSITIONS = frozenset(
+    [
+        "in",
+        "for",
+        "of",
+        "at",
+        "to",
+        "from",
+        "near",
+        "into",
+        "about",
+        "on",
+        "around",
+        "between",
+        "via",
+    ]
+)
+_QUERY_NAMES = re.compile(
+    r"(?:^|_)(?:q|query|text|message|prompt|question|content|topic|search|expression|"
+    r"sentence|phrase|input|body|description|note|task|request|term)s?(?:$|_)",
+    re.IGNORECASE,
+)
+_LEAD = re.compile(
+    r"^\s*(?:(?:please|hey|ok|so|now|and)[\s,]+)*(?:(?:what|how|who|which|where|when|why)"
+    r"(?:'s|’s|\s+(?:is|are|was|were|do|does|did|will|would|can|could|should))?|"
+    r"(?:can|could|would|will)\s+you(?:\s+please)?|tell\s+me(?:\s+about)?|show\s+me|"
+    r"give\s+me|look\s+up|search(?:\s+the\s+web)?(?:\s+for)?|find(?:\s+me)?|get|"
+    r"i\s+(?:want|need|would\s+like)(?:\s+to\s+know)?|is|are|do|does)\b[\s,]*",
+    re.IGNORECASE,
+)
+_ARTICLES = re.compile(r"^(?:the|a|an|some|me)\s+", re.IGNORECASE)
+_QUOTED = re.compile(r'"([^"]+)"|“([^”]+)”|(?:(?<=\s)|^)\'([^\']+)\'(?=[\s.,!?;:]|$)')
+_WORD = re.compile(r"[^\W\d_][\w'’.-]*", re.UNICODE)
+_NEGATION = re.compile(r"\b(?:no|not|without|don't|dont|never)\s+(?:\w+\s+){0,2}$", re.I)
+_SHORT_WORDS = 8
+
+
+def _name_words(name: str) -> list[str]:
+    """``includeForecast`` / ``include_forecast`` -> ``['include', 'forecast']``."""
+    spaced = re.sub(r"(?<=[a-z])(?=[A-Z])", " ", name).replace("_", " ").replace("-", " ")
+    return [w.lower() for w in spaced.split() if w]
+
+
+class _Prompt:
+    """What a mock model reads off a prompt to fill a tool's arguments (deterministically).
+
+    Candidates for strings, best first: proper nouns after a preposition (``in Paris``,
+    ``from New York``), other capitalised phrases not starting the sentence, quoted text.
+    Numbers are taken in order of appearance. Each value is used once, so two string
+    arguments (``origin``, ``destination``) get two different phrases.
+    """
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.numbers = _NUMBER_RE.findall(text)
+        self.quoted = [next(g for g in m.groups() if g) for m in _QUOTED.finditer(text)]
+        unquoted = _QUOTED.sub(" ", text)
+        after_prep: list[str] = []
+        capitalised: list[str] = []
+        words = list(_WORD.finditer(unquoted))
+        i = 0
+        while i < len(words):
+            word = words[i].group().rstrip(".")
+            if word[:1].isupper() and i > 0:
+                j = i
+                while j + 1 < len(words) and words[j + 1].group()[:1].isupper():
+                    # a capitalised run stays one phrase only when nothing but spaces separate it
+                    gap = unquoted[words[j].end() : words[j + 1].start()]
+                    if gap.strip():
+                        break
+                    j += 1
+                phrase = unquoted[words[i].start() : words[j].end()].rstrip(".'’")
+                before = words[i - 1].group().lower()
+                gap = unquoted[words[i - 1].end() : words[i].start()]
+                (after_prep if before in _PREPOSITIONS and not gap.strip() else capitalised).append(
+                    phrase
+                )
+                i = j + 1
+                continue
+            i += 1
+        self.proper = after_prep + capitalised
+        self.used: set[str] = set()
+
+    def take(self, pool: Sequence[str]) -> str | None:
+        for value in pool:
+            if value not in self.used:
+                self.used.add(value)
+                return value
+        return None
+
+    def short_phrase(self) -> str:
+        """The prompt without its question or request words: ``What's the weather in Paris?``
+        -> ``weather in Paris``; at most a few words."""
+        core = self.text.strip().splitlines()[0] if self.text.strip() else ""
+        core = _LEAD.sub("", core, count=1)
+        core = _ARTICLES.sub("", core).strip().rstrip("?!.;:, ")
+        words = core.split()
+        return " ".join(words[:_SHORT_WORDS]) or self.text.strip()
+
+    def string(self, name: str) -> str:
+        if _QUERY_NAMES.search(name):
+            return self.take(self.quoted) or self.short_phrase()
+        return self.take(self.proper) or self.take(self.quoted) or self.short_phrase()
+
+    def mentions(self, name: str) -> bool | None:
+        """Whether the prompt asks for a boolean option by name: True, False (negated), None."""
+        for word in _name_words(name):
+            if len(word) < 3 or word in ("include", "use", "show", "get", "with", "enable", "is"):
+                continue
+            m = re.search(rf"\b{re.escape(word)}", self.text, re.IGNORECASE)
+            if m:
+                return not _NEGATION.search(self.text[: m.start()])
+        return None
+
+    def enum(self, values: Sequence[Any]) -> Any:
+        for value in values:
+            if isinstance(value, str) and re.search(
+                rf"(?<!\w){re.escape(value)}(?!\w)", self.text, re.IGNORECASE
+            ):
+                return value
+        return _MISSING
+
+    def number(self, schema: Mapping[str, Any], integer: bool) -> Any:
+        if not self.numbers:
+            return _MISSING
+        value = float(self.numbers.pop(0))
+        if "minimum" in schema and isinstance(schema["minimum"], int | float):
+            value = max(value, float(schema["minimum"]))
+        if "maximum" in schema and isinstance(schema["maximum"], int | float):
+            value = min(value, float(schema["maximum"]))
+        return int(value) if integer or value.is_integer() else value
+
+
+class _Missing:
+    pass
+
+
+_MISSING: Any = _Missing()
+
+
+def _schema_type(schema: Mapping[str, Any]) -> str:
+    typ = schema.get("type")
+    if isinstance(typ, list):
+        typ = next((t for t in typ if t != "null"), "null")
+    if typ is None:
+        typ = "object" if "properties" in schema else "string"
+    return str(typ)
+
+
+def _from_prompt(schema: Any, name: str, prompt: _Prompt) -> Any:
+    """A value the prompt gives for one property, or ``_MISSING``."""
     if not isinstance(schema, Mapping):
-        return text
-    if schema.get("enum"):
-        return schema["enum"][0]
+        return prompt.string(name)
     if "const" in schema:
         return schema["const"]
-    typ = schema.get("type", "string")
-    if isinstance(typ, list):
-        typ = next((t for t in typ if t != "null"), "string")
+    if schema.get("enum"):
+        return prompt.enum(schema["enum"])
+    typ = _schema_type(schema)
     if typ in ("integer", "number"):
-        if numbers:
-            raw = numbers.pop(0)
-            value = float(raw)
-            return int(value) if typ == "integer" or value.is_integer() else value
-        return 1
+        return prompt.number(schema, typ == "integer")
     if typ == "boolean":
-        return True
+        said = prompt.mentions(name)
+        return _MISSING if said is None else said
+    if typ == "string":
+        taken = prompt.take(prompt.quoted if _QUERY_NAMES.search(name) else prompt.proper)
+        return _MISSING if taken is None else taken
+    if typ == "array":
+        raw_items = schema.get("items")
+        items: Mapping[str, Any] = raw_items if isinstance(raw_items, Mapping) else {}
+        if _schema_type(items) == "string" and not items.get("enum"):
+            found = [p for p in prompt.proper if p not in prompt.used] or [
+                q for q in prompt.quoted if q not in prompt.used
+            ]
+            prompt.used.update(found)
+            return found or _MISSING
+        return _MISSING
+    if typ == "object":  # optional: only what the prompt gives
+        props = schema.get("properties") or {}
+        given = {n: _from_prompt(v, n, prompt) for n, v in props.items()}
+        return {n: v for n, v in given.items() if v is not _MISSING} or _MISSING
+    return _MISSING
+
+
+def _schema_value(schema: Any, name: str, prompt: _Prompt) -> Any:
+    """A value for a property that must be given: from the prompt, else the default, else a
+    plausible stand-in of its type."""
+    value = _from_prompt(schema, name, prompt)
+    if value is not _MISSING:
+        return value
+    if not isinstance(schema, Mapping):
+        return prompt.short_phrase()
+    if "default" in schema:
+        return schema["default"]
+    if schema.get("enum"):
+        return schema["enum"][0]
+    typ = _schema_type(schema)
+    if typ in ("integer", "number"):
+        low = schema.get("minimum")
+        return low if isinstance(low, int | float) else 1
+    if typ == "boolean":
+        return False
     if typ == "array":
         return []
     if typ == "null":
         return None
     if typ == "object":
-        return _fill_object(schema, text, numbers)
-    return text
+        return _fill_object(schema, prompt)
+    return prompt.string(name)
 
 
-def _fill_object(schema: Mapping[str, Any], text: str, numbers: list[str]) -> dict[str, Any]:
+def _fill_object(schema: Mapping[str, Any], prompt: _Prompt) -> dict[str, Any]:
+    """An object's arguments: every required property, then the optional ones the prompt gives
+    a value for. A schema with no ``required`` list treats all its properties as required."""
     props = schema.get("properties") or {}
-    names = list(props) + [r for r in schema.get("required") or [] if r not in props]
-    return {n: _schema_value(props.get(n), n, text, numbers) for n in names}
+    listed = schema.get("required")
+    required = list(props) if listed is None else [str(r) for r in listed]
+    names = [n for n in props if n in required] + [r for r in required if r not in props]
+    out: dict[str, Any] = {n: _schema_value(props.get(n), n, prompt) for n in names}
+    for n in props:
+        if n not in out:
+            value = _from_prompt(props[n], n, prompt)
+            if value is not _MISSING:
+                out[n] = value
+    # the schema's order, as a model writes them
+    order: dict[str, int] = {}
+    for n in [*props, *required]:
+        order.setdefault(n, len(order))
+    return dict(sorted(out.items(), key=lambda kv: order.get(kv[0], len(order))))
 
 
 def tool_arguments(tool: Mapping[str, Any], text: str) -> dict[str, Any]:
-    """Arguments for an OpenAI-format tool, filled from the prompt ``text``.
+    """Arguments for an OpenAI-format (or Anthropic ``input_schema``) tool, filled from the
+    prompt ``text`` the way a model would, and deterministically.
 
-    Every declared (and every required) property gets a value: strings the prompt text, integers
-    and numbers the next number found in the prompt (else 1), booleans ``true``, enums their first
-    value, arrays ``[]``, objects are filled recursively.
+    Every required property gets a value; an optional one only when the prompt gives it. Strings:
+    a proper noun after ``in/for/of/at/from/to...`` (``"What's the weather in Paris?"`` ->
+    ``"Paris"``), another capitalised phrase or quoted text, else a short phrase of the prompt
+    (for ``query``/``text``-like names: quoted text, else that phrase). Numbers: the digits of
+    the prompt in order, clamped to ``minimum``/``maximum``. Enums: the value the prompt names,
+    else the default, else the first. Booleans: named in the prompt (``"... without forecast"``
+    is false), else the default, else false. Arrays of strings: the proper nouns. Objects are
+    filled recursively.
     """
     fn = tool.get("function", tool)
     params = fn.get("parameters") or fn.get("input_schema") or {}
-    return _fill_object(params, text, _NUMBER_RE.findall(text))
+    return _fill_object(params, _Prompt(text))
 
 
 def _tools(request: Mapping[str, Any], messages: Sequence[Mapping[str, Any]]) -> list[Part]:

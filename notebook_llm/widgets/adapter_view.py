@@ -111,17 +111,13 @@ def html_table(headers: list[str], rows: list[list[str]]) -> str:
 def report_html(report: Any) -> str:
     """A :class:`~notebook_llm.conformance.CheckReport` as HTML tables."""
     from ..conformance import event_rows, summarize
-    from ..conformance.report import fixture_state
+    from ..conformance.report import fixture_state, verdict_line
 
-    color = "#070" if report.ok else "#c00"
-    n_warn = len(report.warnings)
-    warned = f", {n_warn} warning{'s' if n_warn != 1 else ''}" if n_warn else ""
-    parts = [
-        f"<h4 style='color:{color}'>adapter {html.escape(report.adapter)} "
-        f"{html.escape(report.version)}: {'PASS' if report.ok else 'FAIL'}{warned}</h4>"
-    ]
+    color = "#070" if report.passed else "#c00"
+    parts = [f"<h4 style='color:{color}'>{html.escape(verdict_line(report))}</h4>"]
     if report.load_error is not None:
         parts.append(f"<pre>{html.escape(str(report.load_error))}</pre>")
+    parts.extend(f"<div>note: {html.escape(n)}</div>" for n in report.notes)
     for f in report.fixtures:
         state = fixture_state(f)
         parts.append(

@@ -31,6 +31,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..pricing import format_cost
 from ..protocol import TokenUsage
 from ..secrets import redact
 from .render import EMPTY_ANSWER, STOPPED_MARK, USAGE_NOT_REPORTED, ErrorBox, reasoning_html
@@ -103,7 +104,7 @@ def footer_line(
             out += f" ({usage.reasoning_tokens} reasoning)"
         parts += [f"{usage.input_tokens} in", out]
         if cost is not None:
-            parts.append(f"${cost:.4f}" if cost < 1 else f"${cost:.2f}")
+            parts.append(format_cost(cost))
     return redact(" · ".join(parts))
 
 

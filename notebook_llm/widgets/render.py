@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import ErrorCode, LlmError
+from ..pricing import format_cost
 from ..secrets import redact
 from .safe_html import NO_MATH_CLASSES, clean, isolated, markdown_html
 
@@ -54,7 +55,7 @@ class ViewStats:
         if self.tokens_per_s is not None:
             parts.append(f"{self.tokens_per_s:.0f} tok/s")
         if self.cost is not None and not self.estimated:
-            parts.append(f"${self.cost:.4f}" if self.cost < 1 else f"${self.cost:.2f}")
+            parts.append(format_cost(self.cost))
         return " · ".join(p for p in parts if p)
 
 

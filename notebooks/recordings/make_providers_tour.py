@@ -29,7 +29,9 @@ TOUR = {
     "gemini": ("What is the capital of France?", "gemini/stream_text.sse"),
     "mistral": ("What is 1 + 1? Just the number.", "mistral/stream_text.sse"),
     "deepseek": ("Think first, then answer: what is 1 + 1?", "deepseek/stream_reasoning.sse"),
-    "groq": ("Did the tool call work? Answer in one sentence.", "groq/stream_reasoning_text.sse"),
+    # vercel/ai's Groq text stream answers its examples' prompt (examples/ai-core: groq.ts). The
+    # reasoning stream once used here ends a tool-calling conversation the notebook never had.
+    "groq": ("Invent a new holiday and describe its traditions.", "groq/stream_text.sse"),
     # GitHub Models speaks the OpenAI format; no GitHub recording is public, so the OpenAI one.
     "github": ("Count from 1 to 5.", "openai/stream_text_include_usage.sse"),
     "ollama": ("Count from 1 to 5, with a short intro.", "ollama/stream_text.ndjson"),
