@@ -48,7 +48,7 @@ OTHER_API = {"ollama/generate_stream_thinking.ndjson"}
 
 def _outcome(adapter: LuaAdapter, fixture: Fixture) -> tuple[str, str | None, Any]:
     c = replay_fixture(adapter, fixture).completion
-    usage = tuple(sorted(c.usage.to_json().items())) if c.usage else None
+    usage = tuple(sorted(c.usage.to_dict().items())) if c.usage else None
     return c.text, c.finish.kind if c.finish else None, usage
 
 

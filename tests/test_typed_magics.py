@@ -72,9 +72,9 @@ def test_schema_flag_gives_parsed_and_a_field_table(shell: InteractiveShell) -> 
     cap = run(shell, "mock:echo --schema Sentiment -o r", "Review: {1 + 1} great")
     r = shell.user_ns["r"]
     assert isinstance(r.parsed, Sentiment)
-    md = outputs(cap, "text/markdown")[-1]
-    assert "| **label** |" in md
-    assert f"| {r.parsed.label} |" in md
+    table = outputs(cap, "text/html")[-1]
+    assert "<td><strong>label</strong></td>" in table
+    assert f"<td>{r.parsed.label}</td>" in table
     body = shared_server().requests[-1].body
     assert body["response_format"]["json_schema"]["name"] == "Sentiment"
 
@@ -146,7 +146,7 @@ def test_schema_retries_sends_the_message_back_as_a_second_turn(shell: Interacti
     assert "label" in feedback[-1]["content"]
     plain = outputs(cap, "text/plain")
     assert any("SCHEMA_MISMATCH" in p for p in plain)  # the first answer is shown, with why
-    assert "| **label** |" in outputs(cap, "text/markdown")[-1]
+    assert "<td><strong>label</strong></td>" in outputs(cap, "text/html")[-1]
     chat_history = shell.magics_manager.registry["LlmMagics"].chats
     assert chat_history == {}  # a one-off cell keeps no conversation
 
