@@ -36,7 +36,7 @@ from IPython.display import display as _display
 from IPython.utils.process import arg_split  # type: ignore[attr-defined]
 
 from ..errors import LlmError
-from ..lua.lines import lua_line_of
+from ..lua.lines import cell_script, lua_line_of
 from ..secrets import redact
 from ..watch import FileWatcher
 from ..widgets.adapter_view import (
@@ -257,8 +257,9 @@ class AdapterMagics(Magics):
         return Rich(f"{verb} adapter {key} {adapter.version} ({origin}; hooks: {hooks})")
 
     def load_cell(self, name: str | None, cell: str) -> Rich:
-        """``%%adapter [NAME]``: the cell body is the script."""
-        view = self._load(cell, name, "cell", cell)
+        """``%%adapter [NAME]``: the cell body is the script, its lines numbered as the cell's."""
+        script = cell_script(cell, "%%adapter" + (f" {name}" if name else ""))
+        view = self._load(script, name, "cell", script)
         _show(view)
         return view
 

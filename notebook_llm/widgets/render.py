@@ -9,11 +9,13 @@ from __future__ import annotations
 import html
 import json
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from ..errors import ErrorCode, LlmError
 from ..secrets import redact
+from .adapter_view import excerpt_html, excerpt_text
 
 STOPPED_MARK = "[stopped]"
 #: Shown instead of an answer when the model answered nothing (finish stop, no text).
@@ -300,16 +302,23 @@ _HINTS = {
 class ErrorBox:
     """A short, readable error: code, provider, message and what to do. No traceback."""
 
-    def __init__(self, err: LlmError, hint: str | None = None) -> None:
+    def __init__(
+        self,
+        err: LlmError,
+        hint: str | None = None,
+        excerpt: Sequence[tuple[int, str, bool]] = (),
+    ) -> None:
         self.code = err.code
         self.provider = err.provider
         self.message = redact(err.message)
         hint = redact(hint or _HINTS.get(err.code, ""))
         self.hint = "" if hint and hint in self.message else hint
+        #: An adapter error's script lines around its Lua line (adapter_view.adapter_excerpt).
+        self.excerpt = [(n, redact(t), hit) for n, t, hit in excerpt]
 
     def text(self) -> str:
         where = f" ({self.provider})" if self.provider else ""
-        lines = [f"LLM error {self.code}{where}: {self.message}"]
+        lines = [f"LLM error {self.code}{where}: {self.message}", *excerpt_text(self.excerpt)]
         if self.hint:
             lines.append(f"What to do: {self.hint}")
         return "\n".join(lines)
@@ -321,7 +330,8 @@ class ErrorBox:
         return (
             '<div class="notebook-llm-error" style="border-left:4px solid #d33;padding:4px 8px;'
             'background:rgba(221,51,51,.08)">'
-            f"<div><b>{e(self.code)}</b>{where}</div><div>{e(self.message)}</div>{hint}</div>"
+            f"<div><b>{e(self.code)}</b>{where}</div><div>{e(self.message)}</div>"
+            f"{excerpt_html(self.excerpt)}{hint}</div>"
         )
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
