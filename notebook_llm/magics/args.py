@@ -195,6 +195,7 @@ LINE_COMMANDS = {
     "key": "key PROVIDER           enter a key for this session (asked with getpass)",
     "record": "record PATH | stop      record provider HTTP exchanges to a file (no keys)",
     "replay": "replay PATH [--strict]  answer requests from a recording (no key, no network)",
+    "pace": "pace [TOKENS_PER_S]     how fast the mock streams where someone watches (0 = at once)",
 }
 
 
@@ -225,6 +226,7 @@ def parse_line(line: str) -> tuple[str, list[str]]:
         "key": (1, 1),
         "record": (0, 1),
         "replay": (0, 2),
+        "pace": (0, 1),
     }
     low, high = limits[command]
     if not low <= len(rest) <= high:

@@ -238,6 +238,8 @@ class LlmMagics(Magics):
                 print(f"conversation {name!r} reset")
         elif command == "key":
             self._key(rest[0])
+        elif command == "pace":
+            self._pace(rest[0] if rest else None)
         elif command in ("record", "replay"):
             from ..record import magic_command
 
@@ -249,6 +251,20 @@ class LlmMagics(Magics):
                 raise UsageError(
                     f"cannot use {rest[0] if rest else 'that file'}: {exc.strerror}"
                 ) from None
+
+    def _pace(self, value: str | None) -> None:
+        from ..mock.pace import current_pace, set_pace
+
+        if value is not None:
+            try:
+                set_pace(float(value))
+            except ValueError:
+                raise UsageError(
+                    f"%llm pace takes tokens per second, 0 or more (0 = at once), not {value!r}"
+                ) from None
+        pace = current_pace()
+        shown = "at once" if pace == 0 else f"at {pace:g} tokens/s"
+        print(f"the mock streams {shown} where someone watches the cell (always at once headless)")
 
     def _check_model(self, provider: str, model: str) -> str:
         """Refuse a model the provider's adapter says it does not have; otherwise a note on
