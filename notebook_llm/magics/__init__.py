@@ -93,7 +93,8 @@ def _remove_error_display(ipython: Any) -> None:
 
 
 def load_ipython_extension(ipython: Any) -> None:
-    """Register the magics (idempotent: a second load replaces the same instances)."""
+    """Register the magics (idempotent: a second load replaces the same instances), then warm
+    the first cell up in the background (:mod:`.warmup`)."""
     _install_error_display(ipython)
     for cls in _magic_classes():
         if cls.__name__ not in ipython.magics_manager.registry:
@@ -106,6 +107,9 @@ def load_ipython_extension(ipython: Any) -> None:
         and _kernel_dispatches_comms_during_async_cells(ipython)
     ):
         transformers.append(async_cell_transformer)
+    from . import warmup
+
+    warmup.start()
 
 
 def unload_ipython_extension(ipython: Any) -> None:

@@ -47,6 +47,7 @@ from ..widgets.adapter_view import (
     report_html,
     text_table,
 )
+from . import warmup
 from .cell_logs import CellLogCollector, _install_collector, _remove_collector
 
 if TYPE_CHECKING:
@@ -217,6 +218,7 @@ class AdapterMagics(Magics):
     @line_cell_magic
     def adapter(self, line: str, cell: str | None = None) -> None:
         """%%adapter [NAME]: load the cell's script; %adapter SUBCOMMAND: see the usage."""
+        warmup.wait()  # a cell right after %load_ext shares the warm-up's work, not races it
         if cell is not None:
             self.load_cell(line.strip() or None, cell)
             return

@@ -20,6 +20,7 @@ from traitlets import Bool, CaselessStrEnum, Float, Unicode
 from ..errors import LlmError
 from ..secrets import redact
 from . import args as margs
+from . import warmup
 from .interpolate import interpolate
 
 if TYPE_CHECKING:
@@ -77,6 +78,7 @@ class LlmMagics(Magics):
     @line_cell_magic
     def llm(self, line: str, cell: str | None = None) -> None:
         """%%llm [PROVIDER[:MODEL]] [options] (cell body = prompt); %llm COMMAND (see %llm help)."""
+        warmup.wait()  # a cell right after %load_ext shares the warm-up's work, not races it
         try:
             if cell is None:
                 self._line(line)
@@ -183,6 +185,7 @@ class LlmMagics(Magics):
         the Stop button's comm messages during the cell; a kernel interrupt cancels the cell's
         task, which stops the stream and keeps the partial answer, marked as stopped.
         """
+        warmup.wait()
         try:
             chat, prompt, opts, kwargs = self._prepare(line, cell)
             completion = await chat.asend(prompt, interruptible=True, **kwargs)
