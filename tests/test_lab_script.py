@@ -57,6 +57,7 @@ def test_lab_starts_and_serves_the_quickstart(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if k not in ("DISPLAY", "WAYLAND_DISPLAY")}
     env.update(
         VENV=sys.prefix,  # the test's environment already has JupyterLab: nothing to install
+        NOTEBOOK_LLM_NO_INSTALL="1",  # and should it lack something, fail instead of installing
         PYTHONPATH=os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p),
         JUPYTER_RUNTIME_DIR=str(tmp_path / "runtime"),
         JUPYTERLAB_SETTINGS_DIR=str(tmp_path / "settings"),

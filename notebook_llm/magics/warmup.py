@@ -2,9 +2,9 @@
 
 ``%load_ext`` stays light (it imports no engine, httpx, Lua runtime or widgets), so the first
 cell used to pay for all of them, for compiling the built-in adapter and for starting the
-loopback mock server: a few hundred milliseconds before its first token, against ~1 ms for
-every later cell. :func:`start` does that work once per process on a daemon thread right after
-``%load_ext``, while the user reads or types the next cell:
+loopback mock server, many times what every later cell costs (``bench/bench_startup.py``).
+:func:`start` does that work once per process on a daemon thread right after ``%load_ext``,
+while the user reads or types the next cell:
 
 * the imports the first cell makes (engine, httpx, lupa, the widgets of the live view);
 * one whole answer from the offline mock, through a throwaway engine that reads no config file
@@ -33,7 +33,7 @@ __all__ = ["STEPS", "WAIT_LIMIT", "join", "start", "wait"]
 
 log = logging.getLogger("notebook_llm.warmup")
 
-#: Seconds a cell waits at most for a warm-up still running (the warm-up takes ~0.3 s).
+#: Seconds a cell waits at most for a warm-up still running (far more than it takes).
 WAIT_LIMIT = 5.0
 
 _lock = threading.Lock()
