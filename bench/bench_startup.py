@@ -3,13 +3,17 @@
     python bench/bench_startup.py [--runs 7]
 
 Each run is a FRESH Python process (imports are what is measured, and a warm process has them
-cached): it starts an IPython ``InteractiveShell`` (not timed: "on top of a running IPython"),
-then times
+cached): it starts an IPython ``InteractiveShell`` and runs one empty cell (not timed: "on top
+of a running IPython", whose first cell compiles IPython's own tokenizer), then times
 
-* ``%load_ext notebook_llm`` (goal: under 100 ms);
+* ``%load_ext notebook_llm`` (goal: under 100 ms; it starts the background warm-up of
+  ``notebook_llm/magics/warmup.py``, which is not part of this figure);
 * a first ``%%llm mock:echo`` cell, from ``run_cell`` to the first ``TextDelta`` the engine
-  makes (cold: the engine, httpx, lupa, the openai.lua bytecode and the loopback mock server
-  are all loaded or started here);
+  makes, in two kinds of processes: one that runs it 1 s after ``%load_ext`` (a cell typed or
+  run by hand: the warm-up has loaded the engine, httpx, lupa, the openai.lua bytecode and the
+  mock server by then; goal: under 50 ms over the server's latency), and one that runs it at
+  once (Run All: the cell waits for the warm-up and shares its work). ``--no-warmup`` measures
+  with the warm-up turned off (``NOTEBOOK_LLM_WARMUP=0``), as the cell was before it;
 * a second such cell (warm: what every later cell costs);
 * the mock server's own latency: a plain ``httpx`` POST of the same request to the same server,
   timed to its first ``data:`` line (median of 20, on a warm connection).
@@ -30,6 +34,7 @@ import sys
 from pathlib import Path
 
 LOAD_EXT_GOAL_MS = 100.0
+FIRST_CELL_GOAL_MS = 50.0  # over the server's own latency
 
 CHILD = r"""
 import contextlib, importlib.abc, importlib.util, io, json, sys, time
@@ -58,6 +63,7 @@ sys.meta_path.insert(0, Hook())
 
 from IPython.core.interactiveshell import InteractiveShell
 shell = InteractiveShell.instance()
+shell.run_cell("pass")  # a running IPython has run a cell: its cell tokenizer is compiled
 out = {}
 t0 = time.perf_counter()
 shell.run_line_magic("load_ext", "notebook_llm")
@@ -65,6 +71,7 @@ out["load_ext"] = time.perf_counter() - t0
 out["modules_after_load_ext"] = sorted(
     m for m in ("httpx", "lupa", "ipywidgets", "notebook_llm.engine") if m in sys.modules
 )
+time.sleep(PAUSE)
 
 def cell(prompt):
     first.clear()
@@ -100,15 +107,16 @@ print("RESULT " + json.dumps(out))
 """
 
 
-def run_child() -> dict[str, object]:
+def run_child(pause: float, warmup: bool = True) -> dict[str, object]:
     env = dict(os.environ)
+    env["NOTEBOOK_LLM_WARMUP"] = "1" if warmup else "0"
     root = str(Path(__file__).resolve().parent.parent)
     env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
     # An installed package has its bytecode compiled (pip does it at install time): let the
     # warm-up run write it, so no run measures compiling the sources.
     env.pop("PYTHONDONTWRITEBYTECODE", None)
     proc = subprocess.run(
-        [sys.executable, "-c", "import statistics\n" + CHILD],
+        [sys.executable, "-c", f"import statistics\nPAUSE = {pause!r}\n" + CHILD],
         capture_output=True,
         text=True,
         env=env,
@@ -125,19 +133,27 @@ def run_child() -> dict[str, object]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--runs", type=int, default=7)
+    parser.add_argument("--no-warmup", action="store_true", help="NOTEBOOK_LLM_WARMUP=0")
     args = parser.parse_args()
-    run_child()  # warm-up: writes the bytecode caches, warms the OS file cache
-    runs = [run_child() for _ in range(args.runs)]
+    warm = not args.no_warmup
+    run_child(0.0, warm)  # warm-up run: writes the bytecode caches, warms the OS file cache
+    typed = [run_child(1.0, warm) for _ in range(args.runs)]
+    at_once = [run_child(0.0, warm) for _ in range(args.runs)]
 
-    def med(key: str) -> float:
-        return statistics.median(float(r[key]) for r in runs)  # type: ignore[arg-type]
+    def med(runs: list[dict[str, object]], key: str) -> float:
+        return statistics.median(float(r[key]) for r in runs) * 1e3  # type: ignore[arg-type]
 
-    load = med("load_ext") * 1e3
-    latency = med("server_latency") * 1e3
-    first_token = med("first_cell_token") * 1e3
-    second_token = med("second_cell_token") * 1e3
-    loaded = runs[-1]["modules_after_load_ext"]
-    print(f"median of {args.runs} fresh processes (IPython already running in each)")
+    load = med(typed + at_once, "load_ext")
+    latency = med(typed + at_once, "server_latency")
+    first = med(typed, "first_cell_token")
+    first_now = med(at_once, "first_cell_token")
+    second = med(typed, "second_cell_token")
+    loaded = typed[-1]["modules_after_load_ext"]
+    over = first - latency
+    print(
+        f"median of {args.runs} fresh processes per row (IPython already running in each); "
+        f"warm-up {'on' if warm else 'OFF'}"
+    )
     print(
         f"  %load_ext notebook_llm          {load:8.1f} ms   "
         f"(goal < {LOAD_EXT_GOAL_MS:.0f} ms: {'met' if load < LOAD_EXT_GOAL_MS else 'NOT met'})"
@@ -145,12 +161,17 @@ def main() -> int:
     print(f"    heavy modules loaded by it:   {', '.join(loaded) or 'none'}")  # type: ignore[arg-type]
     print(f"  mock server's own latency       {latency:8.1f} ms   (httpx POST to first data line)")
     print(
-        f"  first %%llm mock:echo cell      {first_token:8.1f} ms to its first token   "
-        f"({first_token / latency:.0f}x the server's latency; cold imports, Lua, server start)"
+        f"  first %%llm mock:echo cell      {first:8.1f} ms to its first token, 1 s after "
+        f"%load_ext   ({over:+.1f} ms over the server; goal < +{FIRST_CELL_GOAL_MS:.0f} ms: "
+        f"{'met' if over < FIRST_CELL_GOAL_MS else 'NOT met'})"
     )
     print(
-        f"  second %%llm mock:echo cell     {second_token:8.1f} ms to its first token   "
-        f"({second_token / latency:.1f}x the server's latency)"
+        f"  first cell, right after it      {first_now:8.1f} ms to its first token   "
+        "(Run All: waits for the warm-up, shares its work)"
+    )
+    print(
+        f"  second %%llm mock:echo cell     {second:8.1f} ms to its first token   "
+        f"({second / latency:.1f}x the server's latency)"
     )
     return 0 if load < LOAD_EXT_GOAL_MS else 1
 

@@ -28,10 +28,13 @@ class LoopbackMock(LlmAdapter):
         self._engine = engine
 
     async def stream(self, options: GenerateOptions) -> AsyncIterator[Event]:
+        from .mock.pace import paced, watched_pace
         from .mock.shared import shared_server
 
         options.base_url = shared_server().url + "/v1"
-        async for event in self._engine.adapter("openai").stream(options):
+        # At a reading pace where someone watches the cell, at once elsewhere (mock/pace.py).
+        inner = self._engine.adapter("openai").stream(options)
+        async for event in paced(inner, watched_pace()):
             yield event
 
     async def list_models(self, provider: str) -> list[ModelInfo]:

@@ -78,6 +78,7 @@ class Engine:
         of extra attempts for retryable errors that happen before any event was yielded;
         ``transport`` carries this engine's HTTP requests (httpx-style; default: the network)."""
         self.registry = Registry()
+        self._installing_plugins = False
         self.retries = retries
         self.retry_base = retry_base
         self.retry_cap = retry_cap
@@ -97,14 +98,25 @@ class Engine:
         self.credentials.register_known(self.file_config)
         from .plugins import install_plugins
 
-        install_plugins(self)
+        # What plugins bind is fixed; what the session binds later, a re-run cell may bind again.
+        self._installing_plugins = True
+        try:
+            install_plugins(self)
+        finally:
+            self._installing_plugins = False
 
     # ------------------------------------------------------------------ adapters and routes
 
     def register_adapter(self, routes: Iterable[str] | str, adapter: LlmAdapter) -> AdapterHandle:
         """Bind provider ``routes`` to ``adapter`` (all or nothing); the adapter becomes known by
-        its ``name`` too, so ``add_provider(adapter=name)`` can use it."""
-        handle = self.registry.register(routes, adapter)
+        its ``name`` too, so ``add_provider(adapter=name)`` can use it.
+
+        Routes bound earlier in the session are taken over (re-running the cell that registered
+        them); a plugin's route is a conflict (``DUPLICATE_ADAPTER``), and then nothing is bound."""
+        handle = self._register(routes, adapter)
+        for route in handle.routes:  # a route add_provider had set up loses its old settings
+            self._providers.pop(route, None)
+            self._provider_handles.pop(route, None)
         self.catalog.know(adapter)
         return handle
 
@@ -173,7 +185,11 @@ class Engine:
 
         ``max_tokens_field`` names the body field that carries ``max_tokens`` (``"max_tokens"``
         for OpenAI-compatible servers, ``"max_completion_tokens"`` for OpenAI's own API);
-        ``None`` keeps the adapter's choice."""
+        ``None`` keeps the adapter's choice.
+
+        Adding a provider again under the same name replaces what the session defined before
+        (re-running the cell); the name of a plugin's provider (``mock``, ``mock-direct``, an
+        installed package's) is a conflict, ``LlmError(DUPLICATE_ADAPTER)``."""
         instance = adapter if isinstance(adapter, LlmAdapter) else self.adapter(adapter)
         adapter_name = adapter if isinstance(adapter, str) else instance.name
         config = ProviderConfig(
@@ -194,8 +210,14 @@ class Engine:
         )
         return self._bind_provider(config, instance)
 
+    def _register(self, routes: Iterable[str] | str, adapter: LlmAdapter) -> AdapterHandle:
+        if self._installing_plugins:
+            return self.registry.register(routes, adapter, fixed=True)
+        return self.registry.register(routes, adapter, replace=True)
+
     def _bind_provider(self, config: ProviderConfig, adapter: LlmAdapter) -> AdapterHandle:
-        handle = self.registry.register([config.name], adapter)
+        handle = self._register([config.name], adapter)
+        self._provider_handles.pop(config.name, None)
         self._providers[config.name] = config
         self._provider_handles[config.name] = handle
         return handle

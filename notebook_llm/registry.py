@@ -1,4 +1,11 @@
-"""Routes -> adapters, all or nothing."""
+"""Routes -> adapters, all or nothing.
+
+Who bound a route decides whether it may be bound again. A plugin's routes (the built-in
+``mock`` providers, an installed package's) are *fixed*: registering over one is a conflict,
+and a registration that meets one binds none of its routes. A route bound from the session
+(``add_provider`` or ``register_adapter`` in a cell, a preset bound on first use) is not: a
+registration with ``replace=True`` takes it over, which is what re-running a cell does.
+"""
 
 from __future__ import annotations
 
@@ -12,10 +19,14 @@ from .errors import ErrorCode, LlmError
 class AdapterHandle:
     """Returned by :meth:`Registry.register`. Call it to dispose the routes."""
 
-    def __init__(self, registry: Registry, routes: list[str], adapter: LlmAdapter) -> None:
+    def __init__(
+        self, registry: Registry, routes: list[str], adapter: LlmAdapter, *, fixed: bool = False
+    ) -> None:
         self._registry = registry
         self.routes = routes
         self.adapter = adapter
+        #: Bound by a plugin: no later registration may take these routes over.
+        self.fixed = fixed
         self.disposed = False
 
     def __call__(self) -> None:
@@ -40,7 +51,11 @@ class Registry:
         self._lock = threading.RLock()
 
     def _check(
-        self, routes: list[str], adapter: object, allow: AdapterHandle | None = None
+        self,
+        routes: list[str],
+        adapter: object,
+        allow: AdapterHandle | None = None,
+        replace: bool = False,
     ) -> None:
         if not isinstance(adapter, LlmAdapter):
             raise LlmError(
@@ -57,21 +72,50 @@ class Registry:
                 raise LlmError(f"route {route!r} is listed twice", ErrorCode.DUPLICATE_ADAPTER)
             seen.add(route)
             holder = self._handles.get(route)
-            if holder is not None and holder is not allow:
+            if holder is None or holder is allow or (replace and not holder.fixed):
+                continue
+            if holder.fixed:
                 raise LlmError(
-                    f"route {route!r} is already served by adapter {holder.adapter.name!r}",
+                    f"provider {route!r} comes from a plugin (built in or installed) and "
+                    "cannot be replaced; give yours another name",
                     ErrorCode.DUPLICATE_ADAPTER,
                 )
+            raise LlmError(
+                f"route {route!r} is already served by adapter {holder.adapter.name!r}",
+                ErrorCode.DUPLICATE_ADAPTER,
+            )
 
-    def register(self, routes: Iterable[str] | str, adapter: LlmAdapter) -> AdapterHandle:
+    def register(
+        self,
+        routes: Iterable[str] | str,
+        adapter: LlmAdapter,
+        *,
+        replace: bool = False,
+        fixed: bool = False,
+    ) -> AdapterHandle:
+        """Bind ``routes`` to ``adapter``, all or nothing. ``replace=True`` takes over routes
+        that a non-fixed handle holds (a re-run cell); a fixed route is a conflict either way.
+        ``fixed=True`` marks the new routes as a plugin's."""
         route_list = [routes] if isinstance(routes, str) else list(routes)
         with self._lock:
-            self._check(route_list, adapter)
-            handle = AdapterHandle(self, route_list, adapter)
+            self._check(route_list, adapter, replace=replace)
+            for route in route_list:
+                old = self._handles.get(route)
+                if old is not None:
+                    self._release(old, route)
+            handle = AdapterHandle(self, route_list, adapter, fixed=fixed)
             for route in route_list:
                 self._routes[route] = adapter
                 self._handles[route] = handle
             return handle
+
+    def _release(self, handle: AdapterHandle, route: str) -> None:
+        """Take ``route`` away from ``handle`` (disposed once it holds no route)."""
+        self._routes.pop(route, None)
+        self._handles.pop(route, None)
+        handle.routes = [r for r in handle.routes if r != route]
+        if not handle.routes:
+            handle.disposed = True
 
     def _dispose(self, handle: AdapterHandle) -> None:
         with self._lock:

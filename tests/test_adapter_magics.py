@@ -65,8 +65,9 @@ def test_cell_loads_then_broken_cell_keeps_previous_version(shell: Any) -> None:
     out = _run(sh, "", V2_BROKEN)
     text = _plain(out)
     assert "INVALID_ADAPTER" in text
-    assert ">    5 | end" in text  # Lua's line (after the dangling "+"), marked, with context
-    assert "     4 |   return raw +" in text
+    # Lua's line (after the dangling "+"), numbered as the cell is (the %%adapter line is 1)
+    assert ">    6 | end" in text
+    assert "     5 |   return raw +" in text
     assert "kept the previous version (1) of 'demo'" in text
     assert "background:#fdd" in out[0]["text/html"]
     assert engine.adapter("demo").version == "1"
@@ -80,7 +81,7 @@ def test_runtime_error_at_load_shows_line(shell: Any) -> None:
     src = 'local t = nil\nlocal x = t.field\nreturn { name = "rt" }\n'
     text = _plain(_run(sh, "rt", src))
     assert "INVALID_ADAPTER" in text
-    assert ">    2 | local x = t.field" in text
+    assert ">    3 | local x = t.field" in text  # line 3 of the cell: %%adapter is line 1
     assert "nothing was registered" in text
 
 

@@ -547,10 +547,10 @@ def test_quickstart_renders_live_widgets_in_jupyterlab(lab: str) -> None:
         assert page.locator(".notebook-llm-view").count() == 0
         assert page.locator(".notebook-llm-error").count() == 0
 
-        # Watch a slow stream live: the text must appear inside the widget view while the
-        # cell runs, then the Stop button must end it.
+        # Watch a long answer stream live, at the mock's own pace where someone watches (no
+        # hidden setting): the text must appear inside the widget view while the cell runs,
+        # and the screenshot shows it mid-way, with its Stop button.
         page.keyboard.press("Control+b")  # hide the file browser: a wider notebook
-        _add_cell(page, SLOW_SETUP)
         _add_cell(page, TOOL_CELL)
         _wait_all_done(page, 30)
         _add_cell(page, SLOW_CELL)

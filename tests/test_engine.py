@@ -71,11 +71,18 @@ def test_register_rejects_bad_route_lists(engine: Engine, routes: list[str], cod
 
 
 def test_register_is_all_or_nothing(engine: Engine) -> None:
-    engine.register_adapter(["taken"], ScriptedAdapter())
+    # "mock" is the built-in plugin's route: a registration that meets it binds nothing.
     with pytest.raises(LlmError) as info:
-        engine.register_adapter(["fresh", "taken"], ScriptedAdapter())
+        engine.register_adapter(["fresh", "mock"], ScriptedAdapter())
     assert info.value.code == "DUPLICATE_ADAPTER"
     assert engine.registry.get("fresh") is None
+
+
+def test_register_again_in_the_session_replaces(engine: Engine) -> None:
+    first = engine.register_adapter(["taken"], ScriptedAdapter(text_stream("old")))
+    engine.register_adapter(["fresh", "taken"], ScriptedAdapter(text_stream("new")))
+    assert engine.complete_sync("taken", prompt="x").text == "new"
+    assert first.disposed
 
 
 def test_register_rejects_non_adapters(engine: Engine) -> None:

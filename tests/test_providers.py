@@ -143,11 +143,13 @@ def test_add_provider_by_adapter_name_and_unknown_adapter() -> None:
     assert engine.complete_sync("x", prompt="hey").text == "hey"
 
 
-def test_add_provider_duplicate_route() -> None:
+def test_add_provider_again_replaces_but_a_plugin_route_is_a_conflict() -> None:
     engine = Engine()
-    engine.add_provider("x", adapter="mock-direct")
+    engine.add_provider("x", adapter="mock-direct", model="echo")
+    engine.add_provider("x", adapter="mock-direct", model="reasoning")  # a re-run cell
+    assert engine.provider("x").model == "reasoning"
     with pytest.raises(LlmError) as info:
-        engine.add_provider("x", adapter="mock-direct")
+        engine.add_provider("mock", adapter="mock-direct")
     assert info.value.code == "DUPLICATE_ADAPTER"
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -84,7 +85,11 @@ def test_load_ext_imports_neither_engine_nor_httpx_lupa_or_widgets() -> None:
         "heavy = ('httpx', 'lupa', 'ipywidgets', 'notebook_llm.engine', 'notebook_llm.protocol')\n"
         "print(sorted(m for m in heavy if m in sys.modules))\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    # without the background warm-up that %load_ext starts (test_warmup.py), which loads them
+    env = {**os.environ, "NOTEBOOK_LLM_WARMUP": "0"}
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env
+    )
     assert out.stdout.strip() == "[]"
 
 

@@ -26,3 +26,18 @@ def line_of(message: str, chunkname: str | None = None) -> int | None:
 def lua_line_of(err: LlmError) -> int | None:
     """The Lua line of an adapter error: its ``lua_line``, else the one its message names."""
     return err.lua_line if err.lua_line is not None else line_of(err.message)
+
+
+def cell_script(cell: str, magic_line: str = "%%adapter") -> str:
+    """The Lua script of a ``%%adapter`` cell, numbered as the cell is: the magic's line (line 1
+    of the cell, which IPython does not pass on) becomes a comment, so every line a Lua message,
+    an error view or ``%adapter show`` names is the line the notebook shows."""
+    return f"-- {magic_line}\n{cell}"
+
+
+def excerpt(source: str, line: int, context: int = 3) -> list[tuple[int, str, bool]]:
+    """``(number, text, is_the_line)`` for ``line`` of ``source`` and ``context`` lines around
+    it (an error "near <eof>" names the line after the last: its context is still shown)."""
+    lines = source.splitlines()
+    first, last = max(1, line - context), min(len(lines), line + context)
+    return [(n, lines[n - 1], n == line) for n in range(first, last + 1)]

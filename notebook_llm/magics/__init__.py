@@ -66,8 +66,36 @@ def _kernel_dispatches_comms_during_async_cells(ipython: Any) -> bool:
         return False
 
 
+def _one_line_error(
+    shell: Any, etype: type[BaseException], value: BaseException, tb: Any, tb_offset: Any = None
+) -> list[str]:
+    """Show an ``LlmError`` raised by a cell's own code as its one line (code and what to fix),
+    not as the traceback through the package that led to it: the message is the report."""
+    shell._showtraceback(etype, value, [f"{etype.__name__}: {value}"])
+    return []
+
+
+def _install_error_display(ipython: Any) -> None:
+    if not hasattr(ipython, "set_custom_exc"):
+        return
+    if getattr(ipython, "custom_exceptions", ()):  # someone else's handler: leave it alone
+        return
+    from ..errors import LlmError
+
+    ipython.set_custom_exc((LlmError,), _one_line_error)
+
+
+def _remove_error_display(ipython: Any) -> None:
+    from ..errors import LlmError
+
+    if getattr(ipython, "custom_exceptions", ()) == (LlmError,):
+        ipython.set_custom_exc((), None)
+
+
 def load_ipython_extension(ipython: Any) -> None:
-    """Register the magics (idempotent: a second load replaces the same instances)."""
+    """Register the magics (idempotent: a second load replaces the same instances), then warm
+    the first cell up in the background (:mod:`.warmup`)."""
+    _install_error_display(ipython)
     for cls in _magic_classes():
         if cls.__name__ not in ipython.magics_manager.registry:
             # Magics.__init__ already adds the instance to shell.configurables (%config).
@@ -79,10 +107,14 @@ def load_ipython_extension(ipython: Any) -> None:
         and _kernel_dispatches_comms_during_async_cells(ipython)
     ):
         transformers.append(async_cell_transformer)
+    from . import warmup
+
+    warmup.start()
 
 
 def unload_ipython_extension(ipython: Any) -> None:
     """Remove the magics registered by :func:`load_ipython_extension`."""
+    _remove_error_display(ipython)
     transformers = getattr(ipython, "input_transformers_post", None)
     if transformers is not None and async_cell_transformer in transformers:
         transformers.remove(async_cell_transformer)

@@ -36,7 +36,7 @@ from IPython.display import display as _display
 from IPython.utils.process import arg_split  # type: ignore[attr-defined]
 
 from ..errors import LlmError
-from ..lua.lines import lua_line_of
+from ..lua.lines import cell_script, lua_line_of
 from ..secrets import redact
 from ..watch import FileWatcher
 from ..widgets.adapter_view import (
@@ -47,6 +47,7 @@ from ..widgets.adapter_view import (
     report_html,
     text_table,
 )
+from . import warmup
 from .cell_logs import CellLogCollector, _install_collector, _remove_collector
 
 if TYPE_CHECKING:
@@ -224,6 +225,7 @@ class AdapterMagics(Magics):
     @line_cell_magic
     def adapter(self, line: str, cell: str | None = None) -> None:
         """%%adapter [NAME]: load the cell's script; %adapter SUBCOMMAND: see the usage."""
+        warmup.wait()  # a cell right after %load_ext shares the warm-up's work, not races it
         if cell is not None:
             self.load_cell(line.strip() or None, cell)
             return
@@ -264,8 +266,9 @@ class AdapterMagics(Magics):
         return Rich(f"{verb} adapter {key} {adapter.version} ({origin}; hooks: {hooks})")
 
     def load_cell(self, name: str | None, cell: str) -> Rich:
-        """``%%adapter [NAME]``: the cell body is the script."""
-        view = self._load(cell, name, "cell", cell)
+        """``%%adapter [NAME]``: the cell body is the script, its lines numbered as the cell's."""
+        script = cell_script(cell, "%%adapter" + (f" {name}" if name else ""))
+        view = self._load(script, name, "cell", script)
         _show(view)
         return view
 

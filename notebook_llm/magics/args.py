@@ -251,6 +251,7 @@ LINE_COMMANDS = {
     "record": "record PATH | stop      record provider HTTP exchanges to a file (no keys)",
     "replay": "replay PATH [--strict]  answer requests from a recording (no key, no network)",
     "budget": "budget [USD | off]      cap the cost of this session's %%llm cells",
+    "pace": "pace [TOKENS_PER_S]     how fast the mock streams where someone watches (0 = at once)",
 }
 
 
@@ -282,6 +283,7 @@ def parse_line(line: str) -> tuple[str, list[str]]:
         "record": (0, 1),
         "replay": (0, 2),
         "budget": (0, 1),
+        "pace": (0, 1),
     }
     low, high = limits[command]
     if not low <= len(rest) <= high:

@@ -20,6 +20,7 @@ from traitlets import Bool, CaselessStrEnum, Float, Unicode
 from ..errors import LlmError
 from ..secrets import redact
 from . import args as margs
+from . import warmup
 from .interpolate import interpolate, near_misses
 
 if TYPE_CHECKING:
@@ -79,6 +80,7 @@ class LlmMagics(Magics):
     @line_cell_magic
     def llm(self, line: str, cell: str | None = None) -> None:
         """%%llm [PROVIDER[:MODEL]] [options] (cell body = prompt); %llm COMMAND (see %llm help)."""
+        warmup.wait()  # a cell right after %load_ext shares the warm-up's work, not races it
         try:
             if cell is None:
                 self._line(line)
@@ -223,6 +225,7 @@ class LlmMagics(Magics):
         the Stop button's comm messages during the cell; a kernel interrupt cancels the cell's
         task, which stops the stream and keeps the partial answer, marked as stopped.
         """
+        warmup.wait()
         try:
             chat, prompt, opts, kwargs = self._prepare(line, cell)
             completion = await chat.asend(prompt, interruptible=True, **kwargs)
@@ -280,6 +283,8 @@ class LlmMagics(Magics):
             self._key(rest[0])
         elif command == "budget":
             self._budget(rest[0] if rest else None)
+        elif command == "pace":
+            self._pace(rest[0] if rest else None)
         elif command in ("record", "replay"):
             from ..record import magic_command
 
@@ -291,6 +296,20 @@ class LlmMagics(Magics):
                 raise UsageError(
                     f"cannot use {rest[0] if rest else 'that file'}: {exc.strerror}"
                 ) from None
+
+    def _pace(self, value: str | None) -> None:
+        from ..mock.pace import current_pace, set_pace
+
+        if value is not None:
+            try:
+                set_pace(float(value))
+            except ValueError:
+                raise UsageError(
+                    f"%llm pace takes tokens per second, 0 or more (0 = at once), not {value!r}"
+                ) from None
+        pace = current_pace()
+        shown = "at once" if pace == 0 else f"at {pace:g} tokens/s"
+        print(f"the mock streams {shown} where someone watches the cell (always at once headless)")
 
     def _check_model(self, provider: str, model: str) -> str:
         """Refuse a model the provider's adapter says it does not have; otherwise a note on

@@ -33,6 +33,7 @@ from ..protocol import (
     Usage,
 )
 from . import models as mock_models
+from .pace import paced, watched_pace
 
 _FINISH: dict[str, FinishReason] = {
     "stop": FinishReason("stop"),
@@ -52,6 +53,11 @@ class MockAdapter(LlmAdapter):
         self.delay = delay
 
     async def stream(self, options: GenerateOptions) -> AsyncIterator[Event]:
+        # At a reading pace where someone watches the cell, at once elsewhere (mock/pace.py).
+        async for event in paced(self._events(options), watched_pace()):
+            yield event
+
+    async def _events(self, options: GenerateOptions) -> AsyncIterator[Event]:
         request = build_request(options, stream=True)
         try:
             reply = mock_models.generate(request)

@@ -13,14 +13,17 @@ import html
 from collections.abc import Sequence
 from typing import Any
 
-from ..errors import LlmError
-from ..lua.lines import lua_line_of
+from ..errors import ErrorCode, LlmError
+from ..lua.lines import excerpt, lua_line_of
 from ..secrets import redact
 from .safe_html import isolated
 
 __all__ = [
     "Rich",
+    "adapter_excerpt",
     "error_view",
+    "excerpt_html",
+    "excerpt_text",
     "highlight_lua",
     "html_table",
     "report_html",
@@ -76,27 +79,60 @@ def error_view(err: LlmError, source: str | None, *, note: str = "", context: in
     )
     head = f"{err.code}: {err.message}" + (f" ({where})" if where else "")
     plain = [head]
-    rows: list[str] = []
-    if source is not None and line is not None:
-        lines = source.splitlines()
-        for n in range(max(1, line - context), min(len(lines), line + context) + 1):
-            mark = ">" if n == line else " "
-            plain.append(f"{mark} {n:4} | {lines[n - 1]}")
-            style = "background:#fdd;font-weight:bold" if n == line else ""
-            rows.append(
-                f'<div style="{style}"><span style="color:#888">{n:4} </span>'
-                f"{html.escape(lines[n - 1]) or '&nbsp;'}</div>"
-            )
+    rows = excerpt(source, line, context) if source is not None and line is not None else []
+    plain += excerpt_text(rows)
     if note:
         plain.append(note)
     body = (
         '<div style="border-left:4px solid #c00;padding:4px 8px">'
         f"<b>{html.escape(head)}</b>"
-        + (f'<pre style="margin:4px 0">{"".join(rows)}</pre>' if rows else "")
+        + excerpt_html(rows)
         + (f"<div><i>{html.escape(note)}</i></div>" if note else "")
         + "</div>"
     )
     return Rich("\n".join(plain), body)
+
+
+#: Errors that name a line of an adapter script (a compile error, a failing or runaway hook).
+_SCRIPT_ERRORS = frozenset(
+    {
+        ErrorCode.ADAPTER_ERROR,
+        ErrorCode.ADAPTER_TIMEOUT,
+        ErrorCode.ADAPTER_MEMORY,
+        ErrorCode.INVALID_ADAPTER,
+    }
+)
+
+
+def adapter_excerpt(engine: Any, err: LlmError, context: int = 2) -> list[tuple[int, str, bool]]:
+    """The lines of the failing adapter's script around an error's Lua line, for the error box
+    of a turn (a runtime error shown as a compile error is); none when the error names no line
+    or the adapter has no source."""
+    if err.code not in _SCRIPT_ERRORS or not err.adapter or err.lua_line is None:
+        return []
+    try:
+        source = getattr(engine.adapter(err.adapter), "source", None)
+    except LlmError:
+        return []
+    return excerpt(source, err.lua_line, context) if isinstance(source, str) else []
+
+
+def excerpt_text(rows: Sequence[tuple[int, str, bool]]) -> list[str]:
+    """Lines of a script around an error (from :func:`notebook_llm.lua.lines.excerpt`) as text,
+    the error's line marked with ``>``."""
+    return [f"{'>' if hit else ' '} {n:4} | {text}" for n, text, hit in rows]
+
+
+def excerpt_html(rows: Sequence[tuple[int, str, bool]]) -> str:
+    """The same lines as a ``<pre>``, the error's line highlighted ("" for no lines)."""
+    if not rows:
+        return ""
+    divs = "".join(
+        f'<div style="{"background:#fdd;font-weight:bold" if hit else ""}">'
+        f'<span style="color:#888">{n:4} </span>{html.escape(text) or "&nbsp;"}</div>'
+        for n, text, hit in rows
+    )
+    return f'<pre style="margin:4px 0">{divs}</pre>'
 
 
 def html_table(headers: list[str], rows: list[list[str]]) -> str:

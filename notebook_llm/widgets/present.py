@@ -22,6 +22,7 @@ from ..loop_events import LoopEvent, ToolOutcome
 from ..pricing import cost, price_of
 from ..protocol import ToolCallBlock
 from ..secrets import redact
+from .adapter_view import adapter_excerpt
 from .final import FinalView, ToolCallInfo, footer_line
 from .render import ErrorBox, parse_json_answer, strip_fences
 from .runner import Source, completion_from, run_async, run_blocking, ui_poller
@@ -240,7 +241,7 @@ class Presenter:
                     hint = self.engine.key_hint(error.provider)
                 except LlmError:
                     hint = None
-            box = ErrorBox(error, hint)
+            box = ErrorBox(error, hint, adapter_excerpt(self.engine, error))
         final = FinalView(
             text,
             reasoning="\n\n".join(

@@ -9,12 +9,14 @@ from __future__ import annotations
 import html
 import json
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from ..errors import ErrorCode, LlmError
 from ..pricing import format_cost
 from ..secrets import redact
+from .adapter_view import excerpt_html, excerpt_text
 from .safe_html import NO_MATH_CLASSES, clean, isolated, markdown_html
 
 STOPPED_MARK = "[stopped]"
@@ -158,16 +160,23 @@ ERROR_STYLE = "border-left:4px solid #d33;padding:4px 8px;background:#dd333314"
 class ErrorBox:
     """A short, readable error: code, provider, message and what to do. No traceback."""
 
-    def __init__(self, err: LlmError, hint: str | None = None) -> None:
+    def __init__(
+        self,
+        err: LlmError,
+        hint: str | None = None,
+        excerpt: Sequence[tuple[int, str, bool]] = (),
+    ) -> None:
         self.code = err.code
         self.provider = err.provider
         self.message = redact(err.message)
         hint = redact(hint or _HINTS.get(err.code, ""))
         self.hint = "" if hint and hint in self.message else hint
+        #: An adapter error's script lines around its Lua line (adapter_view.adapter_excerpt).
+        self.excerpt = [(n, redact(t), hit) for n, t, hit in excerpt]
 
     def text(self) -> str:
         where = f" ({self.provider})" if self.provider else ""
-        lines = [f"LLM error {self.code}{where}: {self.message}"]
+        lines = [f"LLM error {self.code}{where}: {self.message}", *excerpt_text(self.excerpt)]
         if self.hint:
             lines.append(f"What to do: {self.hint}")
         return "\n".join(lines)
@@ -181,7 +190,7 @@ class ErrorBox:
         return (
             f'<div class="notebook-llm-error {NO_MATH_CLASSES}" style="{ERROR_STYLE}">'
             f"<div><b>{e(self.code)}</b>{where}</div>"
-            f'<div style="white-space:pre-wrap">{e(self.message)}</div>{hint}</div>'
+            f'<div style="white-space:pre-wrap">{e(self.message)}</div>{excerpt_html(self.excerpt)}{hint}</div>'
         )
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
