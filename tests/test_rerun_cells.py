@@ -183,7 +183,7 @@ def test_runtime_error_names_the_cells_line_and_shows_the_code(ip: InteractiveSh
     with capture_output() as cap:
         ip.run_cell("%%llm boomer\nhello")
     plain = "\n".join(str(o.data.get("text/plain", "")) for o in cap.outputs)
-    html = "\n".join(str(o.data.get("text/markdown", "")) for o in cap.outputs)
+    html = "\n".join(str(o.data.get("text/html", "")) for o in cap.outputs)
     assert "ADAPTER_ERROR" in plain
     assert "failed at line 10" in plain  # `return missing.field` is line 10 of the cell
     assert ">   10 |   return missing.field" in plain
