@@ -49,6 +49,7 @@ if TYPE_CHECKING:
 
     import httpx
 
+    from .wire.deadline import Timeouts
     from .wire.tap import Recorder, Replayer
 
     Tap = Recorder | Replayer
@@ -72,10 +73,13 @@ class Engine:
         retry_cap: float = 30.0,
         env_file: Path | str | bool | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
+        timeouts: Timeouts | None = None,
     ) -> None:
         """``config_file=False`` ignores the user's config file (tests); ``retries`` is the number
         of extra attempts for retryable errors that happen before any event was yielded;
-        ``transport`` carries this engine's HTTP requests (httpx-style; default: the network)."""
+        ``transport`` carries this engine's HTTP requests (httpx-style; default: the network);
+        ``timeouts``: each request's deadline and longest wait for an event (default
+        ``notebook_llm.wire.deadline.DEFAULT_TIMEOUTS``; a request's ``timeouts=`` wins)."""
         self.registry = Registry()
         self.retries = retries
         self.retry_base = retry_base
@@ -85,6 +89,7 @@ class Engine:
         self._providers: dict[str, ProviderConfig] = {}
         self._provider_handles: dict[str, AdapterHandle] = {}
         self.transport = transport
+        self.timeouts = timeouts
         self._tap: Tap | None = None
         if config_file is False:
             self.file_config = FileConfig()
@@ -281,6 +286,7 @@ class Engine:
         stop_sequences: Sequence[str] | None,
         reasoning_effort: str | None,
         extra_body: dict[str, Any] | None,
+        timeouts: Timeouts | None = None,
     ) -> tuple[LlmAdapter, GenerateOptions]:
         if not provider:
             raise LlmError("no provider given", ErrorCode.INVALID_OPTIONS)
@@ -302,6 +308,7 @@ class Engine:
             extra_body=extra_body,
             api_key=api_key,
             make_transport=self._make_transport(),
+            timeouts=timeouts or self.timeouts,
         )
         return adapter, options
 
@@ -322,6 +329,7 @@ class Engine:
         stop_signal: StopSignal | None = None,
         retries: int | None = None,
         stop: Sequence[str] | None = None,
+        timeouts: Timeouts | None = None,
     ) -> AsyncIterator[Event]:
         """Stream the events of one generation.
 
@@ -349,6 +357,7 @@ class Engine:
                 stop_sequences,
                 reasoning_effort,
                 extra_body,
+                timeouts,
             )
             await check_reasoning(adapter, options)
             return adapter, options

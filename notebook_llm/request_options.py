@@ -23,6 +23,8 @@ from .providers import ProviderConfig
 if TYPE_CHECKING:
     import httpx
 
+    from .wire.deadline import Timeouts
+
 #: The request options of :meth:`Engine.stream` after the route and model (what ``complete``
 #: takes out of its keyword arguments).
 OPTION_NAMES = (
@@ -35,6 +37,7 @@ OPTION_NAMES = (
     "stop_sequences",
     "reasoning_effort",
     "extra_body",
+    "timeouts",
 )
 
 
@@ -95,6 +98,7 @@ def build_options(
     extra_body: dict[str, Any] | None,
     api_key: str | None,
     make_transport: Callable[[], httpx.AsyncBaseTransport] | None,
+    timeouts: Timeouts | None = None,
 ) -> GenerateOptions:
     """The adapter's options: the caller's values over the provider's settings."""
     return GenerateOptions(
@@ -113,6 +117,7 @@ def build_options(
         headers=dict(config.headers),
         api_key=api_key,
         make_transport=make_transport,
+        timeouts=timeouts,
     )
 
 
