@@ -17,14 +17,18 @@ import resource
 import subprocess
 import sys
 import zlib
+from collections.abc import AsyncIterator
 from pathlib import Path
 
+import httpx
 import pytest
 
 from notebook_llm import Engine, LlmError
 from notebook_llm.lua.loader import builtin_adapters_dir
 from notebook_llm.lua.lua_adapter import LuaAdapter
+from notebook_llm.wire.body import STEP, decoded, read_body, read_error_body
 from notebook_llm.wire.limits import DEFAULT_LIMITS, MiB
+from notebook_llm.wire.transport import ACCEPT_ENCODING, network_client
 
 CASES = {
     # case: (what the request must end with, the cap that bounds it)
@@ -172,3 +176,79 @@ def test_a_recorded_body_is_decoded_like_the_networks(tmp_path: Path) -> None:
 
 if __name__ == "__main__":
     print(json.dumps(asyncio.run(child(sys.argv[1], sys.argv[2], sys.argv[3]))))
+
+
+# ------------------------------------------------------------------ the bounded decoders
+
+
+def coded(body: bytes, coding: str, size: int = 16 * 1024) -> httpx.Response:
+    """A streamed response with ``body`` as its raw bytes, ``size`` bytes per read."""
+
+    class Pieces(httpx.AsyncByteStream):
+        async def __aiter__(self) -> AsyncIterator[bytes]:
+            for start in range(0, len(body), size):
+                yield body[start : start + size]
+
+    return httpx.Response(200, headers=[("content-encoding", coding)], stream=Pieces())
+
+
+async def pieces_of(response: httpx.Response) -> list[bytes]:
+    return [piece async for piece in decoded(response)]
+
+
+TEXT = b"the same words again and again " * 20_000
+
+
+@pytest.mark.parametrize(
+    ("coding", "body"),
+    [
+        ("gzip", _gzip(TEXT)),
+        ("x-gzip", _gzip(TEXT)),
+        ("deflate", zlib.compress(TEXT)),
+        ("deflate", zlib.compress(TEXT)[2:-4]),  # raw deflate, as some servers send it
+        ("gzip, gzip", _gzip(_gzip(TEXT))),
+        ("gzip", _gzip(TEXT[:7000]) + _gzip(TEXT[7000:])),  # two gzip members
+        ("identity", TEXT),
+        ("GZIP , identity", _gzip(TEXT)),
+    ],
+)
+async def test_each_coding_is_decoded_a_step_at_a_time(coding: str, body: bytes) -> None:
+    got = await pieces_of(coded(body, coding))
+    assert b"".join(got) == TEXT
+    if coding != "identity":
+        assert max(map(len, got)) <= STEP  # one read never becomes more than a step at once
+
+
+async def test_one_small_read_of_a_bomb_does_not_expand_at_once() -> None:
+    bomb = gzipped(64 * MiB, times=2)  # a few hundred bytes: one read
+    got = decoded(coded(bomb, "gzip, gzip", size=len(bomb)))
+    first = await anext(got)
+    await got.aclose()
+    assert len(first) <= STEP
+
+
+@pytest.mark.parametrize("coding", ["br", "zstd", "gzip, gzip, gzip, gzip"])
+async def test_codings_we_did_not_ask_for_or_nested_too_deep_are_malformed(coding: str) -> None:
+    with pytest.raises(LlmError) as caught:
+        await pieces_of(coded(b"\x00" * 10, coding))
+    assert caught.value.code == "MALFORMED_RESPONSE"
+
+
+async def test_a_body_that_is_not_its_coding_is_malformed() -> None:
+    with pytest.raises(LlmError) as caught:
+        await pieces_of(coded(b"this is not gzip at all", "gzip"))
+    assert caught.value.code == "MALFORMED_RESPONSE"
+    assert "gzip" in caught.value.message
+
+
+async def test_the_caps_stop_reading_and_say_which_cap() -> None:
+    with pytest.raises(LlmError) as caught:
+        await read_body(coded(_gzip(TEXT), "gzip"), 100_000, "the response body", "max_body_bytes")
+    assert caught.value.code == "RESPONSE_TOO_LARGE"
+    assert "WireLimits.max_body_bytes" in caught.value.message
+    error = await read_error_body(coded(_gzip(TEXT), "gzip"), 1000)
+    assert error == TEXT[:1000]
+
+
+def test_the_requests_ask_only_for_what_is_decoded() -> None:
+    assert network_client().headers["accept-encoding"] == ACCEPT_ENCODING == "gzip, deflate"
