@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 import pytest
 
 from notebook_llm import Engine, Finish, LlmError, TextDelta
+from notebook_llm.mock.server import MockServer
 from notebook_llm.wire.deadline import DEFAULT_TIMEOUTS, Timeouts
 
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
@@ -96,9 +97,9 @@ async def slow_events(reader: asyncio.StreamReader, writer: asyncio.StreamWriter
     await reader.read()
 
 
-async def run(engine: Engine, **kw: object) -> tuple[str, LlmError | None]:
+async def run(engine: Engine, model: str = "m", **kw: object) -> tuple[str, LlmError | None]:
     async def collect() -> list[object]:
-        return [ev async for ev in engine.stream("slow", "m", prompt="hi", **kw)]  # type: ignore[arg-type]
+        return [ev async for ev in engine.stream("slow", model, prompt="hi there", **kw)]  # type: ignore[arg-type]
 
     events = await asyncio.wait_for(collect(), GUARD)
     finish = events[-1]
@@ -152,3 +153,25 @@ def test_the_defaults_suit_a_model_that_thinks_for_minutes() -> None:
     assert DEFAULT_TIMEOUTS.deadline is not None
     assert DEFAULT_TIMEOUTS.idle >= 120
     assert DEFAULT_TIMEOUTS.deadline >= 2 * DEFAULT_TIMEOUTS.idle
+
+
+@pytest.mark.parametrize("fault", ["keepalive", "trickle"])
+@pytest.mark.parametrize(("fmt", "base"), [("openai", "/v1"), ("anthropic", ""), ("ollama", "")])
+async def test_the_mock_servers_silent_faults_end_at_the_idle_limit(
+    fault: str, fmt: str, base: str
+) -> None:
+    with MockServer() as srv:
+        engine = Engine(config_file=False, env_file=False, retries=0)
+        engine.add_provider(
+            "slow",
+            adapter=fmt,
+            base_url=srv.url + base,
+            model="echo",
+            needs_key=False,
+        )
+        srv.inject(fault, after=1, delay=0.1, seconds=30)
+        text, err = await run(engine, "echo", timeouts=Timeouts(deadline=None, idle=1.0))
+    assert err is not None
+    assert err.code == "TIMEOUT", err
+    assert "no event for 1 s" in err.message
+    assert "hi there".startswith(text)  # what arrived before the silence is kept

@@ -119,6 +119,10 @@ FAULT_TABLE: dict[str, tuple[str | None, str | None]] = {
     "oversized_line": (ErrorCode.RESPONSE_TOO_LARGE, None),  # over WireLimits.max_event_bytes
     "wrong_format": (ErrorCode.MALFORMED_RESPONSE, ErrorCode.MALFORMED_RESPONSE),
     "error_event": (ErrorCode.SERVER, ErrorCode.SERVER),
+    # Alive but silent for less than the idle limit: the answer completes (tests/test_deadlines.py
+    # has them past it).
+    "keepalive": (None, None),
+    "trickle": (None, None),
 }
 #: Faults that happen after some output: the partial text must be kept.
 AFTER_OUTPUT = {"disconnect", "stall", "malformed", "error_event", "no_end"}
@@ -130,6 +134,8 @@ PARAMS: dict[str, dict[str, float | str]] = {
     "drip": {"delay": 0.002},
     "oversized_line": {"after": 2, "size": BIG},
     "error_event": {"after": 2},
+    "keepalive": {"after": 2, "delay": 0.05, "seconds": 0.3},
+    "trickle": {"after": 2, "delay": 0.05, "seconds": 0.3},
 }
 
 
