@@ -142,10 +142,18 @@ async def test_the_idle_limit_is_reset_by_each_event_and_a_request_overrides_the
             engine_on(port, Timeouts(deadline=None, idle=1.0)),
             timeouts=Timeouts(deadline=0.8, idle=None),
         )
+        with pytest.raises(LlmError) as caught:  # complete (and amap) take it too
+            await asyncio.wait_for(
+                engine_on(port).complete(
+                    "slow", "m", prompt="hi", timeouts=Timeouts(deadline=0.8, idle=None)
+                ),
+                GUARD,
+            )
     assert err is not None
     assert err.code == "TIMEOUT"
     assert "deadline" in err.message
     assert text.startswith("one")
+    assert caught.value.code == "TIMEOUT"
 
 
 def test_the_defaults_suit_a_model_that_thinks_for_minutes() -> None:
