@@ -50,6 +50,7 @@ if TYPE_CHECKING:
 
     import httpx
 
+    from .wire.deadline import Timeouts
     from .wire.tap import Recorder, Replayer
 
     Tap = Recorder | Replayer
@@ -73,10 +74,13 @@ class Engine:
         retry_cap: float = 30.0,
         env_file: Path | str | bool | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
+        timeouts: Timeouts | None = None,
     ) -> None:
         """``config_file=False`` ignores the user's config file (tests); ``retries`` is the number
         of extra attempts for retryable errors that happen before any event was yielded;
-        ``transport`` carries this engine's HTTP requests (httpx-style; default: the network)."""
+        ``transport`` carries this engine's HTTP requests (httpx-style; default: the network);
+        ``timeouts``: each request's deadline and longest wait for an event (default
+        ``notebook_llm.wire.deadline.DEFAULT_TIMEOUTS``; a request's ``timeouts=`` wins)."""
         self.registry = Registry()
         self._installing_plugins = False
         self.retries = retries
@@ -87,6 +91,7 @@ class Engine:
         self._providers: dict[str, ProviderConfig] = {}
         self._provider_handles: dict[str, AdapterHandle] = {}
         self.transport = transport
+        self.timeouts = timeouts
         self._tap: Tap | None = None
         if config_file is False:
             self.file_config = FileConfig()
@@ -306,6 +311,7 @@ class Engine:
         extra_body: dict[str, Any] | None,
         schema: Any = None,
         images: Any = None,
+        timeouts: Timeouts | None = None,
     ) -> tuple[LlmAdapter, GenerateOptions]:
         if not provider:
             raise LlmError("no provider given", ErrorCode.INVALID_OPTIONS)
@@ -329,6 +335,7 @@ class Engine:
             api_key=api_key,
             make_transport=self._make_transport(),
             response_format=response_format,
+            timeouts=timeouts or self.timeouts,
         )
         return adapter, options
 
@@ -351,6 +358,7 @@ class Engine:
         stop: Sequence[str] | None = None,
         schema: Any = None,
         images: Any = None,
+        timeouts: Timeouts | None = None,
     ) -> AsyncIterator[Event]:
         """Stream the events of one generation.
 
@@ -389,6 +397,7 @@ class Engine:
                 extra_body,
                 checked,
                 images,
+                timeouts,
             )
             await check_reasoning(adapter, options)
             return adapter, options

@@ -22,9 +22,12 @@ import json
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypeAlias
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 from .errors import ErrorCode, LlmError
+
+if TYPE_CHECKING:
+    from .wire.deadline import Timeouts
 
 BlockType = Literal["text", "reasoning", "tool-call"]
 FinishKind = Literal["stop", "tool-calls", "max-tokens", "error", "aborted"]
@@ -477,6 +480,9 @@ class GenerateOptions:
     #: Set by the engine: makes the HTTP transport of one stream (the engine's own, or its
     #: recording / replay); ``None`` is the default network transport.
     make_transport: Callable[[], Any] | None = field(default=None, repr=False, compare=False)
+    #: The request's time limits (deadline, longest wait for an event); ``None``: the defaults
+    #: of :mod:`notebook_llm.wire.deadline`.
+    timeouts: Timeouts | None = None
 
     @property
     def stop(self) -> list[str] | None:

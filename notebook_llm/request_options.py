@@ -23,6 +23,8 @@ from .providers import ProviderConfig
 if TYPE_CHECKING:
     import httpx
 
+    from .wire.deadline import Timeouts
+
 #: The request options of :meth:`Engine.stream` after the route and model (what ``complete``
 #: takes out of its keyword arguments).
 OPTION_NAMES = (
@@ -37,6 +39,7 @@ OPTION_NAMES = (
     "extra_body",
     "schema",
     "images",
+    "timeouts",
 )
 
 
@@ -127,6 +130,7 @@ def build_options(
     api_key: str | None,
     make_transport: Callable[[], httpx.AsyncBaseTransport] | None,
     response_format: dict[str, Any] | None = None,
+    timeouts: Timeouts | None = None,
 ) -> GenerateOptions:
     """The adapter's options: the caller's values over the provider's settings."""
     return GenerateOptions(
@@ -146,6 +150,7 @@ def build_options(
         headers=dict(config.headers),
         api_key=api_key,
         make_transport=make_transport,
+        timeouts=timeouts,
     )
 
 

@@ -399,7 +399,8 @@ def test_stop_is_idempotent_and_frees_port() -> None:
 def test_fault_names() -> None:
     assert set(FAULTS) == {
         "disconnect", "stall", "malformed", "rate_limit", "server_error", "unauthorized",
-        "no_end", "drip", "oversized_line", "wrong_format", "error_event",
+        "no_end", "drip", "oversized_line", "wrong_format", "error_event", "keepalive",
+        "trickle",
     }  # fmt: skip
     with pytest.raises(ValueError, match="unknown fault"):
         MockServer().inject("bogus")

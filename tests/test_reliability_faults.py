@@ -30,7 +30,7 @@ READ_TIMEOUT = 0.5
 #: Where each wire format lives on the mock server (the adapter's endpoint is appended).
 BASE = {"openai": "/v1", "anthropic": "", "ollama": ""}
 HANG_GUARD = 15.0
-BIG = 17 * 1024 * 1024  # past the decoders' 16 MiB line limit
+BIG = 17 * 1024 * 1024  # past the decoders' 16 MiB line limit and the 8 MiB event cap
 
 
 @dataclass
@@ -116,9 +116,13 @@ FAULT_TABLE: dict[str, tuple[str | None, str | None]] = {
     "unauthorized": (ErrorCode.AUTH, ErrorCode.AUTH),
     "no_end": (ErrorCode.STREAM_CLOSED, None),
     "drip": (None, None),
-    "oversized_line": (ErrorCode.MALFORMED_RESPONSE, None),
+    "oversized_line": (ErrorCode.RESPONSE_TOO_LARGE, None),  # over WireLimits.max_event_bytes
     "wrong_format": (ErrorCode.MALFORMED_RESPONSE, ErrorCode.MALFORMED_RESPONSE),
     "error_event": (ErrorCode.SERVER, ErrorCode.SERVER),
+    # Alive but silent for less than the idle limit: the answer completes (tests/test_deadlines.py
+    # has them past it).
+    "keepalive": (None, None),
+    "trickle": (None, None),
 }
 #: Faults that happen after some output: the partial text must be kept.
 AFTER_OUTPUT = {"disconnect", "stall", "malformed", "error_event", "no_end"}
@@ -130,6 +134,8 @@ PARAMS: dict[str, dict[str, float | str]] = {
     "drip": {"delay": 0.002},
     "oversized_line": {"after": 2, "size": BIG},
     "error_event": {"after": 2},
+    "keepalive": {"after": 2, "delay": 0.05, "seconds": 0.3},
+    "trickle": {"after": 2, "delay": 0.05, "seconds": 0.3},
 }
 
 
@@ -366,7 +372,7 @@ async def test_oversized_line_keeps_the_complete_lines_of_the_same_chunk(fmt: st
         ctype = "application/x-ndjson"
     eng = _served(fmt, [first + big], ctype)
     run = await collect(eng)
-    assert run.code == ErrorCode.MALFORMED_RESPONSE
+    assert run.code == ErrorCode.RESPONSE_TOO_LARGE  # WireLimits.max_event_bytes
     assert run.completion.text == "Lorem"
 
 

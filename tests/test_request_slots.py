@@ -5,20 +5,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import socket
 import threading
 import time
 from collections.abc import Awaitable, Iterator
 from typing import Any
 
-import httpx
 import pytest
 
 from notebook_llm import Completion, Engine, ErrorCode, LlmError, StopSignal
 from notebook_llm.batch import MAX_LOOKAHEAD, amap, map_prompts
 from notebook_llm.lua.lua_adapter import LuaAdapter
-from notebook_llm.lua.stream_pipeline import StreamPipeline
 from notebook_llm.mock.server import MockServer
 from notebook_llm.wire.slots import (
     IDLE_TURNS,
@@ -238,34 +235,7 @@ async def test_when_idle_gives_up_on_a_loop_that_is_never_idle() -> None:
     assert IDLE_TURNS <= turns <= IDLE_TURNS + 3
 
 
-# ------------------------------------------------------------------ the last read, after the exchange
-
-
-async def test_a_batch_maps_an_answers_last_read_after_the_next_request_went_out(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    # The Lua transform of the read that ends an answer no longer sits between that answer and
-    # the next request: the request waiting for the slot goes out first.
-    order: list[tuple[str, Any]] = []
-    feed = StreamPipeline.feed
-    send = httpx.AsyncClient.send
-
-    def spy_feed(self: StreamPipeline, piece: bytes) -> Any:
-        order.append(("feed", id(self)))
-        return feed(self, piece)
-
-    async def spy_send(self: httpx.AsyncClient, request: httpx.Request, **kw: Any) -> Any:
-        order.append(("send", json.loads(request.content)["messages"][-1]["content"]))
-        return await send(self, request, **kw)
-
-    monkeypatch.setattr(StreamPipeline, "feed", spy_feed)
-    monkeypatch.setattr(httpx.AsyncClient, "send", spy_send)
-    with MockServer(latency=0.05) as srv:
-        results = await batch_on(srv, 2, concurrency=1)
-    assert [r.text for r in results] == ["p0", "p1"]
-    first_pipeline = next(who for what, who in order if what == "feed")
-    last_feed_of_p0 = max(i for i, step in enumerate(order) if step == ("feed", first_pipeline))
-    assert order.index(("send", "p1")) < last_feed_of_p0
+# ------------------------------------------------------------------ the end of an answer in a batch
 
 
 @pytest.mark.parametrize("fault", ["disconnect", "no_end", "malformed"])

@@ -1,6 +1,7 @@
-"""The network transport (``notebook_llm.wire.transport``, ``notebook_llm.wire.http11``): httpx
-on notebook_llm's HTTP/1.1 transport (asyncio connections, llhttp), and a batch's keep-alive
-pool (issue 16)."""
+"""The network transport (``notebook_llm.wire.transport``): httpx on ``httpx_aiohttp``'s
+``AiohttpTransport`` with the shared SSL context, environment proxies applied by
+``NetworkTransport`` (tests/test_proxy.py), aiohttp's failures mapped to the right httpx errors,
+and a batch's keep-alive pool."""
 
 from __future__ import annotations
 
@@ -18,10 +19,9 @@ import trustme
 from notebook_llm import Completion, Engine, Finish, LlmError, StopSignal, TextDelta
 from notebook_llm.batch import amap
 from notebook_llm.mock.server import MockServer
-from notebook_llm.wire.http11 import Http11Transport
-from notebook_llm.wire.http11_connection import Connection
 from notebook_llm.wire.models import fetch_openai_models
 from notebook_llm.wire.transport import (
+    MalformedResponse,
     NetworkTransport,
     connection_pool,
     network_transport,
@@ -109,52 +109,18 @@ keep_alive = echoing()
 # ------------------------------------------------------------------ the backend itself
 
 
-async def test_a_request_on_a_kept_alive_connection_is_sent_before_other_tasks_run() -> None:
-    # httpcore's connections took AnyIO locks, which hand the loop back even when free: three
-    # times per request, each time behind every other ready task (issue 16).
-    ran: list[int] = []
-    sent_after: list[int] = []
-
-    write = Connection.write
-
-    def watched(self: Connection, data: bytes) -> None:
-        sent_after.append(len(ran))
-        write(self, data)
-
-    async def other_task() -> None:
-        while True:
-            ran.append(1)
-            await asyncio.sleep(0)
-
-    async with (
-        tiny_server(keep_alive) as (port, _),
-        httpx.AsyncClient(transport=network_transport()) as client,
-    ):
-        url = f"http://127.0.0.1:{port}/"
-        await client.post(url, content=b"connect")
-        other = asyncio.ensure_future(other_task())
-        await asyncio.sleep(0.01)
-        ran.clear()
-        with pytest.MonkeyPatch.context() as patch:
-            patch.setattr(Connection, "write", watched)
-            second = await client.post(url, content=b"reused")
-        other.cancel()
-    assert second.text == "reused"
-    assert sent_after == [0]  # the head and the body, in one write before the other task ran
-
-
-async def test_the_transport_and_a_batch_pool_run_on_the_http11_transport() -> None:
+async def test_the_transport_and_a_batch_pool_run_on_aiohttp() -> None:
     async with tiny_server(keep_alive) as (port, _):
         url = f"http://127.0.0.1:{port}/"
         async with httpx.AsyncClient(transport=network_transport()) as client:
             resp = await client.post(url, content=b"one")
             assert resp.text == "one"
             assert resp.http_version == "HTTP/1.1"
-            assert isinstance(resp.extensions["network_stream"], Connection)
         async with connection_pool() as pool:
             assert scoped_client() is pool
+            assert isinstance(pool._transport, NetworkTransport)
             resp = await pool.post(url, content=b"two")
-            assert isinstance(resp.extensions["network_stream"], Connection)
+            assert resp.text == "two"
 
 
 async def test_keep_alive_reuses_one_connection_and_replaces_one_the_server_closed() -> None:
@@ -173,8 +139,7 @@ async def test_keep_alive_reuses_one_connection_and_replaces_one_the_server_clos
             for _ in range(3):
                 resp = await client.get(f"http://127.0.0.1:{port}/")
                 assert resp.text == "once"
-                idle = resp.extensions["network_stream"]
-                await until(lambda s=idle: s.get_extra_info("is_readable"))  # the close arrived
+                await asyncio.sleep(0.05)  # the server's close arrives
         assert opened[0] == 3
 
 
@@ -197,118 +162,6 @@ async def test_large_bodies_both_ways_arrive_whole() -> None:
     assert resp.content == big
 
 
-async def test_a_body_that_arrived_in_several_writes_comes_up_as_one_piece() -> None:
-    arrived = asyncio.Event()
-
-    async def two_writes(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await read_request(reader)
-        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 22\r\n\r\ndata: one\n\n")
-        await writer.drain()
-        await asyncio.sleep(0.05)
-        writer.write(b"data: two\n\n")
-        await writer.drain()
-        await asyncio.sleep(0.2)
-        arrived.set()
-        await asyncio.sleep(1)
-
-    async with (
-        tiny_server(two_writes) as (port, _),
-        httpx.AsyncClient(transport=network_transport()) as client,
-        client.stream("POST", f"http://127.0.0.1:{port}/", content=b"{}") as resp,
-    ):
-        await arrived.wait()  # both writes are in; nobody has read the body yet
-        pieces = [piece async for piece in resp.aiter_raw()]
-    assert pieces == [b"data: one\n\ndata: two\n\n"]
-
-
-def chunked(*parts: bytes) -> bytes:
-    """HTTP/1.1 chunks of ``parts`` (no response head, no end)."""
-    return b"".join(b"%x\r\n%s\r\n" % (len(p), p) for p in parts)
-
-
-STREAM_HEAD = (
-    b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
-)
-EVENTS = [b"data: %d\n\n" % i for i in range(5)]
-
-
-async def body_pieces(port: int, seen: list[tuple[float, bytes]] | None = None) -> list[bytes]:
-    """The pieces ``aiter_raw`` yields for one POST on notebook_llm's transport."""
-    pieces: list[bytes] = []
-    async with (
-        httpx.AsyncClient(transport=network_transport()) as client,
-        client.stream("POST", f"http://127.0.0.1:{port}/", content=b"{}") as resp,
-    ):
-        async for piece in resp.aiter_raw():
-            pieces.append(piece)
-            if seen is not None:
-                seen.append((time.perf_counter(), piece))
-    return pieces
-
-
-async def test_the_chunks_of_one_read_come_up_as_one_piece() -> None:
-    # A provider writes every SSE event as its own HTTP chunk: six chunks in one read were six
-    # trips through httpx and the pipeline (a Lua call each).
-    async def together(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await read_request(reader)
-        writer.write(STREAM_HEAD + chunked(*EVENTS) + b"0\r\n\r\n")
-        await writer.drain()
-
-    async with tiny_server(together) as (port, _):
-        assert await body_pieces(port) == [b"".join(EVENTS)]
-
-
-async def test_a_chunk_that_arrives_alone_is_not_held_for_the_next() -> None:
-    async def apart(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await read_request(reader)
-        writer.write(STREAM_HEAD + chunked(EVENTS[0]))
-        await writer.drain()
-        await asyncio.sleep(0.5)
-        writer.write(chunked(EVENTS[1], EVENTS[2]) + b"0\r\n\r\n")
-        await writer.drain()
-
-    async with tiny_server(apart) as (port, _):
-        seen: list[tuple[float, bytes]] = []
-        start = time.perf_counter()
-        assert await body_pieces(port, seen) == [EVENTS[0], EVENTS[1] + EVENTS[2]]
-        assert seen[0][0] - start < 0.4  # the first came before the server's pause ended
-
-
-async def test_the_chunks_before_a_broken_one_are_kept() -> None:
-    async def broken(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await read_request(reader)
-        writer.write(STREAM_HEAD + chunked(EVENTS[0], EVENTS[1]) + b"zz-not-a-size\r\n")
-        await writer.drain()
-        await asyncio.sleep(1)
-
-    async with tiny_server(broken) as (port, _):
-        seen: list[tuple[float, bytes]] = []
-        with pytest.raises(httpx.RemoteProtocolError):
-            await body_pieces(port, seen)
-        assert b"".join(piece for _, piece in seen) == EVENTS[0] + EVENTS[1]
-
-
-async def test_reading_pauses_while_much_is_unread_and_loses_nothing() -> None:
-    data = bytes(range(256)) * 8 * 1024  # 2 MiB sent at once
-
-    async def flood(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await read_request(reader)
-        writer.write(response(data))
-        await writer.drain()
-
-    async with (
-        tiny_server(flood) as (port, _),
-        httpx.AsyncClient(transport=network_transport()) as client,
-        client.stream("POST", f"http://127.0.0.1:{port}/", content=b"{}") as resp,
-    ):
-        conn = resp.extensions["network_stream"]
-        await until(lambda: conn.reading_paused)  # nobody reads
-        assert conn.buffered < len(data)  # the rest waits in the socket
-        got = b"".join([piece async for piece in resp.aiter_raw()])
-        assert got == data
-        assert not conn.reading_paused
-
-
 async def test_errors_are_httpx_errors() -> None:
     async def silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         await read_request(reader)
@@ -325,7 +178,7 @@ async def test_errors_are_httpx_errors() -> None:
             with pytest.raises(httpx.ReadTimeout):
                 await client.get(f"http://127.0.0.1:{port}/", timeout=httpx.Timeout(5, read=0.1))
         async with tiny_server(hang_up) as (port, _):
-            with pytest.raises((httpx.RemoteProtocolError, httpx.ReadError)):
+            with pytest.raises(httpx.ReadError):
                 await client.get(f"http://127.0.0.1:{port}/")
         with pytest.raises(httpx.ConnectError):  # that server is gone: nothing listens there
             await client.get(f"http://127.0.0.1:{port}/")
@@ -339,7 +192,7 @@ def ca() -> trustme.CA:
     return trustme.CA()
 
 
-async def test_https_through_the_backend(ca: trustme.CA) -> None:
+async def test_https_with_the_shared_context_and_verification(ca: trustme.CA) -> None:
     server_ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     ca.issue_cert("localhost").configure_cert(server_ctx)
     trusting = ssl.create_default_context()
@@ -352,8 +205,6 @@ async def test_https_through_the_backend(ca: trustme.CA) -> None:
             second = await client.post(url, content=big)
         assert first.text == "secret"
         assert second.content == big
-        stream: Any = first.extensions["network_stream"]
-        assert stream.get_extra_info("ssl_object").version().startswith("TLS")
         assert opened[0] == 1
         # The default context does not trust the test CA: a clean ConnectError.
         async with httpx.AsyncClient(transport=network_transport()) as client:
@@ -394,19 +245,19 @@ async def test_a_batch_on_the_backend_reports_transport_faults_per_prompt() -> N
     assert [r.text for r in results[1:] if isinstance(r, Completion)] == ["b", "c"]
 
 
-def test_every_request_of_the_engine_goes_through_the_http11_transport(
+def test_every_request_of_the_engine_goes_through_the_network_transport(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Any
 ) -> None:
     """Not only a batch: a stream on the caller's loop, a sync call on the background loop, a
-    recording's inner transport and ``list_models`` all connect through ``Http11Transport``."""
-    connects: list[str] = []
-    connect = Http11Transport._connect
+    recording's inner transport and ``list_models`` all go through ``NetworkTransport``."""
+    sent: list[str] = []
+    handle = NetworkTransport.handle_async_request
 
-    async def spy(self: Http11Transport, origin: Any, *args: Any, **kw: Any) -> Any:
-        connects.append(origin[1])
-        return await connect(self, origin, *args, **kw)
+    async def spy(self: NetworkTransport, request: httpx.Request) -> httpx.Response:
+        sent.append(request.url.path)
+        return await handle(self, request)
 
-    monkeypatch.setattr(Http11Transport, "_connect", spy)
+    monkeypatch.setattr(NetworkTransport, "handle_async_request", spy)
     with MockServer(require_key="sk-test") as server:
         monkeypatch.setenv("NOTEBOOK_LLM_OPENAI_BASE_URL", server.url + "/v1")
         monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
@@ -416,16 +267,16 @@ def test_every_request_of_the_engine_goes_through_the_http11_transport(
             return (await engine.complete("openai", "echo", prompt="hi")).text
 
         assert asyncio.run(on_callers_loop())
-        assert len(connects) == 1
+        assert len(sent) == 1
         assert engine.complete_sync("openai", "echo", prompt="hi").text
-        assert len(connects) == 2
+        assert len(sent) == 2
         with engine.recording(tmp_path / "tape.jsonl"):
             assert engine.complete_sync("openai", "echo", prompt="hi").text
-        assert len(connects) == 3
+        assert len(sent) == 3
         assert asyncio.run(
             fetch_openai_models(server.url + "/v1", provider="local", api_key="sk-test")
         )
-        assert len(connects) == 4
+        assert sent[-1] == "/v1/models"
 
 
 def test_a_stopped_stream_has_closed_its_socket_when_it_ends(
@@ -459,196 +310,7 @@ def test_a_stopped_stream_has_closed_its_socket_when_it_ends(
         assert server.open_connections == 0
 
 
-# ------------------------------------------------------------------ HTTP/1.1 details
-
-
-async def raw_request(reader: asyncio.StreamReader) -> tuple[bytes, bytes]:
-    """One request's head and body as they arrived (Content-Length or chunked framing)."""
-    head = await reader.readuntil(b"\r\n\r\n")
-    lower = head.lower()
-    if b"transfer-encoding: chunked" in lower:
-        body = b""
-        while True:
-            size = int((await reader.readuntil(b"\r\n")).strip(), 16)
-            data = await reader.readexactly(size + 2)
-            if size == 0:
-                return head, body
-            body += data[:-2]
-    length = 0
-    for line in head.split(b"\r\n"):
-        name, _, value = line.partition(b":")
-        if name.strip().lower() == b"content-length":
-            length = int(value)
-    return head, await reader.readexactly(length)
-
-
-async def test_a_header_that_would_split_the_request_is_refused() -> None:
-    async with (
-        tiny_server(keep_alive) as (port, opened),
-        httpx.AsyncClient(transport=network_transport()) as client,
-    ):
-        url = f"http://127.0.0.1:{port}/"
-        for headers in ({"x-a": "1\r\nx-injected: 2"}, {"x-a": "1\nGET / HTTP/1.1"}):
-            with pytest.raises(httpx.LocalProtocolError):
-                await client.get(url, headers=headers)
-        assert opened[0] == 0  # nothing was sent
-        assert (await client.post(url, content=b"fine")).text == "fine"
-
-
-async def test_a_streamed_request_body_is_sent_chunked_and_arrives_whole() -> None:
-    got: list[tuple[bytes, bytes]] = []
-
-    async def record(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        got.append(await raw_request(reader))
-        writer.write(response(b"ok"))
-        await writer.drain()
-
-    async def parts() -> AsyncIterator[bytes]:
-        for part in (b"one ", b"", b"two ", b"three"):
-            yield part
-
-    async with (
-        tiny_server(record) as (port, _),
-        httpx.AsyncClient(transport=network_transport()) as client,
-    ):
-        resp = await client.post(f"http://127.0.0.1:{port}/", content=parts())
-    assert resp.text == "ok"
-    head, body = got[0]
-    assert b"transfer-encoding: chunked" in head.lower()
-    assert body == b"one two three"
-
-
-async def test_informational_answers_are_skipped() -> None:
-    early_hints = always(
-        b"HTTP/1.1 100 Continue\r\n\r\n"
-        b"HTTP/1.1 103 Early Hints\r\nLink: </a.css>\r\n\r\n"
-        b"HTTP/1.1 201 Created\r\nX-Real: yes\r\nContent-Length: 4\r\n\r\ndone"
-    )
-    async with (
-        tiny_server(early_hints) as (port, opened),
-        httpx.AsyncClient(transport=network_transport()) as client,
-    ):
-        for _ in range(2):
-            resp = await client.post(f"http://127.0.0.1:{port}/", content=b"x")
-            assert (resp.status_code, resp.text) == (201, "done")
-            assert resp.headers["x-real"] == "yes"
-            assert "link" not in resp.headers
-        assert opened[0] == 1  # and the connection stays usable
-
-
-async def test_a_body_without_a_length_ends_with_the_connection() -> None:
-    async def until_close(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await read_request(reader)
-        writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n\r\nall of")
-        await writer.drain()
-        await asyncio.sleep(0.05)
-        writer.write(b" it")
-        await writer.drain()
-        writer.close()
-
-    async with (
-        tiny_server(until_close) as (port, opened),
-        httpx.AsyncClient(transport=network_transport()) as client,
-    ):
-        for _ in range(2):
-            assert (
-                await client.post(f"http://127.0.0.1:{port}/", content=b"x")
-            ).text == "all of it"
-        assert opened[0] == 2
-
-
-@pytest.mark.parametrize(
-    "answer",
-    [
-        b"HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 2\r\n\r\nok",
-        b"HTTP/1.0 200 OK\r\nContent-Length: 2\r\n\r\nok",
-        b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nokEXTRA",  # more than the answer
-        b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nokHTTP/1.1 500 Stale\r\nX-Stale: 1",
-    ],
-    ids=["connection-close", "http-1.0", "extra-bytes", "part-of-a-second-answer"],
-)
-async def test_a_connection_the_answer_does_not_keep_alive_is_not_reused(answer: bytes) -> None:
-    async with (
-        tiny_server(always(answer)) as (port, opened),
-        httpx.AsyncClient(transport=network_transport()) as client,
-    ):
-        for _ in range(2):
-            resp = await client.post(f"http://127.0.0.1:{port}/", content=b"x")
-            assert (resp.status_code, resp.reason_phrase, resp.text) == (200, "OK", "ok")
-            assert "x-stale" not in resp.headers
-        assert opened[0] == 2
-
-
-async def test_a_head_request_does_not_wait_for_a_body() -> None:
-    async def head(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        while True:
-            await reader.readuntil(b"\r\n\r\n")
-            writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n")
-            await writer.drain()
-
-    async with (
-        tiny_server(head) as (port, _),
-        httpx.AsyncClient(transport=network_transport()) as client,
-    ):
-        resp = await client.head(f"http://127.0.0.1:{port}/", timeout=5)
-        assert (resp.status_code, resp.content) == (200, b"")
-        assert resp.headers["content-length"] == "1000"
-
-
-async def test_trailers_of_a_chunked_body_are_dropped_and_the_body_kept() -> None:
-    trailers = always(STREAM_HEAD + chunked(b"ab", b"cd") + b"0\r\nX-Trailer: t\r\n\r\n")
-    async with (
-        tiny_server(trailers) as (port, opened),
-        httpx.AsyncClient(transport=network_transport()) as client,
-    ):
-        for _ in range(2):
-            resp = await client.post(f"http://127.0.0.1:{port}/", content=b"x")
-            assert resp.content == b"abcd"
-            assert "x-trailer" not in resp.headers
-        assert opened[0] == 1
-
-
-async def test_an_early_answer_to_a_request_still_being_sent_is_returned() -> None:
-    # A server may refuse a large upload at once (413) and close; the answer is what counts.
-    async def refuse(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await reader.readuntil(b"\r\n\r\n")
-        writer.write(b"HTTP/1.1 413 Too Large\r\nConnection: close\r\nContent-Length: 3\r\n\r\nbig")
-        await writer.drain()
-        writer.transport.abort()
-
-    async with (
-        tiny_server(refuse) as (port, _),
-        httpx.AsyncClient(transport=network_transport()) as client,
-    ):
-        resp = await client.post(f"http://127.0.0.1:{port}/", content=b"x" * (32 * 1024 * 1024))
-    assert (resp.status_code, resp.text) == (413, "big")
-
-
-async def test_the_pool_keeps_to_its_connection_limit_and_times_out_waiting() -> None:
-    at_once = [0, 0]  # now, most
-
-    async def slowly(body: bytes) -> None:
-        at_once[0] += 1
-        at_once[1] = max(at_once)
-        await asyncio.sleep(0.05)
-        at_once[0] -= 1
-
-    limits = httpx.Limits(max_connections=2, max_keepalive_connections=2)
-    async with (
-        tiny_server(echoing(slowly)) as (port, opened),
-        httpx.AsyncClient(transport=NetworkTransport(limits)) as client,
-    ):
-        url = f"http://127.0.0.1:{port}/"
-        texts = await asyncio.gather(*(client.post(url, content=b"%d" % i) for i in range(8)))
-        assert [t.text for t in texts] == [str(i) for i in range(8)]
-        assert (opened[0], at_once[1]) == (2, 2)
-        async with (
-            client.stream("POST", url, content=b"a"),
-            client.stream("POST", url, content=b"b"),
-        ):
-            with pytest.raises(httpx.PoolTimeout):  # both connections are taken
-                await client.post(url, content=b"c", timeout=httpx.Timeout(5, pool=0.1))
-        assert (await client.post(url, content=b"after")).text == "after"
+# ------------------------------------------------------------------ the pool
 
 
 async def test_a_cancelled_request_gives_its_connection_back() -> None:
@@ -701,175 +363,103 @@ async def test_a_malformed_status_line_is_a_remote_protocol_error() -> None:
         tiny_server(garbage) as (port, _),
         httpx.AsyncClient(transport=network_transport()) as client,
     ):
-        with pytest.raises(httpx.RemoteProtocolError):
+        with pytest.raises(MalformedResponse):
             await client.post(f"http://127.0.0.1:{port}/", content=b"x")
 
 
-def sent_request(handler_got: list[tuple[bytes, bytes]]) -> Handler:
-    async def record(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        while True:
-            handler_got.append(await raw_request(reader))
-            writer.write(response(b"ok"))
-            await writer.drain()
+# ------------------------------------------------------------------ what aiohttp refuses
 
-    return record
-
-
-async def test_the_body_is_framed_as_the_request_headers_say() -> None:
-    # The server reads the body by the request's own headers: a body sent otherwise would let
-    # its bytes be read as a second request (request smuggling).
-    got: list[tuple[bytes, bytes]] = []
-
-    async def parts() -> AsyncIterator[bytes]:
-        yield b"GET /smuggled HTTP/1.1\r\nHost: x\r\n\r\n"
-
-    async with (
-        tiny_server(sent_request(got)) as (port, opened),
-        httpx.AsyncClient(transport=network_transport()) as client,
-    ):
-        url = f"http://127.0.0.1:{port}/"
-        read_first = client.build_request("POST", url, content=parts())
-        await read_first.aread()  # as a recording does: the streamed body is now bytes
-        assert (await client.send(read_first)).text == "ok"
-        [(head, body)] = got
-        assert b"transfer-encoding: chunked" in head.lower()
-        assert body == b"GET /smuggled HTTP/1.1\r\nHost: x\r\n\r\n"  # all of it one body
-        for headers, content in [
-            ({"content-length": "2"}, b"GET /admin"),  # longer than it says
-            ({"content-length": "20"}, b"short"),
-            ({"content-length": "5", "transfer-encoding": "chunked"}, b"hello"),
-            ({"transfer-encoding": "chunked"}, b"hello"),  # httpx adds a Content-Length: both
-            ({"transfer-encoding": "gzip, chunked"}, b"hello"),
-            ({"content-length": "-1"}, b""),
-        ]:
-            with pytest.raises(httpx.LocalProtocolError):
-                await client.send(
-                    client.build_request("POST", url, content=content, headers=headers)
-                )
-        assert len(got) == 1  # nothing more reached the server
-        assert opened[0] == 1
-
-
-async def test_a_streamed_body_that_breaks_its_content_length_is_cut_and_refused() -> None:
-    got: list[tuple[bytes, bytes]] = []
-
-    async def parts() -> AsyncIterator[bytes]:
-        yield b"12345"
-        yield b"GET /admin HTTP/1.1\r\n\r\n"
-
-    async with (
-        tiny_server(sent_request(got)) as (port, _),
-        httpx.AsyncClient(transport=network_transport()) as client,
-    ):
-        url = f"http://127.0.0.1:{port}/"
-        request = client.build_request(
-            "POST", url, content=parts(), headers={"content-length": "5"}
-        )
-        with pytest.raises(httpx.LocalProtocolError):
-            await client.send(request)
-        assert (await client.post(url, content=b"next")).text == "ok"
-    assert [body for _, body in got] == [b"12345", b"next"]  # GET /admin never went out
-
-
-async def test_request_heads_that_h11_refused_are_refused() -> None:
-    async with (
-        tiny_server(keep_alive) as (port, opened),
-        httpx.AsyncClient(transport=network_transport()) as client,
-    ):
-        url = f"http://127.0.0.1:{port}/"
-        bad = [
-            client.build_request("GËT", url),
-            client.build_request("GET", url, headers={"x-a": "one\x01two"}),
-            client.build_request("GET", url, headers={"x-a": "del\x7f"}),
-        ]
-        no_host = client.build_request("GET", url)
-        del no_host.headers["host"]
-        for request in [*bad, no_host]:
-            with pytest.raises(httpx.LocalProtocolError):
-                await client.send(request)
-        assert opened[0] == 0
-        tab = await client.post(url, content=b"x", headers={"x-a": "a\tb"})  # a tab is fine
-        assert tab.text == "x"
-
-
-async def test_an_international_host_name_is_reached_by_its_idna_2008_name(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    # Python encodes faß.de as fass.de (IDNA 2003), another domain; httpx's Host header says
-    # xn--fa-hia.de, and that is where the connection must go (and its TLS name).
-    origins: list[Any] = []
-
-    async def no_network(self: Http11Transport, origin: Any, *args: Any) -> Any:
-        origins.append(origin)
-        raise httpx.ConnectError("no network in tests")
-
-    monkeypatch.setattr(Http11Transport, "_connect", no_network)
-    async with httpx.AsyncClient(transport=network_transport()) as client:
-        with pytest.raises(httpx.ConnectError):
-            await client.get("https://faß.de/")
-    assert origins == [("https", "xn--fa-hia.de", 443)]
-
-
-async def test_a_body_ended_by_the_close_is_not_complete_when_we_closed_it() -> None:
-    async def endless(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await read_request(reader)
-        writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\ndata: 1\n\n")
-        await writer.drain()
-        await asyncio.sleep(10)
-
-    transport = network_transport()
-    async with (
-        tiny_server(endless) as (port, _),
-        httpx.AsyncClient(transport=transport) as client,
-        client.stream("POST", f"http://127.0.0.1:{port}/", content=b"x") as resp,
-    ):
-        pieces = resp.aiter_raw()
-        assert await anext(pieces) == b"data: 1\n\n"
-        await transport.aclose()  # e.g. a connection_pool() block ends under the stream
-        with pytest.raises(httpx.RemoteProtocolError):
-            await anext(pieces)
-
-
-@pytest.mark.parametrize(
-    ("start", "filler", "error"),
-    [
-        (b"HTTP/1.1 200 OK\r\n", b"X-Filler: %s\r\n" % (b"y" * 100), "head is over"),
-        (b"HTTP/1.1 200 OK\r\nX-Long: ", b"y" * 100, "head is over"),
-        (
-            STREAM_HEAD + chunked(b"data: 1\n\n") + b"0\r\nX-Trailer: ",
-            b"y" * 100,
-            "framing is over",
-        ),
-    ],
-    ids=["many-header-lines", "one-endless-header-line", "one-endless-trailer"],
+CHUNKED_HEAD = (
+    b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\ncontent-type: text/event-stream\r\n\r\n"
 )
-async def test_a_response_head_without_end_is_refused_at_its_size_limit(
-    start: bytes, filler: bytes, error: str
-) -> None:
-    async def endless(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+EVENT = b'data: {"choices":[{"index":0,"delta":{"content":"Lorem"}}]}\n\n'
+
+
+def answering(*writes: bytes, pause: float = 0.05) -> Handler:
+    """A handler that reads one request and sends ``writes``, each on its own, then waits."""
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         await read_request(reader)
-        writer.write(start)
-        for _ in range(100_000):
-            writer.write(filler)
+        for data in writes:
+            writer.write(data)
             await writer.drain()
+            await asyncio.sleep(pause)
+        await reader.read()  # until the client closes the connection
 
-    async with (
-        tiny_server(endless) as (port, _),
-        httpx.AsyncClient(transport=network_transport()) as client,
-    ):
-        with pytest.raises(httpx.RemoteProtocolError, match=error):  # post() reads the body
-            await client.post(f"http://127.0.0.1:{port}/", content=b"x")
+    return handler
 
 
-async def test_bare_lf_line_ends_and_trailing_spaces_are_read_as_h11_read_them() -> None:
-    async def sloppy(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+def chunk(data: bytes) -> bytes:
+    return b"%x\r\n%s\r\n" % (len(data), data)
+
+
+def engine_on(port: int) -> Engine:
+    engine = Engine(config_file=False, env_file=False, retries=0)
+    engine.add_provider(
+        "tiny", adapter="openai", base_url=f"http://127.0.0.1:{port}/v1", needs_key=False
+    )
+    return engine
+
+
+@pytest.mark.parametrize("alone", [False, True], ids=["with-the-head", "after-a-chunk"])
+async def test_a_malformed_chunk_size_line_is_a_malformed_response(alone: bool) -> None:
+    # aiohttp's C parser records the error on the connection, not on the body, and the body
+    # waited for ever (the idle limit would end it, as a TIMEOUT): the body gets the error.
+    writes = (
+        (CHUNKED_HEAD + chunk(EVENT), b"zz\r\nxx\r\n") if alone else (CHUNKED_HEAD + b"zz\r\n",)
+    )
+
+    async def read_all(url: str) -> None:
+        async with (
+            httpx.AsyncClient(transport=network_transport()) as client,
+            client.stream("POST", url, content=b"x") as r,
+        ):
+            await r.aread()
+
+    async with tiny_server(answering(*writes)) as (port, _):
+        with pytest.raises(MalformedResponse, match="chunk size"):
+            await read_all(f"http://127.0.0.1:{port}/")
+        run = [ev async for ev in engine_on(port).stream("tiny", "m", prompt="hi")]
+    finish = run[-1]
+    assert isinstance(finish, Finish)
+    err = finish.reason.failure
+    assert err is not None
+    assert err.code == "MALFORMED_RESPONSE", err
+    assert "chunk size" in err.message
+    assert "closed the connection" not in err.message
+    assert "".join(ev.text for ev in run if isinstance(ev, TextDelta)) == ("Lorem" if alone else "")
+
+
+async def test_a_body_cut_short_is_still_a_closed_connection() -> None:
+    async def cut(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         await read_request(reader)
-        writer.write(b"HTTP/1.1 200 OK\nX-A: b  \nContent-Length: 2\n\nok")
+        writer.write(CHUNKED_HEAD + chunk(EVENT))
         await writer.drain()
+        await asyncio.sleep(0.05)
+        writer.transport.abort()
 
-    async with (
-        tiny_server(sloppy) as (port, _),
-        httpx.AsyncClient(transport=network_transport()) as client,
-    ):
-        resp = await client.post(f"http://127.0.0.1:{port}/", content=b"x")
-    assert (resp.text, resp.headers["x-a"]) == ("ok", "b")
+    async with tiny_server(cut) as (port, _):
+        run = [ev async for ev in engine_on(port).stream("tiny", "m", prompt="hi")]
+    err = run[-1].reason.failure  # type: ignore[union-attr]
+    assert err is not None
+    assert err.code == "TRANSPORT"
+    assert "closed the connection before the answer was complete" in err.message
+
+
+async def test_a_transfer_coding_other_than_chunked_is_refused() -> None:
+    head = b"HTTP/1.1 200 OK\r\ntransfer-encoding: gzip\r\ncontent-type: text/event-stream\r\n\r\n"
+    async with tiny_server(answering(head + EVENT)) as (port, _):
+        with pytest.raises(LlmError) as caught:
+            await engine_on(port).complete("tiny", "m", prompt="hi")
+    assert caught.value.code == "MALFORMED_RESPONSE"
+    assert "Transfer-Encoding" in caught.value.message
+
+
+async def test_endless_and_huge_response_heads_are_refused() -> None:
+    many = b"HTTP/1.1 200 OK\r\n" + b"x-a: b\r\n" * 10_000
+    long = b"HTTP/1.1 200 OK\r\nx-a: " + b"b" * 100_000
+    for head in (many, long):
+        async with tiny_server(answering(head)) as (port, _):
+            with pytest.raises(LlmError) as caught:
+                await engine_on(port).complete("tiny", "m", prompt="hi")
+        assert caught.value.code == "MALFORMED_RESPONSE"

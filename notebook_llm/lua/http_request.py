@@ -33,8 +33,11 @@ from ..wire.transport import network_client, scoped_client
 from .request import build_request
 from .runtime import LuaSandbox
 
-#: The default HTTP timeouts: a slow first token is normal, a silent stream is not.
-DEFAULT_TIMEOUT = httpx.Timeout(connect=10.0, read=60.0, write=30.0, pool=10.0)
+#: The default HTTP timeouts of one socket operation. No read timeout: a reasoning model may
+#: send nothing for minutes before its first token, and a stream's wait for its next event and
+#: the request as a whole have their own limits (``GenerateOptions.timeouts``,
+#: :mod:`notebook_llm.wire.deadline`), which a trickle of bytes does not reset.
+DEFAULT_TIMEOUT = httpx.Timeout(connect=10.0, read=None, write=30.0, pool=10.0)
 
 #: The contract's hooks, in the order ``meta["hooks"]`` lists the ones a script defines.
 HOOKS = ("build_headers", "transform_request", "transform_response", "transform_stream_chunk")

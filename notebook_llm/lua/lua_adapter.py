@@ -40,9 +40,11 @@ from ..base_adapter import LlmAdapter
 from ..cancel import current_stop
 from ..errors import ErrorCode, LlmError
 from ..protocol import Event, GenerateOptions
-from ..wire.http11 import body_received
+from ..wire.body import decoded, read_body, read_error_body
+from ..wire.deadline import DEFAULT_TIMEOUTS, RequestClock
 from ..wire.http_errors import error_from_http
-from ..wire.slots import holds_slots, request_slot, yield_slot
+from ..wire.limits import DEFAULT_LIMITS, WireLimits
+from ..wire.slots import request_slot, yield_slot
 from .contract import ChunkMapper
 from .http_request import (
     DEFAULT_TIMEOUT,
@@ -52,7 +54,7 @@ from .http_request import (
     script_meta,
     with_max_tokens_hint,
 )
-from .response_mapping import TransportGuard, map_whole_body, read_bounded
+from .response_mapping import TransportGuard, map_whole_body
 from .runtime import LuaLimits, LuaSandbox
 from .stream_pipeline import StreamPipeline, drain
 
@@ -86,8 +88,11 @@ class LuaAdapter(LlmAdapter):
         transport: httpx.AsyncBaseTransport | None = None,
         timeout: httpx.Timeout | float = DEFAULT_TIMEOUT,
         log: Callable[[str, str, str], None] | None = None,
+        wire_limits: WireLimits = DEFAULT_LIMITS,
     ) -> None:
         self.limits = limits or LuaLimits()
+        #: The caps on what one response may hand this adapter (decoded bytes).
+        self.wire_limits = wire_limits
         self.transport = transport
         self.timeout = timeout if isinstance(timeout, httpx.Timeout) else httpx.Timeout(timeout)
         self.path = path
@@ -215,8 +220,11 @@ class LuaAdapter(LlmAdapter):
 
         The engine iterates this instead of :meth:`stream` (``streaming.guarded``): the events of
         one read cross the async layers between adapter and caller once, as a list, and are
-        flattened only at the public iterator (issue 16: a third of the per-chunk cost of a
-        stream was async-generator hops).
+        flattened only at the public iterator.
+
+        Every wait on the network is within the request's time limits (``options.timeouts``,
+        :mod:`notebook_llm.wire.deadline`), and every body within the caps of
+        ``self.wire_limits`` (:mod:`notebook_llm.wire.body`), counted on decoded bytes.
         """
         with self._lock:
             source = self.source
@@ -225,13 +233,9 @@ class LuaAdapter(LlmAdapter):
         url, headers, body, streaming = self._prepare(sandbox, options)
         mapper = ChunkMapper(provider=options.provider, adapter=self.name)
         client, owned = self._client(options)
+        caps = self.wire_limits
+        clock = RequestClock(options.timeouts or DEFAULT_TIMEOUTS, options.provider, streaming)
         pipeline: StreamPipeline | None = None
-        # In a batch, the read that completes the body (and a whole body) is mapped after the
-        # exchange, once its slot went to the next request: the Lua transform would otherwise
-        # sit between one response and the next request (issue 16). Earlier reads are mapped
-        # as they come, and a read is held only once the body has ended.
-        in_batch = holds_slots()
-        held: bytes | None = None  # in a batch: the read that completed the body
         whole: bytes | None = None  # a non-streamed body, mapped after the exchange
         last: list[Event] = []  # the answer's final events, handed over after the exchange
         async with contextlib.AsyncExitStack() as stack:
@@ -242,47 +246,57 @@ class LuaAdapter(LlmAdapter):
                     "POST", url, content=body.encode("utf-8"), headers=headers, timeout=self.timeout
                 )
                 # Built before it waits for a batch's slot (wire.slots), sent when it has one.
-                async with (
-                    request_slot(),
-                    contextlib.aclosing(await client.send(request, stream=True)) as response,
-                ):
-                    if response.status_code >= 400:
-                        raw = await read_bounded(response)
-                        raise with_max_tokens_hint(
-                            error_from_http(
-                                response.status_code,
-                                response.headers,
+                async with request_slot():
+                    response = await clock.run(client.send(request, stream=True))
+                    async with contextlib.aclosing(response):
+                        if response.status_code >= 400:
+                            raw = await clock.run(
+                                read_error_body(response, caps.max_error_body_bytes)
+                            )
+                            raise with_max_tokens_hint(
+                                error_from_http(
+                                    response.status_code,
+                                    response.headers,
+                                    raw,
+                                    provider=options.provider,
+                                ),
                                 raw,
-                                provider=options.provider,
-                            ),
-                            raw,
-                            options,
-                        )
-                    guard.accepted = True
-                    if not streaming:
-                        whole = await response.aread()
-                    else:
-                        ctype = response.headers.get("content-type", "")
-                        ndjson = (
-                            sandbox.meta().get("stream_format") == "ndjson" or "ndjson" in ctype
-                        )
-                        pipeline = StreamPipeline(sandbox, mapper, ndjson, self.name, len(body))
-                        incoming = response.aiter_bytes()  # decodes gzip/br
-                        async for piece in incoming:
-                            if in_batch and body_received(response):
-                                held = piece  # mapped after the exchange (below)
-                                continue
-                            events = pipeline.feed(piece)
-                            guard.started = guard.started or bool(events)
-                            if mapper.finished:  # [DONE] / done: the answer is complete. Read
-                                await drain(incoming)  # the rest: the consumer stops at finish
-                                last = events
-                                break
-                            if events:
-                                yield events
-                            pipeline.raise_pending()  # after what came before it was yielded
+                                options,
+                            )
+                        guard.accepted = True
+                        if not streaming:
+                            whole = await clock.run(
+                                read_body(
+                                    response,
+                                    caps.max_body_bytes,
+                                    "the response body",
+                                    "max_body_bytes",
+                                )
+                            )
                         else:
-                            if not in_batch:
+                            ctype = response.headers.get("content-type", "")
+                            ndjson = (
+                                sandbox.meta().get("stream_format") == "ndjson" or "ndjson" in ctype
+                            )
+                            pipeline = StreamPipeline(
+                                sandbox, mapper, ndjson, self.name, len(body), caps
+                            )
+                            incoming = clock.paced(decoded(response))
+                            heard = 0
+                            async for piece in incoming:
+                                events = pipeline.feed(piece)
+                                if pipeline.payloads != heard:  # an event, not a comment
+                                    heard = pipeline.payloads
+                                    clock.heard()
+                                guard.started = guard.started or bool(events)
+                                if mapper.finished:  # [DONE] / done: the answer is complete.
+                                    await drain(incoming)  # Read the rest: the consumer stops
+                                    last = events  # at finish
+                                    break
+                                if events:
+                                    yield events
+                                pipeline.raise_pending()  # after what came before it was yielded
+                            else:
                                 last = pipeline.close()
                                 guard.started = guard.started or bool(last)
             if guard.tail:  # a transport error after output: keep what arrived
@@ -291,16 +305,9 @@ class LuaAdapter(LlmAdapter):
         # The exchange is over and its slot free: a batch's next request, ready and waiting for
         # it, goes out before the consumer handles these last events (wire.slots).
         await yield_slot()
-        if whole is not None or (in_batch and pipeline is not None and not mapper.finished):
+        if whole is not None:
             with guard:  # the same mapping of errors as during the exchange
-                if whole is not None:
-                    last = self._map_whole(sandbox, whole, options)
-                elif pipeline is not None:
-                    last = pipeline.feed(held) if held is not None else []
-                    guard.started = guard.started or bool(last)
-                    pipeline.raise_pending()  # as after every read (the events are in `last`)
-                    if not mapper.finished:
-                        last += pipeline.close()
+                last = self._map_whole(sandbox, whole, options)
             if guard.tail:
                 last += guard.tail
         if last:

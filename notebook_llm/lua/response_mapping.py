@@ -8,7 +8,7 @@
   the provider's ``MALFORMED_RESPONSE`` (the script is not at fault);
 * :class:`TransportGuard` maps httpx failures to ``LlmError`` at one boundary;
   :func:`after_headers` words a failure after HTTP 200 (and names the context window when the
-  request was large); :func:`read_bounded` reads an error body up to a limit.
+  request was large). Bodies are read within their caps by :mod:`notebook_llm.wire.body`.
 """
 
 from __future__ import annotations
@@ -22,12 +22,10 @@ import httpx
 from ..errors import ErrorCode, LlmError
 from ..protocol import Event
 from ..secrets import redact
+from ..wire.transport import MalformedResponse
 from .contract import ChunkMapper, map_response
 from .dropped_text import DroppedText, has_block, judge_events
 from .runtime import LuaSandbox
-
-#: An error body is read up to this many bytes (enough for any provider's message).
-MAX_ERROR_BODY = 256 * 1024
 
 #: A request body above this many characters (about 1,000 tokens) may not fit the context
 #: window of a small local model (llama-cpp-python's server defaults to n_ctx 2048 tokens).
@@ -141,16 +139,6 @@ def _parse_json_output(value: Any, adapter: str, hook: str) -> Any:
         ) from None
 
 
-async def read_bounded(response: httpx.Response) -> bytes:
-    """An error response's body, up to :data:`MAX_ERROR_BODY` bytes."""
-    buf = bytearray()
-    async for chunk in response.aiter_bytes():
-        buf += chunk
-        if len(buf) > MAX_ERROR_BODY:
-            break
-    return bytes(buf)
-
-
 class TransportGuard:
     """Map httpx failures to ``LlmError`` at one boundary (the httpx way).
 
@@ -180,6 +168,14 @@ class TransportGuard:
             err = LlmError(
                 f"timed out talking to {self.provider}: {type(exc).__name__}",
                 ErrorCode.TIMEOUT,
+                provider=self.provider,
+            )
+        elif isinstance(exc, MalformedResponse):
+            # Bytes that are not HTTP (a bad chunk-size line, status line or header): the
+            # server's fault, and no retry will read them differently.
+            err = LlmError(
+                f"{self.provider} sent a {exc}",
+                ErrorCode.MALFORMED_RESPONSE,
                 provider=self.provider,
             )
         elif isinstance(exc, httpx.HTTPError) and self.accepted:

@@ -27,6 +27,7 @@ import httpx
 from ..errors import ErrorCode, LlmError
 from ..protocol import Event
 from ..secrets import redact
+from ..wire.limits import DEFAULT_LIMITS, WireLimits
 from ..wire.ndjson import NDJSONDecoder
 from ..wire.sse import SSEDecoder
 from .contract import ChunkMapper
@@ -45,15 +46,20 @@ class StreamPipeline:
         ndjson: bool,
         name: str,
         request_chars: int = 0,
+        limits: WireLimits = DEFAULT_LIMITS,
     ) -> None:
         self.sandbox = sandbox
         self.request_chars = request_chars
         self.mapper = mapper
         self.name = name
         self.ndjson = ndjson
-        self.sse = SSEDecoder() if not ndjson else None
-        self.nd = NDJSONDecoder() if ndjson else None
+        cap = limits.max_event_bytes
+        self.sse = SSEDecoder(max_event_bytes=cap) if not ndjson else None
+        self.nd = NDJSONDecoder(max_event_bytes=cap) if ndjson else None
         self.checked_format = False
+        #: How many payloads (SSE events with data, NDJSON lines) the framing has completed:
+        #: what the idle limit counts as the server being alive (comments are not).
+        self.payloads = 0
         #: An error met in the middle of a batch of payloads; raised once the events mapped
         #: before it have been yielded, so nothing that arrived is lost.
         self.pending: LlmError | None = None
@@ -99,6 +105,7 @@ class StreamPipeline:
         return self._payloads(self.sse.feed_data(chunk))
 
     def _payloads(self, payloads: list[str]) -> list[Event]:
+        self.payloads += len(payloads)
         out: list[Event] = []
         try:
             self._map(payloads, out)
@@ -169,7 +176,7 @@ async def drain(body: AsyncIterator[bytes], grace: float = 0.5) -> None:
     """Read what follows the end marker (normally just the end of the body), so the connection
     can be reused and a recording is complete; a server that keeps the stream open after it
     does not hold the caller longer than ``grace`` seconds."""
-    with contextlib.suppress(TimeoutError, httpx.HTTPError):
+    with contextlib.suppress(TimeoutError, httpx.HTTPError, LlmError):
         async with asyncio.timeout(grace):
             async for _ in body:
                 pass

@@ -6,7 +6,16 @@ from dataclasses import dataclass, field
 
 from . import wire
 
-__all__ = ["FAULTS", "FAULT_HEADER", "STALL", "Fault", "faulted_stream", "parse_fault_header"]
+__all__ = [
+    "FAULTS",
+    "FAULT_HEADER",
+    "KEEPALIVE",
+    "STALL",
+    "TRICKLE",
+    "Fault",
+    "faulted_stream",
+    "parse_fault_header",
+]
 
 FAULT_HEADER = "X-Mock-Fault"
 
@@ -46,6 +55,16 @@ FAULTS: dict[str, tuple[str, dict[str, float]]] = {
     "error_event": (
         "After `after` content chunks, an in-stream error event; then the stream ends.",
         {"after": 2},
+    ),
+    "keepalive": (
+        "After `after` content chunks, a `: keepalive` comment (a blank line for NDJSON) every "
+        "`delay` seconds for `seconds`, then the rest: alive, but no event.",
+        {"after": 2, "delay": 0.5, "seconds": 30.0},
+    ),
+    "trickle": (
+        "After `after` content chunks, one space every `delay` seconds for `seconds` (a line "
+        "that never completes an event), then a line break and the rest.",
+        {"after": 2, "delay": 0.5, "seconds": 30.0},
     ),
 }
 
@@ -91,6 +110,10 @@ def parse_fault_header(value: str) -> Fault:
 
 #: In :func:`faulted_stream`'s output: sleep the fault's ``seconds`` here (then go on).
 STALL = object()
+#: In :func:`faulted_stream`'s output: send comments here for the fault's ``seconds``.
+KEEPALIVE = object()
+#: In :func:`faulted_stream`'s output: send single spaces here for the fault's ``seconds``.
+TRICKLE = object()
 
 
 def faulted_stream(
@@ -102,7 +125,7 @@ def faulted_stream(
     n_start = sum(1 for f in frames if f.kind == "start")
     n_body = n_start + sum(1 for f in frames if f.kind == "content")
     pos = min(n_start + int(fault.num("after")), n_body) if fault and name != "drip" else 0
-    pos = max(pos, 1) if name in ("disconnect", "stall") else pos
+    pos = max(pos, 1) if name in ("disconnect", "stall", "keepalive", "trickle") else pos
     out: list[bytes | object] = [f.data for f in frames]
     if name == "no_end":
         out = [f.data for f in frames if f.kind != "end"]
@@ -116,4 +139,8 @@ def faulted_stream(
         out = out[:pos]
     elif name == "stall":
         out.insert(pos, STALL)
+    elif name == "keepalive":
+        out.insert(pos, KEEPALIVE)
+    elif name == "trickle":
+        out.insert(pos, TRICKLE)
     return out

@@ -16,6 +16,7 @@ import contextlib
 import json
 import socket
 import threading
+import time
 from collections import deque
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -24,7 +25,16 @@ from types import TracebackType
 from typing import Any
 
 from . import wire
-from .faults import FAULT_HEADER, FAULTS, STALL, Fault, faulted_stream, parse_fault_header
+from .faults import (
+    FAULT_HEADER,
+    FAULTS,
+    KEEPALIVE,
+    STALL,
+    TRICKLE,
+    Fault,
+    faulted_stream,
+    parse_fault_header,
+)
 from .models import MockReply, UnknownModelError, apply_max_tokens, generate, usage_for
 from .wire import Format, Frame
 
@@ -309,8 +319,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _chunk(self, data: bytes, last: bool = False) -> None:
         # The last chunk goes out with the body's end in one write, as servers that buffer their
-        # writes send it: a client then reads both at once, and a batch's mapping of the read
-        # that completes the body (lua_adapter) happens after the exchange, whatever the load.
+        # writes send it: a client then reads both at once.
         self.wfile.write(b"%x\r\n%s\r\n%s" % (len(data), data, _END if last else b""))
         self.wfile.flush()
 
@@ -470,6 +479,10 @@ class _Handler(BaseHTTPRequestHandler):
                 if not mock._sleep(fault.num("seconds") if fault else 0):
                     return self._abort()
                 continue
+            if (item is KEEPALIVE or item is TRICKLE) and fault:
+                if not self._alive_without_events(fmt, fault, item is TRICKLE):
+                    return self._abort()
+                continue
             if i and not mock._sleep(delay):
                 return self._abort()
             assert isinstance(item, bytes)
@@ -481,6 +494,21 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.write(_END)
             self.wfile.flush()
         return None
+
+    def _alive_without_events(self, fmt: Format, fault: Fault, trickle: bool) -> bool:
+        """Keep the stream busy for the fault's ``seconds`` without completing an event: a
+        comment (SSE) or a blank line (NDJSON) every ``delay``, or (``trickle``) one space of a
+        line that ends only afterwards. ``False`` if the server is stopping."""
+        mock = self.server.mock
+        piece = b" " if trickle else (b"\n" if fmt == "ollama" else b": keepalive\n\n")
+        end = time.monotonic() + fault.num("seconds")
+        while time.monotonic() < end:
+            if not mock._sleep(fault.num("delay")):
+                return False
+            self._chunk(piece, last=False)
+        if trickle:
+            self._chunk(b"\n", last=False)
+        return True
 
 
 def _lower(items: Any) -> dict[str, str]:

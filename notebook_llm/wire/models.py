@@ -9,6 +9,7 @@ become the same ``LlmError`` codes as a failed generation request.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import httpx
@@ -16,7 +17,9 @@ import httpx
 from ..errors import ErrorCode, LlmError
 from ..protocol import ModelInfo
 from ..secrets import redact
+from .body import read_body, read_error_body
 from .http_errors import error_from_http
+from .limits import DEFAULT_LIMITS
 from .transport import network_client
 
 __all__ = ["fetch_openai_models", "parse_model_list"]
@@ -52,9 +55,16 @@ async def fetch_openai_models(
     if api_key and not {k.lower() for k in sent} & {"authorization", "x-api-key"}:
         sent["authorization"] = f"Bearer {api_key}"
     try:
-        async with network_client(timeout=LIST_TIMEOUT, transport=transport) as client:
-            response = await client.get(url, headers=sent)
-            raw = await response.aread()
+        async with (
+            network_client(timeout=LIST_TIMEOUT, transport=transport) as client,
+            client.stream("GET", url, headers=sent) as response,
+        ):
+            if response.status_code >= 400:
+                raw = await read_error_body(response, DEFAULT_LIMITS.max_error_body_bytes)
+            else:
+                raw = await read_body(
+                    response, DEFAULT_LIMITS.max_body_bytes, "the model list", "max_body_bytes"
+                )
     except httpx.TimeoutException as exc:
         raise LlmError(
             f"timed out asking {provider} for its models: {type(exc).__name__}",
@@ -71,7 +81,7 @@ async def fetch_openai_models(
     if response.status_code >= 400:
         raise error_from_http(response.status_code, response.headers, raw, provider=provider)
     try:
-        doc = response.json()
+        doc = json.loads(raw)
     except ValueError:
         raise LlmError(
             f"{provider} answered GET /models with something that is not JSON: "

@@ -9,13 +9,14 @@ lines; parsing the JSON is the caller's job. Rules:
 * each complete line is decoded as UTF-8 with ``errors="replace"``; ``\\n`` never occurs inside
   a multi-byte sequence, so a character split across chunks decodes exactly as if whole;
 * a line longer than ``max_line_bytes`` (terminator excluded) raises
-  ``LlmError(MALFORMED_RESPONSE)``.
+  ``LlmError(MALFORMED_RESPONSE)``; one longer than ``max_event_bytes`` (one line is one event)
+  raises ``LlmError(RESPONSE_TOO_LARGE)``, checked first.
 """
 
 from __future__ import annotations
 
 from ..errors import LlmError
-from .framing import DEFAULT_MAX_LINE_BYTES, line_too_long
+from .framing import DEFAULT_MAX_LINE_BYTES, event_too_large, line_too_long
 
 __all__ = ["NDJSONDecoder"]
 
@@ -27,13 +28,17 @@ class NDJSONDecoder:
     body. The result does not depend on where the body was split into chunks.
     """
 
-    __slots__ = ("_buf", "_first", "_max_line", "_pending")
+    __slots__ = ("_buf", "_first", "_max_event", "_max_line", "_pending")
 
-    def __init__(self, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) -> None:
-        """``max_line_bytes`` bounds one line (terminator excluded)."""
+    def __init__(
+        self, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES, max_event_bytes: int | None = None
+    ) -> None:
+        """``max_line_bytes`` bounds one line (terminator excluded); ``max_event_bytes`` (default:
+        no cap) is the cap on one line as an event."""
         if max_line_bytes < 1:
             raise ValueError("max_line_bytes must be positive")
         self._max_line = max_line_bytes
+        self._max_event = max_event_bytes if max_event_bytes is not None else 1 << 62
         self._buf = bytearray()
         self._first = True  # the next complete line is the first of the body
         self._pending: LlmError | None = None  # an over-long line, raised at the next call
@@ -50,6 +55,10 @@ class NDJSONDecoder:
             return []
         self._buf += chunk
         if b"\n" not in chunk:
+            if len(self._buf) > self._max_event:
+                self._pending = event_too_large("NDJSON", self._max_event)
+                self._buf.clear()
+                raise self._pending
             if len(self._buf) > self._max_line:
                 self._pending = line_too_long("NDJSON", len(self._buf), self._max_line)
                 self._buf.clear()
@@ -58,7 +67,10 @@ class NDJSONDecoder:
         parts = bytes(self._buf).split(b"\n")
         self._buf.clear()
         self._buf += parts.pop()
-        if len(self._buf) > self._max_line:
+        if len(self._buf) > self._max_event:
+            self._pending = event_too_large("NDJSON", self._max_event)
+            self._buf.clear()
+        elif len(self._buf) > self._max_line:
             self._pending = line_too_long("NDJSON", len(self._buf), self._max_line)
             self._buf.clear()
         return self._lines(parts)
@@ -77,6 +89,10 @@ class NDJSONDecoder:
         out: list[str] = []
         limit = self._max_line
         for raw in parts:
+            if len(raw) > self._max_event:
+                self._pending = event_too_large("NDJSON", self._max_event)
+                self._buf.clear()
+                break
             if len(raw) > limit:
                 self._pending = line_too_long("NDJSON", len(raw), limit)
                 self._buf.clear()

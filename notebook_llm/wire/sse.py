@@ -24,7 +24,9 @@ Two deliberate deviations from the browser algorithm, for HTTP response bodies t
 * :meth:`SSEDecoder.flush` treats an unterminated last line as complete and dispatches a pending
   event that lacks its closing blank line (the spec discards it);
 * a line longer than ``max_line_bytes`` raises ``LlmError(MALFORMED_RESPONSE)`` instead of
-  growing memory without bound.
+  growing memory without bound, and an event whose ``data`` (all its lines, with the line being
+  read) passes ``max_event_bytes`` raises ``LlmError(RESPONSE_TOO_LARGE)``: the line limit
+  alone let ``data:`` lines with no blank line between them pile up without end.
 
 Non-SSE bodies: some providers answer a streaming request with a plain JSON error while still
 labelling it ``text/event-stream`` (Gemini does this for a bad API key or unknown model). JSON
@@ -41,7 +43,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from ..errors import LlmError
-from .framing import DEFAULT_MAX_LINE_BYTES, line_too_long
+from .framing import DEFAULT_MAX_LINE_BYTES, event_too_large, line_too_long
 
 __all__ = ["SSEDecoder", "SSEEvent"]
 
@@ -77,12 +79,14 @@ class SSEDecoder:
         "_data",
         "_event",
         "_last_id",
+        "_max_event",
         "_max_line",
         "_max_non_sse",
         "_pending",
         "_raw",
         "_retry",
         "_saw_sse",
+        "_size",
         "_skip_lf",
     )
 
@@ -91,11 +95,15 @@ class SSEDecoder:
         max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
         *,
         max_non_sse_bytes: int = _DEFAULT_MAX_NON_SSE,
+        max_event_bytes: int | None = None,
     ) -> None:
-        """``max_line_bytes`` bounds one line; ``max_non_sse_bytes`` bounds the kept raw body."""
+        """``max_line_bytes`` bounds one line; ``max_non_sse_bytes`` bounds the kept raw body;
+        ``max_event_bytes`` (default: no cap) bounds one event's data."""
         if max_line_bytes < 1:
             raise ValueError("max_line_bytes must be positive")
         self._max_line = max_line_bytes
+        self._max_event = max_event_bytes if max_event_bytes is not None else 1 << 62
+        self._size = 0  # bytes of data in the pending event
         self._max_non_sse = max_non_sse_bytes
         self._buf = bytearray()  # incomplete line (no terminator yet)
         self._at_start = True  # BOM not yet ruled in or out
@@ -167,6 +175,10 @@ class SSEDecoder:
             self._raw += chunk[: self._max_non_sse - len(self._raw)]
         if b"\n" not in chunk and b"\r" not in chunk:
             self._buf += chunk
+            if self._size + len(self._buf) > self._max_event:
+                self._pending = event_too_large("SSE", self._max_event)
+                self._buf.clear()
+                raise self._pending
             if len(self._buf) > self._max_line:
                 self._pending = line_too_long("SSE", len(self._buf), self._max_line)
                 self._buf.clear()
@@ -181,7 +193,10 @@ class SSEDecoder:
             self._skip_lf = True
         elif last != 0x0A:
             self._buf += lines.pop()
-            if len(self._buf) > self._max_line:
+            if self._size + len(self._buf) > self._max_event:
+                self._pending = event_too_large("SSE", self._max_event)
+                self._buf.clear()
+            elif len(self._buf) > self._max_line:
                 self._pending = line_too_long("SSE", len(self._buf), self._max_line)
                 self._buf.clear()
         return lines
@@ -222,6 +237,11 @@ class SSEDecoder:
         for line in lines:
             if line[:6] == b"data: " and self._saw_sse and len(line) <= limit:
                 self._data.append(line[6:])  # the common line, short-cut
+                self._size += len(line) - 6
+                if self._size > self._max_event:
+                    self._pending = event_too_large("SSE", self._max_event)
+                    self._buf.clear()
+                    break
                 continue
             if not line:
                 if self._data:
@@ -248,6 +268,11 @@ class SSEDecoder:
                     value = value[1:]
             if name == b"data":
                 self._data.append(value)
+                self._size += len(value)
+                if self._size > self._max_event:
+                    self._pending = event_too_large("SSE", self._max_event)
+                    self._buf.clear()
+                    break
             elif name == b"event":
                 self._event = _decode(value)
             elif name == b"id":
@@ -274,6 +299,7 @@ class SSEDecoder:
         data = self._data
         text = _decode(data[0] if len(data) == 1 else b"\n".join(data))
         self._data = []
+        self._size = 0
         self._event = ""
         self._retry = None
         return text

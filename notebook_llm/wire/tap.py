@@ -79,12 +79,12 @@ class Recorder:
 
     def transport(self, inner: httpx.AsyncBaseTransport | None = None) -> httpx.AsyncBaseTransport:
         """A transport that records what passes through ``inner`` (default: a new network
-        transport that honours environment proxies, closed with it; a given ``inner`` is the
+        transport, which honours environment proxies, closed with it; a given ``inner`` is the
         caller's and stays open)."""
         if inner is None:
-            from .transport import routed_transport
+            from .transport import network_transport
 
-            return _RecordingTransport(self, routed_transport(), owned=True)
+            return _RecordingTransport(self, network_transport(), owned=True)
         return _RecordingTransport(self, inner, owned=False)
 
     def _finish(
