@@ -716,8 +716,9 @@ def _todos(inf: Inference) -> None:
         todo("finish: no finish field in this body; every answer is reported as a stop")
     if inf.end.kind == "eof" and inf.body.framing != "json" and not inf.finish_values:
         todo(
-            "end: nothing marks the last payload, so a complete stream will read as cut off "
-            "(STREAM_CLOSED); return done = true on the API's last payload"
+            "end: nothing marks the last payload, so the draft takes the end of the body as the "
+            "end (each payload says finish stop) and a connection cut early reads as complete; "
+            "if the API has an end marker, return done = true on it instead"
         )
     if inf.text is not None and inf.text.separator:
         todo(

@@ -1,0 +1,40 @@
+"""A draft for a stream that has no end marker and no finish field: the end of the body is its
+end, as the API means, so the kit passes the draft on its own body and on another one."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from notebook_llm.conformance.draft import draft_adapter
+from notebook_llm.conformance.fixtures import CONTENT_TYPES, Fixture
+from notebook_llm.conformance.kit import replay_fixture
+from notebook_llm.lua.lua_adapter import LuaAdapter
+
+
+def ndjson(*texts: str) -> bytes:
+    return "".join(json.dumps({"t": t, "n": i}) + "\n" for i, t in enumerate(texts)).encode()
+
+
+def sse(*texts: str) -> bytes:
+    return "".join(f"data: {json.dumps({'piece': {'t': t}})}\n\n" for t in texts).encode()
+
+
+def test_a_stream_that_just_ends_drafts_a_passing_adapter() -> None:
+    for body, other, framing in (
+        (ndjson("Hello ", "there, ", "friend."), ndjson("Good ", "bye."), "ndjson"),
+        (sse("Hello ", "there, ", "friend."), sse("Good ", "bye."), "sse"),
+    ):
+        draft = draft_adapter(body, "plain")
+        assert draft.inference.end.kind == "eof"
+        assert draft.check is not None
+        assert draft.ok, draft.summary()
+        assert draft.check.completion.text == "Hello there, friend."
+        assert draft.check.completion.finish.kind == "stop"
+        assert any("end" in t and "cut" in t for t in draft.todos)  # the trade-off is said
+        adapter = LuaAdapter.from_source(draft.source, name="plain")
+        fixture = Fixture(Path("b"), other, framing, 200, CONTENT_TYPES[framing])
+        result = replay_fixture(adapter, fixture)
+        assert result.ok
+        assert not result.warnings
+        assert result.completion.text == "Good bye."
