@@ -58,6 +58,7 @@ THUMBNAIL_MAX_PIXELS = 40_000_000
 _SHRINK_MIN = 256
 _DATA_URL_RE = re.compile(r"^data:([\w.+-]+/[\w.+-]+);base64,(.*)$", re.DOTALL)
 _BASE64_RE = re.compile(r"^[A-Za-z0-9+/]+={0,2}$")
+_USERINFO_RE = re.compile(r"(?i)^(https?://)[^/?#@\s]+@")
 
 
 def image_blocks(images: Any) -> list[ImageBlock]:
@@ -267,7 +268,8 @@ def shown_url(url: str) -> str:
 
 def shrink_images(obj: Any) -> Any:
     """``obj`` (a JSON value) with every embedded image (a ``data:image/...`` URL, or a long
-    base64 string whose bytes are an image) replaced by ``<image sha256:HEX N bytes>``.
+    base64 string whose bytes are an image) replaced by ``<image sha256:HEX N bytes>``, and
+    the ``user:password@`` of an http(s) URL by ``***@``.
 
     Idempotent, so a recorded request (stored shrunk) and a live one compare equal on replay.
     """
@@ -275,6 +277,8 @@ def shrink_images(obj: Any) -> Any:
         return {k: shrink_images(v) for k, v in obj.items()}
     if isinstance(obj, list):
         return [shrink_images(v) for v in obj]
+    if isinstance(obj, str) and "@" in obj[:300] and _USERINFO_RE.match(obj):
+        return _USERINFO_RE.sub(r"\1***@", obj)  # an image URL's user:password, never recorded
     if isinstance(obj, str) and len(obj) >= _SHRINK_MIN:
         return _shrunk(obj)
     return obj

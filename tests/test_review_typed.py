@@ -377,3 +377,49 @@ def test_a_concurrent_batch_does_not_overshoot_the_cap_by_its_concurrency(
     # what concurrency=1 would send: the answers until the spent cost reaches the cap
     assert 1 <= len(srv.requests) <= 3
     assert len(done) == len(srv.requests)
+
+
+class Tree(pydantic.BaseModel):
+    v: int
+    kids: list[Tree]
+
+
+class Linked(pydantic.BaseModel):
+    v: int
+    next: Linked | None
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        Tree,
+        Linked,
+        {
+            "type": "object",
+            "properties": {"kids": {"type": "array", "items": {"$ref": "#"}}},
+            "required": ["kids"],
+        },
+    ],
+    ids=["list-of-self", "optional-self", "ref-to-root"],
+)
+def test_the_mock_answers_a_recursive_schema_with_a_valid_instance(
+    engine: Engine, schema: Any
+) -> None:
+    done = engine.complete_sync("m", prompt="hi", schema=schema)
+    assert done.finish is not None
+    assert done.finish.kind == "stop"
+    assert done.parsed is not None
+
+
+def test_a_recording_keeps_no_credentials_of_an_image_url(engine: Engine, tmp_path: Any) -> None:
+    url = "https://user:hunter2pass@example.com/cat.png?key=SECRET-123456&sig=" + "x" * 300
+    cassette = tmp_path / "rec.json"
+    with engine.recording(cassette):
+        engine.complete_sync("mock", "echo", prompt="see", images=url)
+    text = cassette.read_text()
+    assert "hunter2pass" not in text
+    assert "SECRET-123456" not in text
+    assert "example.com/cat.png" in text
+    with engine.replaying(cassette, strict=True):
+        again = engine.complete_sync("mock", "echo", prompt="see", images=url)
+    assert again.text == "see"
