@@ -116,14 +116,11 @@ def _from_data_url(payload: str) -> ImageBlock:
 
 
 def _from_path(path: Path) -> ImageBlock:
+    if path.exists() and not path.is_file():  # a directory, a device, a FIFO (would block)
+        raise LlmError(f"images=: {str(path)!r} is not a file", ErrorCode.INVALID_OPTIONS)
     try:
-        size = path.stat().st_size if path.is_file() else 0
-    except OSError:
-        size = 0
-    if size > MAX_IMAGE_BYTES:
-        raise _too_large(size, repr(path.name))
-    try:
-        data = path.read_bytes()
+        with path.open("rb") as f:
+            data = f.read(MAX_IMAGE_BYTES + 1)  # bounded: /dev/zero or a FIFO must not hang
     except OSError as exc:
         raise LlmError(
             f"images=: cannot read {str(path)!r}: {exc.strerror or exc}", ErrorCode.INVALID_OPTIONS
@@ -131,9 +128,9 @@ def _from_path(path: Path) -> ImageBlock:
     return _from_bytes(data, repr(path.name))
 
 
-def _too_large(size: int, what: str) -> LlmError:
+def _too_large(what: str) -> LlmError:
     return LlmError(
-        f"images=: {what} is {size / 2**20:.1f} MB, over the {MAX_IMAGE_BYTES / 2**20:.0f} MB "
+        f"images=: {what} is over the {MAX_IMAGE_BYTES / 2**20:.0f} MB "
         "a provider takes; shrink it first (e.g. PIL's img.thumbnail((2048, 2048)))",
         ErrorCode.INPUT_TOO_LARGE,
     )
@@ -141,7 +138,7 @@ def _too_large(size: int, what: str) -> LlmError:
 
 def _from_bytes(data: bytes, what: str) -> ImageBlock:
     if len(data) > MAX_IMAGE_BYTES:
-        raise _too_large(len(data), what)
+        raise _too_large(what)
     media = sniff(data)
     if media is None:
         raise LlmError(

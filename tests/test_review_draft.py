@@ -4,8 +4,12 @@ end, as the API means, so the kit passes the draft on its own body and on anothe
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
+import pytest
+
+from notebook_llm import ErrorCode, LlmError
 from notebook_llm.conformance.draft import draft_adapter
 from notebook_llm.conformance.fixtures import CONTENT_TYPES, Fixture
 from notebook_llm.conformance.kit import replay_fixture
@@ -38,3 +42,19 @@ def test_a_stream_that_just_ends_drafts_a_passing_adapter() -> None:
         assert result.ok
         assert not result.warnings
         assert result.completion.text == "Good bye."
+
+
+def test_a_body_path_that_is_not_a_file_or_too_big_is_one_line(tmp_path: Path) -> None:
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    for path in (Path("/dev/zero"), fifo, tmp_path):
+        with pytest.raises(LlmError) as info:
+            draft_adapter(path, "x")
+        assert info.value.code == ErrorCode.INVALID_OPTIONS
+        assert "not a file" in info.value.message
+    big = tmp_path / "big.sse"
+    with big.open("wb") as f:
+        f.truncate(40 * 2**20)  # sparse: 40 MB of zeros, nothing written
+    with pytest.raises(LlmError) as info:
+        draft_adapter(big, "x")
+    assert info.value.code == ErrorCode.INPUT_TOO_LARGE

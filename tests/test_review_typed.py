@@ -423,3 +423,11 @@ def test_a_recording_keeps_no_credentials_of_an_image_url(engine: Engine, tmp_pa
     with engine.replaying(cassette, strict=True):
         again = engine.complete_sync("mock", "echo", prompt="see", images=url)
     assert again.text == "see"
+
+
+@pytest.mark.parametrize("path", ["/dev/zero", "/tmp"])
+def test_an_image_path_that_is_not_a_file_is_one_line(path: str) -> None:
+    with pytest.raises(LlmError) as info:
+        image_block(path)
+    assert info.value.code == ErrorCode.INVALID_OPTIONS
+    assert "not a file" in info.value.message
