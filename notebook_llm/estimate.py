@@ -190,7 +190,7 @@ def cap_value(value: Any, what: str = "max_cost") -> float:
             f"{what} must not be negative (got {value!r}); 0 sends only what is free",
             ErrorCode.INVALID_OPTIONS,
         )
-    return float(value)
+    return float(value) + 0.0  # -0.0 shows as $0.0000
 
 
 def check_cap(estimate: CostEstimate, max_cost: float, provider: str) -> None:

@@ -155,8 +155,9 @@ def as_schema(obj: Any) -> ResponseSchema:
     return made
 
 
-#: Schemas nested deeper than this are refused: providers allow far less (OpenAI: 10 levels),
-#: and validating walks the schema recursively.
+#: Schemas nested deeper than this many JSON levels are refused (an object's property is two:
+#: ``properties``, then the property): providers allow far less (OpenAI: 10 object levels), and
+#: validating, the mock and the Lua adapters walk the schema recursively.
 MAX_SCHEMA_DEPTH = 64
 
 
