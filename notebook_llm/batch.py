@@ -299,6 +299,12 @@ async def amap(
                 done += 1
                 tick()
                 continue
+            if max_cost is not None and stop_signal is not None and stop_signal.is_set():
+                await release()  # stopped while waiting for the cap's turn: not sent
+                results[i] = LlmError(stop_signal.reason, ErrorCode.ABORTED, provider=provider)
+                done += 1
+                tick()
+                continue
             # Each request gets its own signal: a StopSignal stops one stream at a time.
             child = StopSignal() if stop_signal is not None else None
             if child is not None:
@@ -359,6 +365,7 @@ def map_prompts(
     progress: ProgressFn | bool | None = None,
     template: str | None = None,
     max_cost: float | None = None,
+    stop_signal: StopSignal | None = None,
     **kw: Any,
 ) -> Any:
     """:func:`amap` from synchronous code, also inside a running loop (Jupyter): a list of
@@ -366,8 +373,10 @@ def map_prompts(
 
     An interrupt (Ctrl-C, the kernel's stop button) aborts the requests in flight and skips the
     rest; the results gathered so far are still returned (the others hold ``ABORTED`` errors).
+    ``stop_signal``: the caller's own signal (e.g. set from a progress callback); an interrupt
+    sets it too.
     """
-    stop = StopSignal()
+    stop = stop_signal if stop_signal is not None else StopSignal()
     return run_sync(
         amap(
             prompts,

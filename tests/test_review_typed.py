@@ -431,3 +431,34 @@ def test_an_image_path_that_is_not_a_file_is_one_line(path: str) -> None:
         image_block(path)
     assert info.value.code == ErrorCode.INVALID_OPTIONS
     assert "not a file" in info.value.message
+
+
+def test_a_capped_batch_stopped_while_waiting_sends_nothing_more(
+    engine: Engine, srv: MockServer
+) -> None:
+    from notebook_llm.cancel import StopSignal
+
+    set_price("lorem", 1.0, 0.001)  # cheap: the cap is never the reason to stop
+    stop = StopSignal()
+    seen: list[int] = []
+
+    def progress(done: int, total: int) -> None:
+        seen.append(done)
+        if done == 1:
+            stop.set("stopped by the test")
+
+    out = map_(
+        [f"p{i}" for i in range(6)],
+        engine=engine,
+        provider="m",
+        model="lorem",
+        concurrency=4,
+        max_cost=100.0,
+        stop_signal=stop,
+        progress=progress,
+    )
+    # the first request goes alone under a cap; it is answered, then the stop comes: the
+    # workers waiting for their turn must not send
+    assert len(srv.requests) == 1
+    assert not isinstance(out[0], LlmError)
+    assert all(isinstance(r, LlmError) and r.code == ErrorCode.ABORTED for r in out[1:])
