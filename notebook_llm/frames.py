@@ -175,6 +175,7 @@ def to_frame(results: Sequence[Any], index: Any, schema: Any) -> Any:
         return frame
     columns = checked.fields or ["value"]
     error_column = error_column_of(columns)
+    errors = [e if e is not None else _unparsed(r) for e, r in zip(errors, results, strict=True)]
     rows: list[dict[str, Any]] = []
     for r in results:
         fields = None if isinstance(r, LlmError) else fields_of(r.parsed)
@@ -185,6 +186,19 @@ def to_frame(results: Sequence[Any], index: Any, schema: Any) -> Any:
     # object dtype: a row without error holds None (pandas would make it NaN in a str column)
     frame[error_column] = pd.Series(errors, index=index, dtype=object)
     return frame
+
+
+def _unparsed(result: Any) -> str | None:
+    """Why a completion of a typed ``map`` has no parsed answer (``None`` when it has one): it
+    did not stop normally (cut at max_tokens, a tool call), so its text was never validated."""
+    if getattr(result, "parsed", None) is not None:
+        return None
+    finish = getattr(result, "finish", None)
+    kind = getattr(finish, "kind", None) or "no finish"
+    if kind == "stop":
+        return None
+    hint = "; raise max_tokens=" if kind == "max-tokens" else ""
+    return f"{kind.upper().replace('-', '_')}: the answer ended with {kind}, so it was not parsed{hint}"
 
 
 def error_column_of(fields: Sequence[str]) -> str:

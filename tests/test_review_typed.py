@@ -462,3 +462,20 @@ def test_a_capped_batch_stopped_while_waiting_sends_nothing_more(
     assert len(srv.requests) == 1
     assert not isinstance(out[0], LlmError)
     assert all(isinstance(r, LlmError) and r.code == ErrorCode.ABORTED for r in out[1:])
+
+
+def test_a_typed_row_cut_at_max_tokens_says_so(engine: Engine) -> None:
+    schema = {"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"]}
+    df = pd.DataFrame({"text": ["a long review text with many words in it", "b"]})
+    out = map_(
+        df,
+        template="{text}",
+        schema=schema,
+        max_tokens=3,
+        engine=engine,
+        provider="m",
+        progress=False,
+    )
+    assert out["a"].isna().all()
+    assert all(str(e).startswith("MAX_TOKENS") for e in out["error"])
+    assert "max_tokens" in out["error"][0]
