@@ -125,6 +125,10 @@ class ResponseSchema:
             raise self._mismatch(text, problem) from None
 
     def _mismatch(self, text: str, problem: str) -> LlmError:
+        # a validator quotes the offending value: a long answer must not make a long message
+        problem = " ".join(problem.split())
+        if len(problem) > MAX_PROBLEM_CHARS:
+            problem = problem[: MAX_PROBLEM_CHARS - 3] + "..."
         return LlmError(
             f"the answer does not match the schema {self.name}: {problem}",
             ErrorCode.SCHEMA_MISMATCH,
@@ -154,6 +158,9 @@ def as_schema(obj: Any) -> ResponseSchema:
     _check_usable(made.schema)
     return made
 
+
+#: A validation message is cut to this many characters (it is shown, and fed back on a retry).
+MAX_PROBLEM_CHARS = 300
 
 #: Schemas nested deeper than this many JSON levels are refused (an object's property is two:
 #: ``properties``, then the property): providers allow far less (OpenAI: 10 object levels), and

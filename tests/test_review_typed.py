@@ -479,3 +479,29 @@ def test_a_typed_row_cut_at_max_tokens_says_so(engine: Engine) -> None:
     assert out["a"].isna().all()
     assert all(str(e).startswith("MAX_TOKENS") for e in out["error"])
     assert "max_tokens" in out["error"][0]
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"type": "array", "items": {"type": "string"}, "minItems": 10**9},
+        {"type": "string", "minLength": 10**9},
+    ],
+    ids=["items", "chars"],
+)
+def test_the_mock_does_not_build_a_billion_of_anything(engine: Engine, schema: Any) -> None:
+    from notebook_llm.mock.schema_answers import instance
+
+    assert len(instance(schema, "hi")) <= 10_000
+    with pytest.raises(LlmError) as info:
+        engine.complete_sync("m", prompt="hi", schema=schema)
+    assert info.value.code == ErrorCode.SCHEMA_MISMATCH  # honest: the mock could not comply
+    assert len(info.value.message) < 500  # the validator's quote of the value is cut
+
+
+def test_a_long_wrong_answer_makes_a_short_message() -> None:
+    answer = '{"a": "' + "x" * 1_000_000 + '"}'
+    with pytest.raises(LlmError) as info:
+        OBJ.validate(answer)
+    assert len(info.value.message) < 500
+    assert info.value.details["raw"] == answer

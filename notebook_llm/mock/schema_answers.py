@@ -49,6 +49,11 @@ def _pick(seed: str, path: str, n: int) -> int:
 RECURSION_DEPTH = 2
 #: Past this depth nothing more is built (a schema with no finite instance gets ``{}``).
 MAX_DEPTH = 32
+#: The most array items and string characters the mock writes, whatever ``minItems`` /
+#: ``minLength`` ask: a schema asking for a billion must not make the mock build them (the
+#: answer then fails validation, honestly).
+MAX_ITEMS = 100
+MAX_CHARS = 10_000
 
 
 def _resolve(ref: str, root: Mapping[str, Any]) -> Any:
@@ -118,6 +123,7 @@ def instance(
         low = int(schema.get("minItems", 1) or 0)
         high = int(schema.get("maxItems", max(low, 1)))
         count = int(schema.get("minItems", 0) or 0) if deep else max(low, min(1, high))
+        count = min(count, MAX_ITEMS)
         items = schema.get("items", {})
         return [instance(items, text, f"{path}[{i}]", root, refs) for i in range(count)]
     if typ == "boolean":
@@ -145,5 +151,5 @@ def _string(schema: Mapping[str, Any], text: str) -> str:
         value = value[:limit]
     least = schema.get("minLength")
     if isinstance(least, int) and len(value) < least:
-        value = value.ljust(least, ".")
+        value = value.ljust(min(least, MAX_CHARS), ".")
     return value
