@@ -58,3 +58,18 @@ def test_a_body_path_that_is_not_a_file_or_too_big_is_one_line(tmp_path: Path) -
     with pytest.raises(LlmError) as info:
         draft_adapter(big, "x")
     assert info.value.code == ErrorCode.INPUT_TOO_LARGE
+
+
+def test_a_cumulative_text_that_is_rewritten_is_a_todo() -> None:
+    values = ["Hello", "Hello world", "Hi world", "Hi world!", "Hi world! Bye."]
+    body = b"".join(json.dumps({"output": v}).encode() + b"\n" for v in values)
+    body += b'{"output": "Hi world! Bye.", "done": true}\n'
+    draft = draft_adapter(body, "rewrites")
+    assert any("rewrite" in t for t in draft.todos), draft.todos
+    # a true cumulative stream is not flagged
+    grows = ["Hel", "Hello", "Hello wor", "Hello world."]
+    body = b"".join(json.dumps({"output": v}).encode() + b"\n" for v in grows)
+    draft = draft_adapter(body + b'{"output": "Hello world.", "done": true}\n', "grows")
+    assert not any("rewrite" in t for t in draft.todos)
+    assert draft.check is not None
+    assert draft.check.completion.text == "Hello world."
