@@ -73,3 +73,20 @@ def test_a_cumulative_text_that_is_rewritten_is_a_todo() -> None:
     assert not any("rewrite" in t for t in draft.todos)
     assert draft.check is not None
     assert draft.check.completion.text == "Hello world."
+
+
+def test_a_key_echoed_in_the_body_is_not_written_into_the_draft() -> None:
+    from notebook_llm.secrets import register_secret
+
+    register_secret("sk-live-REVIEW-7f3a9c")
+    lines = [
+        {"text": "sk-live-REVIEW-7f3a9c is what you sent"},
+        {"text": " and https://x/?key=AIzaREVIEW998877 too."},
+        {"done": True},
+    ]
+    body = b"".join(json.dumps(o).encode() + b"\n" for o in lines)
+    draft = draft_adapter(body, "echoes")
+    assert draft.ok
+    for shown in (draft.source, draft.summary()):
+        assert "REVIEW-7f3a9c" not in shown
+        assert "AIzaREVIEW998877" not in shown
