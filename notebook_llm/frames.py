@@ -143,6 +143,13 @@ def prompts_of(data: Any, template: str | None) -> tuple[list[Any], Any]:
             column = data.iloc[:, 0].tolist()
             _check_filled(None, [{data.columns[0]: v} for v in column], data.index)
             return [str(v) for v in column], data.index
+        dupes = data.columns[data.columns.duplicated()].unique().tolist()
+        if dupes:  # to_dict would keep one of each silently
+            raise LlmError(
+                f"the DataFrame has more than one column named {', '.join(map(repr, dupes))}: "
+                "rename them so the template can tell them apart",
+                ErrorCode.INVALID_OPTIONS,
+            )
         rows = data.to_dict(orient="records")
         _check_filled(template, rows, data.index)
         return [_fill(template, row, n) for n, row in enumerate(rows)], data.index

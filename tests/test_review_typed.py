@@ -505,3 +505,14 @@ def test_a_long_wrong_answer_makes_a_short_message() -> None:
         OBJ.validate(answer)
     assert len(info.value.message) < 500
     assert info.value.details["raw"] == answer
+
+
+def test_duplicate_column_names_are_refused(engine: Engine, srv: MockServer) -> None:
+    df = pd.DataFrame([["first", "second"]], columns=["text", "text"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # pandas' "some columns will be omitted" must not show
+        with pytest.raises(LlmError) as info:
+            map_(df, template="{text}", engine=engine, provider="m", progress=False)
+    assert info.value.code == ErrorCode.INVALID_OPTIONS
+    assert "'text'" in info.value.message
+    assert srv.requests == []
