@@ -260,7 +260,7 @@ async def amap(
         assert max_cost is not None
         async with gate:
             while True:
-                if spent >= max_cost:
+                if spent >= max_cost and spent > 0:  # a cap of 0 lets free requests through
                     return False
                 if in_flight == 0 or (stop_signal is not None and stop_signal.is_set()):
                     break

@@ -516,3 +516,10 @@ def test_duplicate_column_names_are_refused(engine: Engine, srv: MockServer) -> 
     assert info.value.code == ErrorCode.INVALID_OPTIONS
     assert "'text'" in info.value.message
     assert srv.requests == []
+
+
+def test_a_cap_of_zero_sends_what_is_free(engine: Engine, srv: MockServer) -> None:
+    set_price("echo", 0.0, 0.0)  # a local model: free
+    out = map_(["a", "b", "c"], engine=engine, provider="m", max_cost=0, progress=False)
+    assert [r.text for r in out] == ["a", "b", "c"]
+    assert len(srv.requests) == 3
