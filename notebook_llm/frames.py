@@ -98,10 +98,10 @@ def _fill(template: str, value: Any, n: int, name: str | None = None) -> str:
 
 def _missing(value: Any) -> bool:
     """NaN, None, pd.NA or NaT: an empty cell, which would reach the model as "nan"."""
-    if value is None:
+    if value is None or type(value).__name__ in ("NAType", "NaTType"):
         return True
     try:
-        return bool(value != value) or type(value).__name__ in ("NAType", "NaTType")
+        return bool(value != value)  # NaN is the one value not equal to itself
     except (TypeError, ValueError):  # an array-like cell: not empty
         return False
 
@@ -121,10 +121,11 @@ def _check_filled(template: str | None, rows: list[dict[str, Any]], index: Any) 
         for key, value in row.items():
             if (names is None or str(key) in names) and _missing(value):
                 label = labels[n] if labels is not None else n
-                column = f"{{{key}}}" if names is not None else "the value"
+                column = f"{{{key}}}" if names is not None else "the prompt"
+                hint = f".dropna(subset=[{key!r}])" if names is not None else ".dropna()"
                 raise LlmError(
                     f"{column} is empty (NaN/None) in row {label!r}, so its prompt would say "
-                    f"'nan'; fill or drop those rows first (e.g. df.dropna(subset=[{key!r}]))",
+                    f"'nan'; fill or drop those rows first (e.g. {hint})",
                     ErrorCode.INVALID_OPTIONS,
                 )
 

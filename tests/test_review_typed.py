@@ -297,10 +297,12 @@ def test_an_empty_cell_in_a_templated_column_is_named_and_nothing_is_sent(
     assert srv.requests == []
 
 
-def test_a_missing_value_in_a_series_is_named(engine: Engine, srv: MockServer) -> None:
+@pytest.mark.parametrize("dtype", [object, "string"])  # "string": its empty cell is pd.NA
+def test_a_missing_value_in_a_series_is_named(engine: Engine, srv: MockServer, dtype: Any) -> None:
     with pytest.raises(LlmError) as info:
-        map_(pd.Series(["a", None]), engine=engine, provider="m", progress=False)
+        map_(pd.Series(["a", None], dtype=dtype), engine=engine, provider="m", progress=False)
     assert info.value.code == ErrorCode.INVALID_OPTIONS
+    assert ".dropna()" in info.value.message
     assert srv.requests == []
 
 

@@ -45,9 +45,8 @@ def comment_text(value: str, limit: int = 80) -> str:
     """``value`` made safe for a ``--`` line comment: printable ASCII only (other characters as
     ``\\x..``/``\\u....`` escapes, so no newline can end the comment), ``]]`` broken up, cut to
     ``limit`` characters; known secrets and ``key=`` values are hidden (``redact``)."""
-    text = (
-        redact(value).encode("ascii", "backslashreplace").decode("ascii")
-    )  # a body may echo a key
+    text = redact(value)  # a body may echo a key
+    text = text.encode("ascii", "backslashreplace").decode("ascii")
     text = "".join(ch if 0x20 <= ord(ch) < 0x7F else f"\\x{ord(ch):02x}" for ch in text)
     text = text.replace("]]", "] ]").replace("[[", "[ [")
     return text if len(text) <= limit else text[: limit - 3] + "..."
