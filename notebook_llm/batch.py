@@ -243,7 +243,7 @@ async def amap(
 
     tick()
     next_index = 0
-    # With a cap: requests in flight, requests answered, and a condition to wait on (_admit).
+    # With a cap: requests in flight, requests answered, and a condition to wait on (admit).
     in_flight = 0
     answered = 0
     gate = asyncio.Condition()
