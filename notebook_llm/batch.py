@@ -32,7 +32,7 @@ from .cancel import StopSignal, until_stopped
 from .completion import Completion
 from .engine import Engine
 from .errors import ErrorCode, LlmError
-from .estimate import check_cap, estimate_cost, money
+from .estimate import cap_value, check_cap, estimate_cost, money
 from .frames import prompts_of, to_frame
 from .pricing import Price, cost, price_of
 from .protocol import Message
@@ -207,6 +207,8 @@ async def amap(
             raise LlmError(
                 f"{key}= cannot be used with map; pass the prompts", ErrorCode.INVALID_OPTIONS
             )
+    if max_cost is not None:
+        max_cost = cap_value(max_cost)
     eng = _engine(engine)
     items, index = prompts_of(prompts, template)
     total = len(items)
@@ -241,6 +243,39 @@ async def amap(
 
     tick()
     next_index = 0
+    # With a cap: requests in flight, requests answered, and a condition to wait on (admit).
+    in_flight = 0
+    answered = 0
+    gate = asyncio.Condition()
+
+    async def admit() -> bool:
+        """Whether one more request may go out under ``max_cost`` (``False``: the spent cost
+        reached it). The estimate may be far below what answers really cost (no max_tokens),
+        so the cap cannot trust it for the requests in flight: the first request goes alone,
+        and then one more goes out only while the spent cost plus the in-flight requests at
+        the cost seen so far per answer stays under the cap. Sequential batches behave as
+        before (send while spent < cap); concurrent ones overshoot by at most about one
+        answer instead of ``concurrency`` answers."""
+        nonlocal in_flight
+        assert max_cost is not None
+        async with gate:
+            while True:
+                if spent >= max_cost and spent > 0:  # a cap of 0 lets free requests through
+                    return False
+                if in_flight == 0 or (stop_signal is not None and stop_signal.is_set()):
+                    break
+                if answered and spent + in_flight * (spent / answered) < max_cost:
+                    break
+                await gate.wait()
+            in_flight += 1
+            return True
+
+    async def release() -> None:
+        nonlocal in_flight, answered
+        async with gate:
+            in_flight -= 1
+            answered += 1
+            gate.notify_all()
 
     async def worker() -> None:
         nonlocal next_index, done, spent
@@ -255,12 +290,18 @@ async def amap(
                 done += 1
                 tick()
                 continue
-            if max_cost is not None and spent >= max_cost:
+            if max_cost is not None and not await admit():
                 results[i] = LlmError(
                     f"not sent: the cost spent ({money(spent)}) reached max_cost={money(max_cost)}",
                     ErrorCode.BUDGET_EXCEEDED,
                     provider=provider,
                 )
+                done += 1
+                tick()
+                continue
+            if max_cost is not None and stop_signal is not None and stop_signal.is_set():
+                await release()  # stopped while waiting for the cap's turn: not sent
+                results[i] = LlmError(stop_signal.reason, ErrorCode.ABORTED, provider=provider)
                 done += 1
                 tick()
                 continue
@@ -270,11 +311,13 @@ async def amap(
                 children.add(child)
             try:
                 results[i] = result = await _one(eng, provider, model, items[i], retries, child, kw)
+                if price is not None:
+                    spent += _cost_of(result, price)
             finally:
                 if child is not None:
                     children.discard(child)
-            if price is not None:
-                spent += _cost_of(result, price)
+                if max_cost is not None:
+                    await release()
             done += 1
             tick()
 
@@ -322,6 +365,7 @@ def map_prompts(
     progress: ProgressFn | bool | None = None,
     template: str | None = None,
     max_cost: float | None = None,
+    stop_signal: StopSignal | None = None,
     **kw: Any,
 ) -> Any:
     """:func:`amap` from synchronous code, also inside a running loop (Jupyter): a list of
@@ -329,8 +373,10 @@ def map_prompts(
 
     An interrupt (Ctrl-C, the kernel's stop button) aborts the requests in flight and skips the
     rest; the results gathered so far are still returned (the others hold ``ABORTED`` errors).
+    ``stop_signal``: the caller's own signal (e.g. set from a progress callback); an interrupt
+    sets it too.
     """
-    stop = StopSignal()
+    stop = stop_signal if stop_signal is not None else StopSignal()
     return run_sync(
         amap(
             prompts,

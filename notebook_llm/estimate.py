@@ -41,6 +41,7 @@ __all__ = [
     "IMAGE_TOKENS",
     "Budget",
     "CostEstimate",
+    "cap_value",
     "check_cap",
     "estimate_cost",
     "estimate_tokens",
@@ -176,6 +177,22 @@ def _no_price(estimate: CostEstimate, provider: str, what: str) -> LlmError:
     )
 
 
+def cap_value(value: Any, what: str = "max_cost") -> float:
+    """``value`` as a cap in dollars: a number, not negative, not NaN (a NaN compares false with
+    everything, so it would cap nothing); ``inf`` is allowed and caps nothing, knowingly."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or math.isnan(value):
+        raise LlmError(
+            f"{what} takes a number of US dollars (e.g. 0.50), not {value!r}",
+            ErrorCode.INVALID_OPTIONS,
+        )
+    if value < 0:
+        raise LlmError(
+            f"{what} must not be negative (got {value!r}); 0 sends only what is free",
+            ErrorCode.INVALID_OPTIONS,
+        )
+    return float(value) + 0.0  # -0.0 shows as $0.0000
+
+
 def check_cap(estimate: CostEstimate, max_cost: float, provider: str) -> None:
     """Refuse (``BUDGET_EXCEEDED``) a batch whose estimate is over ``max_cost`` dollars."""
     usd = estimate.usd
@@ -197,9 +214,7 @@ class Budget:
     """The session's cost cap for ``%%llm`` cells (``%llm budget USD``)."""
 
     def __init__(self, cap: float, engine: Engine) -> None:
-        if cap < 0:
-            raise ValueError("a budget must not be negative")
-        self.cap = float(cap)
+        self.cap = cap_value(cap, "a budget")
         self.spent = 0.0
         self.engine = engine
 

@@ -9,12 +9,16 @@ are the prompts). A plain list with a template is filled the same way (dicts by 
 The result (:func:`to_frame`), for pandas input: with a schema, one column per top-level field
 of the schema; without one, an ``answer`` column of the answers' text; either way an ``error``
 column (``None``, or ``"CODE: message"`` for a row that failed, whose other columns are then
-empty). pandas is imported only when a pandas object is passed.
+empty; named ``llm_error`` when the schema has a field called ``error``). A cell the template
+uses that is empty (NaN, None, ``pd.NA``) is refused before anything is sent, naming the column
+and the row: it would reach the model as "nan". pandas is imported only when a pandas object is
+passed.
 """
 
 from __future__ import annotations
 
 import importlib
+import re
 import string
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -24,7 +28,18 @@ from .structured import ResponseSchema, as_schema, fields_of
 
 __all__ = ["is_pandas", "prompts_of", "to_frame"]
 
-_FORMATTER = string.Formatter()
+
+class _Formatter(string.Formatter):
+    """``str.format`` whose ``{0}`` also names a column called ``0`` (a DataFrame's columns are
+    often integers), and whose every failure on a value is one line."""
+
+    def get_value(self, key: int | str, args: Sequence[Any], kwargs: Mapping[str, Any]) -> Any:
+        if isinstance(key, int) and isinstance(kwargs, _Row) and str(key) in kwargs.columns:
+            return kwargs[str(key)]
+        return super().get_value(key, args, kwargs)
+
+
+_FORMATTER = _Formatter()
 
 
 def is_pandas(obj: Any) -> bool:
@@ -74,8 +89,45 @@ def _fill(template: str, value: Any, n: int, name: str | None = None) -> str:
             "use {column}",
             ErrorCode.INVALID_OPTIONS,
         ) from None
-    except (KeyError, ValueError) as exc:
-        raise LlmError(f"template {template!r}: {exc}", ErrorCode.INVALID_OPTIONS) from None
+    except (KeyError, ValueError, AttributeError, TypeError) as exc:
+        raise LlmError(
+            f"template {template!r}, row {n}: {type(exc).__name__}: {exc}",
+            ErrorCode.INVALID_OPTIONS,
+        ) from None
+
+
+def _missing(value: Any) -> bool:
+    """NaN, None, pd.NA or NaT: an empty cell, which would reach the model as "nan"."""
+    if value is None or type(value).__name__ in ("NAType", "NaTType"):
+        return True
+    try:
+        return bool(value != value)  # NaN is the one value not equal to itself
+    except (TypeError, ValueError):  # an array-like cell: not empty
+        return False
+
+
+def _check_filled(template: str | None, rows: list[dict[str, Any]], index: Any) -> None:
+    """Refuse, before anything is sent, a row whose cell the template uses is empty."""
+    if template is None:
+        names = None
+    else:
+        try:
+            names = {f for _, f, _, _ in _FORMATTER.parse(template) if f is not None}
+        except ValueError:
+            return  # a malformed template is reported when it is filled
+        names = {re.split(r"[.\[]", f, maxsplit=1)[0] for f in names}
+    labels = list(index) if index is not None else None
+    for n, row in enumerate(rows):
+        for key, value in row.items():
+            if (names is None or str(key) in names) and _missing(value):
+                label = labels[n] if labels is not None else n
+                column = f"{{{key}}}" if names is not None else "the prompt"
+                hint = f".dropna(subset=[{key!r}])" if names is not None else ".dropna()"
+                raise LlmError(
+                    f"{column} is empty (NaN/None) in row {label!r}, so its prompt would say "
+                    f"'nan'; fill or drop those rows first (e.g. {hint})",
+                    ErrorCode.INVALID_OPTIONS,
+                )
 
 
 def prompts_of(data: Any, template: str | None) -> tuple[list[Any], Any]:
@@ -89,12 +141,23 @@ def prompts_of(data: Any, template: str | None) -> tuple[list[Any], Any]:
                     f"{', '.join(map(str, data.columns))})",
                     ErrorCode.INVALID_OPTIONS,
                 )
-            return [str(v) for v in data.iloc[:, 0].tolist()], data.index
+            column = data.iloc[:, 0].tolist()
+            _check_filled(None, [{data.columns[0]: v} for v in column], data.index)
+            return [str(v) for v in column], data.index
+        dupes = data.columns[data.columns.duplicated()].unique().tolist()
+        if dupes:  # to_dict would keep one of each silently
+            raise LlmError(
+                f"the DataFrame has more than one column named {', '.join(map(repr, dupes))}: "
+                "rename them so the template can tell them apart",
+                ErrorCode.INVALID_OPTIONS,
+            )
         rows = data.to_dict(orient="records")
+        _check_filled(template, rows, data.index)
         return [_fill(template, row, n) for n, row in enumerate(rows)], data.index
     if is_pandas(data):  # a Series
         values = data.tolist()
         name = str(data.name) if data.name is not None else None
+        _check_filled(None, [{"value": v} for v in values], data.index)
         if template is None:
             return values, data.index
         return [_fill(template, v, n, name) for n, v in enumerate(values)], data.index
@@ -119,6 +182,8 @@ def to_frame(results: Sequence[Any], index: Any, schema: Any) -> Any:
         frame["error"] = pd.Series(errors, index=index, dtype=object)
         return frame
     columns = checked.fields or ["value"]
+    error_column = error_column_of(columns)
+    errors = [e if e is not None else _unparsed(r) for e, r in zip(errors, results, strict=True)]
     rows: list[dict[str, Any]] = []
     for r in results:
         fields = None if isinstance(r, LlmError) else fields_of(r.parsed)
@@ -127,5 +192,27 @@ def to_frame(results: Sequence[Any], index: Any, schema: Any) -> Any:
         rows.append({c: (fields or {}).get(c) for c in columns})
     frame = pd.DataFrame(rows, columns=columns, index=index)
     # object dtype: a row without error holds None (pandas would make it NaN in a str column)
-    frame["error"] = pd.Series(errors, index=index, dtype=object)
+    frame[error_column] = pd.Series(errors, index=index, dtype=object)
     return frame
+
+
+def _unparsed(result: Any) -> str | None:
+    """Why a completion of a typed ``map`` has no parsed answer (``None`` when it has one): it
+    did not stop normally (cut at max_tokens, a tool call), so its text was never validated."""
+    if getattr(result, "parsed", None) is not None:
+        return None
+    finish = getattr(result, "finish", None)
+    kind = getattr(finish, "kind", None) or "no finish"
+    if kind == "stop":
+        return None
+    hint = "; raise max_tokens=" if kind == "max-tokens" else ""
+    return f"{kind.upper().replace('-', '_')}: the answer ended with {kind}, so it was not parsed{hint}"
+
+
+def error_column_of(fields: Sequence[str]) -> str:
+    """``error``, unless the schema has a field of that name: then ``llm_error`` (and so on), so
+    that the answers' own ``error`` field is not overwritten."""
+    name = "error"
+    while name in fields:
+        name = "llm_" + name
+    return name

@@ -20,11 +20,14 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
 import hashlib
 import io
 import re
 import sys
-from collections.abc import Iterable
+import urllib.parse
+import warnings
+from collections.abc import Iterable, Iterator
 from os import PathLike
 from pathlib import Path
 from typing import Any
@@ -45,10 +48,17 @@ __all__ = [
 FIGURE_MAX_PX = 1024
 #: Thumbnails in notebook outputs are at most this many pixels on their longest side.
 THUMBNAIL_PX = 96
+#: An image larger than this is refused (``INPUT_TOO_LARGE``): it is the largest any built-in
+#: provider takes in one request (OpenAI and Gemini: 20 MB; Anthropic: 5 MB per image).
+MAX_IMAGE_BYTES = 20 * 1024 * 1024
+#: Pictures with more pixels than this get no thumbnail (a line naming them instead): PIL would
+#: decode the whole picture (about 3 bytes a pixel) only to shrink it.
+THUMBNAIL_MAX_PIXELS = 40_000_000
 #: Strings at least this long are looked at by :func:`shrink_images` (a 1x1 PNG is ~90 chars).
 _SHRINK_MIN = 256
 _DATA_URL_RE = re.compile(r"^data:([\w.+-]+/[\w.+-]+);base64,(.*)$", re.DOTALL)
 _BASE64_RE = re.compile(r"^[A-Za-z0-9+/]+={0,2}$")
+_USERINFO_RE = re.compile(r"(?i)^(https?://)[^/?#@\s]+@")
 
 
 def image_blocks(images: Any) -> list[ImageBlock]:
@@ -65,18 +75,25 @@ def image_block(obj: Any) -> ImageBlock:
     if isinstance(obj, ImageBlock):
         return obj
     if isinstance(obj, str):
-        if obj.startswith(("http://", "https://")):
+        if obj[:8].lower().startswith(("http://", "https://")):
             return ImageBlock(url=obj)
         m = _DATA_URL_RE.match(obj)
         if m:
-            return ImageBlock(data=m.group(2), media_type=m.group(1))
+            return _from_data_url(m.group(2))
         return _from_path(Path(obj))
     if isinstance(obj, PathLike):
         return _from_path(Path(obj))
     if isinstance(obj, bytes | bytearray | memoryview):
         return _from_bytes(bytes(obj), "the bytes given")
     if _is_figure(obj):
-        return _from_bytes(figure_png(obj), "the figure")
+        try:
+            png = figure_png(obj)
+        except Exception as exc:  # matplotlib's own errors (an empty canvas, a bad artist)
+            raise LlmError(
+                f"images=: cannot draw the figure: {type(exc).__name__}: {exc}",
+                ErrorCode.INVALID_OPTIONS,
+            ) from None
+        return _from_bytes(png, "the figure")
     if _is_pil(obj):
         return _from_bytes(_pil_bytes(obj), "the PIL image")
     raise LlmError(
@@ -86,9 +103,24 @@ def image_block(obj: Any) -> ImageBlock:
     )
 
 
-def _from_path(path: Path) -> ImageBlock:
+def _from_data_url(payload: str) -> ImageBlock:
+    """A ``data:`` URL's bytes, checked like any other bytes: its declared type is not trusted
+    (an SVG with a script, an HTML page) and the type sent is the one the bytes have."""
     try:
-        data = path.read_bytes()
+        data = base64.b64decode(payload, validate=True)
+    except (binascii.Error, ValueError):
+        raise LlmError(
+            "images=: the data: URL does not hold base64 data", ErrorCode.INVALID_OPTIONS
+        ) from None
+    return _from_bytes(data, "the data: URL")
+
+
+def _from_path(path: Path) -> ImageBlock:
+    if path.exists() and not path.is_file():  # a directory, a device, a FIFO (would block)
+        raise LlmError(f"images=: {str(path)!r} is not a file", ErrorCode.INVALID_OPTIONS)
+    try:
+        with path.open("rb") as f:
+            data = f.read(MAX_IMAGE_BYTES + 1)  # bounded: /dev/zero or a FIFO must not hang
     except OSError as exc:
         raise LlmError(
             f"images=: cannot read {str(path)!r}: {exc.strerror or exc}", ErrorCode.INVALID_OPTIONS
@@ -96,7 +128,17 @@ def _from_path(path: Path) -> ImageBlock:
     return _from_bytes(data, repr(path.name))
 
 
+def _too_large(what: str) -> LlmError:
+    return LlmError(
+        f"images=: {what} is over the {MAX_IMAGE_BYTES / 2**20:.0f} MB "
+        "a provider takes; shrink it first (e.g. PIL's img.thumbnail((2048, 2048)))",
+        ErrorCode.INPUT_TOO_LARGE,
+    )
+
+
 def _from_bytes(data: bytes, what: str) -> ImageBlock:
+    if len(data) > MAX_IMAGE_BYTES:
+        raise _too_large(what)
     media = sniff(data)
     if media is None:
         raise LlmError(
@@ -160,12 +202,10 @@ def describe(block: ImageBlock) -> str:
     """One line naming an image without its data: ``image/png 640x480`` (the size in KB
     without PIL), or the URL."""
     if block.url is not None:
-        return block.url
+        return shown_url(block.url)
     data = image_bytes(block) or b""
     try:
-        from PIL import Image
-
-        with Image.open(io.BytesIO(data)) as img:
+        with _opened(data) as img:
             width, height = img.size
         return f"{block.media_type or 'image'} {width}x{height}"
     except Exception:  # no PIL, or an image it cannot read: say how big it is instead
@@ -178,11 +218,13 @@ def thumbnail_data_url(block: ImageBlock, px: int = THUMBNAIL_PX) -> str | None:
     if data is None:
         return None
     try:
-        from PIL import Image
+        import PIL.Image  # noqa: F401  (only to know PIL is there)
     except ImportError:
         return None
     try:
-        with Image.open(io.BytesIO(data)) as img:
+        with _opened(data) as img:
+            if img.size[0] * img.size[1] > THUMBNAIL_MAX_PIXELS:
+                return None  # not decoded: the caller names the picture instead
             img.thumbnail((px, px))
             small = img.convert("RGB") if img.mode not in ("RGB", "L") else img.copy()
     except Exception:  # an image PIL cannot read: no thumbnail, the caller describes it instead
@@ -192,12 +234,39 @@ def thumbnail_data_url(block: ImageBlock, px: int = THUMBNAIL_PX) -> str | None:
     return "data:image/jpeg;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
 
 
+@contextlib.contextmanager
+def _opened(data: bytes) -> Iterator[Any]:
+    """The picture opened lazily by PIL (its header only), without PIL's warning about large
+    pixel counts: the package decides itself what it decodes (``THUMBNAIL_MAX_PIXELS``)."""
+    from PIL import Image
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+        with Image.open(io.BytesIO(data)) as img:
+            yield img
+
+
+def shown_url(url: str) -> str:
+    """An image URL as views show it: no user name or password, no query or fragment (where
+    signed URLs and ``?key=`` carry their credentials)."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+        host = parts.hostname or ""
+        if parts.port is not None:
+            host += f":{parts.port}"
+    except ValueError:
+        return "an image URL"
+    more = "?..." if parts.query or parts.fragment else ""
+    return f"{parts.scheme}://{host}{parts.path}{more}"
+
+
 # ------------------------------------------------------------------------------ recordings
 
 
 def shrink_images(obj: Any) -> Any:
     """``obj`` (a JSON value) with every embedded image (a ``data:image/...`` URL, or a long
-    base64 string whose bytes are an image) replaced by ``<image sha256:HEX N bytes>``.
+    base64 string whose bytes are an image) replaced by ``<image sha256:HEX N bytes>``, and
+    the ``user:password@`` of an http(s) URL by ``***@``.
 
     Idempotent, so a recorded request (stored shrunk) and a live one compare equal on replay.
     """
@@ -205,6 +274,8 @@ def shrink_images(obj: Any) -> Any:
         return {k: shrink_images(v) for k, v in obj.items()}
     if isinstance(obj, list):
         return [shrink_images(v) for v in obj]
+    if isinstance(obj, str) and "@" in obj[:300] and _USERINFO_RE.match(obj):
+        return _USERINFO_RE.sub(r"\1***@", obj)  # an image URL's user:password, never recorded
     if isinstance(obj, str) and len(obj) >= _SHRINK_MIN:
         return _shrunk(obj)
     return obj

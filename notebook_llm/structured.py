@@ -57,7 +57,8 @@ __all__ = [
 
 SchemaKind = Literal["pydantic", "dataclass", "json"]
 _NAME_RE = re.compile(r"[^A-Za-z0-9_-]+")
-_FENCE_RE = re.compile(r"^```[A-Za-z0-9_-]*\s*\n(.*?)\n?```\s*$", re.DOTALL)
+#: A fenced block: ```, an optional language tag (followed by white space), the content, ```.
+_FENCE_RE = re.compile(r"```(?:[A-Za-z0-9_-]+(?=\s))?\s*(.*?)\s*```", re.DOTALL)
 
 
 @dataclass(frozen=True)
@@ -86,10 +87,14 @@ class ResponseSchema:
         """The answer ``text`` parsed and validated into the caller's type; raises
         ``LlmError(SCHEMA_MISMATCH)`` (``details``: ``raw``, ``validation``) when it does not fit."""
         try:
-            value = json.loads(_unfence(text))
+            value = json.loads(_unfence(text), parse_constant=_no_constant)
         except json.JSONDecodeError as exc:
             problem = f"the answer is not JSON ({exc.msg} at line {exc.lineno} column {exc.colno})"
             raise self._mismatch(text, problem) from None
+        except RecursionError:  # the answer is untrusted: "[[[[..." must not crash the caller
+            raise self._mismatch(text, "the answer's JSON nests too deeply") from None
+        except ValueError as exc:  # NaN/Infinity, an integer longer than Python reads
+            raise self._mismatch(text, f"the answer is not JSON ({exc})") from None
         if self.kind == "pydantic":
             return self._pydantic(text, value)
         if self.kind == "dataclass" and _pydantic() is not None:
@@ -113,8 +118,17 @@ class ResponseSchema:
             return pydantic.TypeAdapter(self.target).validate_python(value)
         except pydantic.ValidationError as exc:
             raise self._mismatch(text, _pydantic_message(exc)) from None
+        except RecursionError:
+            raise self._mismatch(text, "the answer nests too deeply to validate") from None
+        except Exception as exc:  # a validator of the caller's that raised something else
+            problem = f"a validator raised {type(exc).__name__}: {_first_line(exc)}"
+            raise self._mismatch(text, problem) from None
 
     def _mismatch(self, text: str, problem: str) -> LlmError:
+        # a validator quotes the offending value: a long answer must not make a long message
+        problem = " ".join(problem.split())
+        if len(problem) > MAX_PROBLEM_CHARS:
+            problem = problem[: MAX_PROBLEM_CHARS - 3] + "..."
         return LlmError(
             f"the answer does not match the schema {self.name}: {problem}",
             ErrorCode.SCHEMA_MISMATCH,
@@ -127,9 +141,80 @@ class ResponseSchema:
 
 def as_schema(obj: Any) -> ResponseSchema:
     """A :class:`ResponseSchema` for a pydantic model, a dataclass or a JSON Schema dict (an
-    existing ``ResponseSchema`` is returned as it is)."""
+    existing ``ResponseSchema`` is returned as it is). A schema that no validator or provider
+    could use (malformed, a ``$ref`` that is not local or points nowhere, nested deeper than
+    :data:`MAX_SCHEMA_DEPTH`, a model pydantic cannot describe) is refused here, in one line,
+    before anything is sent."""
     if isinstance(obj, ResponseSchema):
         return obj
+    try:
+        made = _as_schema(obj)
+    except LlmError:
+        raise
+    except RecursionError:
+        raise _bad_schema(f"it nests deeper than {MAX_SCHEMA_DEPTH} levels") from None
+    except Exception as exc:  # pydantic's schema generation errors, a type hint that fails
+        raise _bad_schema(f"{type(exc).__name__}: {_first_line(exc)}") from None
+    _check_usable(made.schema)
+    return made
+
+
+#: A validation message is cut to this many characters (it is shown, and fed back on a retry).
+MAX_PROBLEM_CHARS = 300
+
+#: Schemas nested deeper than this many JSON levels are refused (an object's property is two:
+#: ``properties``, then the property): providers allow far less (OpenAI: 10 object levels), and
+#: validating, the mock and the Lua adapters walk the schema recursively.
+MAX_SCHEMA_DEPTH = 64
+
+
+def _bad_schema(problem: str) -> LlmError:
+    return LlmError(f"schema= cannot be used: {problem}", ErrorCode.INVALID_OPTIONS)
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = str(exc).strip().splitlines()
+    return lines[0][:300] if lines else type(exc).__name__
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON value")
+
+
+def _check_usable(schema: dict[str, Any]) -> None:
+    """Refuse a schema that is too deep, has a ``$ref`` a validator cannot resolve locally, or
+    that ``jsonschema`` (when installed) says is not a valid schema."""
+    defs = {
+        f"#/{key}/{n}"
+        for key in ("$defs", "definitions")
+        if isinstance(schema.get(key), Mapping)
+        for n in schema[key]
+    }
+    stack: list[tuple[Any, int]] = [(schema, 0)]  # iterative: a deep schema cannot exhaust it
+    while stack:
+        node, depth = stack.pop()
+        if depth > MAX_SCHEMA_DEPTH:
+            raise _bad_schema(f"it nests deeper than {MAX_SCHEMA_DEPTH} levels")
+        if isinstance(node, Mapping):
+            ref = node.get("$ref")
+            if isinstance(ref, str) and ref != "#" and ref not in defs:
+                where = "is not local" if not ref.startswith("#") else "points nowhere"
+                raise _bad_schema(f"the $ref {ref[:100]!r} {where} (only #/$defs/... refs)")
+            stack.extend((v, depth + 1) for v in node.values())
+        elif isinstance(node, list):
+            stack.extend((v, depth + 1) for v in node)
+    try:
+        jsonschema: Any = importlib.import_module("jsonschema")
+    except ImportError:
+        return
+    try:
+        jsonschema.validators.validator_for(schema).check_schema(schema)
+    except jsonschema.exceptions.SchemaError as exc:
+        where = ".".join(str(p) for p in exc.absolute_path) or "(root)"
+        raise _bad_schema(f"it is not a valid JSON Schema at {where}: {exc.message}") from None
+
+
+def _as_schema(obj: Any) -> ResponseSchema:
     if isinstance(obj, type) and _is_pydantic_model(obj):
         raw = typing.cast(Any, obj).model_json_schema()
         return _make(obj.__name__, _closed(_inline_refs(raw)), "pydantic", obj)
@@ -306,9 +391,23 @@ def _type_schema(tp: Any, seen: set[type]) -> dict[str, Any]:
 
 
 def _unfence(text: str) -> str:
+    """The JSON of an answer: the text itself, or the content of its one fenced block.
+
+    Models asked for JSON in the prompt (JSON mode, the Lua adapters, DeepSeek) often answer
+    with a ```json block, sometimes with a sentence around it; one block is unambiguous, so it
+    is taken. Two blocks, or bare JSON followed by prose, are left as they are (and fail with
+    the parser's message, which a retry feeds back)."""
     text = text.strip()
-    m = _FENCE_RE.match(text)
-    return m.group(1) if m else text
+    if text[:1] in ("{", "[", '"') or "```" not in text:
+        return text
+    whole = _FENCE_RE.fullmatch(text)
+    if whole is not None:
+        return whole.group(1)
+    if text.count("```") == 2:
+        m = _FENCE_RE.search(text)
+        if m is not None:
+            return m.group(1)
+    return text
 
 
 def _pydantic_message(exc: Any) -> str:

@@ -365,10 +365,12 @@ class LlmMagics(Magics):
             cap = float(value.lstrip("$"))
         except ValueError:
             raise UsageError(margs.LINE_COMMANDS["budget"]) from None
-        if cap < 0:
-            raise UsageError("a budget must not be negative")
+        try:
+            budget = Budget(cap, self.engine)  # refuses NaN and negative caps
+        except LlmError as err:
+            raise UsageError(f"{err.message} ({margs.LINE_COMMANDS['budget'].strip()})") from None
         spent = self.budget.spent if self.budget is not None else 0.0
-        self.budget = Budget(cap, self.engine)
+        self.budget = budget
         self.budget.spent = spent
         print(f"budget: {self.budget.note()} (this session's %%llm cells)")
 

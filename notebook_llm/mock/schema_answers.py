@@ -5,7 +5,8 @@
 ``output_config.format``); :func:`instance` builds a value from it. The same prompt and schema
 always give the same answer; different prompts give different enum choices, numbers and
 booleans (chosen by a hash of the prompt and the field's path), so a table of answers is not
-one repeated row. Strings are the prompt's text (cut to ``maxLength``), or a fixed example for
+one repeated row. Local ``$ref`` s are followed; a recursive schema is followed a few levels,
+then left by ``null`` or an empty array where the schema allows. Strings are the prompt's text (cut to ``maxLength``), or a fixed example for
 ``format: date / date-time / email / uri / uuid``. ``pattern`` is not honoured.
 """
 
@@ -43,10 +44,53 @@ def _pick(seed: str, path: str, n: int) -> int:
     return int.from_bytes(digest[:4], "big") % max(n, 1)
 
 
-def instance(schema: Any, text: str, path: str = "$") -> Any:
-    """A value valid against ``schema`` (see the module docstring), seeded by ``text``."""
+#: How deep a recursive schema (a ``$ref`` to itself) is followed before the instance takes the
+#: shortest way out: ``null`` where allowed, no more array items than ``minItems``.
+RECURSION_DEPTH = 2
+#: Past this depth nothing more is built (a schema with no finite instance gets ``{}``).
+MAX_DEPTH = 32
+#: The most array items and string characters the mock writes, whatever ``minItems`` /
+#: ``minLength`` ask: a schema asking for a billion must not make the mock build them (the
+#: answer then fails validation, honestly).
+MAX_ITEMS = 100
+MAX_CHARS = 10_000
+
+
+def _resolve(ref: str, root: Mapping[str, Any]) -> Any:
+    """A local ``$ref`` (``#`` or ``#/a/b``) in ``root``; ``None`` when it points nowhere."""
+    if not ref.startswith("#"):
+        return None
+    node: Any = root
+    for step in ref[1:].split("/")[1:] if ref != "#" else []:
+        step = step.replace("~1", "/").replace("~0", "~")
+        if not isinstance(node, Mapping) or step not in node:
+            return None
+        node = node[step]
+    return node
+
+
+def instance(
+    schema: Any,
+    text: str,
+    path: str = "$",
+    root: Mapping[str, Any] | None = None,
+    refs: int = 0,
+) -> Any:
+    """A value valid against ``schema`` (see the module docstring), seeded by ``text``.
+    ``root`` is the whole schema (for ``$ref``), ``refs`` how many refs led here."""
     if not isinstance(schema, Mapping):
         return text
+    if root is None:
+        root = schema
+    if path.count(".") + path.count("[") > MAX_DEPTH:
+        return {}
+    ref = schema.get("$ref")
+    if isinstance(ref, str):
+        target = _resolve(ref, root)
+        if isinstance(target, Mapping):
+            rest = {k: v for k, v in schema.items() if k != "$ref"}
+            return instance({**target, **rest}, text, path, root, refs + 1)
+    deep = refs > RECURSION_DEPTH
     if "const" in schema:
         return schema["const"]
     if schema.get("enum"):
@@ -55,28 +99,33 @@ def instance(schema: Any, text: str, path: str = "$") -> Any:
     for key in ("anyOf", "oneOf"):
         options = [o for o in schema.get(key) or [] if isinstance(o, Mapping)]
         if options:
+            nulls = [o for o in options if o.get("type") == "null"]
+            if deep and nulls:
+                return None
             real = [o for o in options if o.get("type") != "null"] or options
-            return instance(real[0], text, path)
+            return instance(real[0], text, path, root, refs)
     if isinstance(schema.get("allOf"), list) and schema["allOf"]:
         merged: dict[str, Any] = {}
         for part in schema["allOf"]:
             if isinstance(part, Mapping):
                 merged.update(part)
-        return instance(merged, text, path)
+        return instance(merged, text, path, root, refs)
     typ = schema.get("type")
     if isinstance(typ, list):
-        typ = next((t for t in typ if t != "null"), "null")
+        typ = "null" if deep and "null" in typ else next((t for t in typ if t != "null"), "null")
     if typ is None:
         typ = "object" if "properties" in schema else "string"
     if typ == "object":
         props = schema.get("properties") or {}
         names = list(props) + [r for r in schema.get("required") or [] if r not in props]
-        return {n: instance(props.get(n, {}), text, f"{path}.{n}") for n in names}
+        return {n: instance(props.get(n, {}), text, f"{path}.{n}", root, refs) for n in names}
     if typ == "array":
         low = int(schema.get("minItems", 1) or 0)
         high = int(schema.get("maxItems", max(low, 1)))
-        count = max(low, min(1, high))
-        return [instance(schema.get("items", {}), text, f"{path}[{i}]") for i in range(count)]
+        count = int(schema.get("minItems", 0) or 0) if deep else max(low, min(1, high))
+        count = min(count, MAX_ITEMS)
+        items = schema.get("items", {})
+        return [instance(items, text, f"{path}[{i}]", root, refs) for i in range(count)]
     if typ == "boolean":
         return _pick(text, path, 2) == 1
     if typ == "integer":
@@ -102,5 +151,5 @@ def _string(schema: Mapping[str, Any], text: str) -> str:
         value = value[:limit]
     least = schema.get("minLength")
     if isinstance(least, int) and len(value) < least:
-        value = value.ljust(least, ".")
+        value = value.ljust(min(least, MAX_CHARS), ".")
     return value

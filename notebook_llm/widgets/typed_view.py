@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..completion import Completion
-from ..images import describe, thumbnail_data_url
+from ..images import describe, shown_url, thumbnail_data_url
 from ..protocol import Block, ImageBlock
 from ..secrets import redact
 from ..structured import fields_of
@@ -59,8 +59,10 @@ class ImageStrip:
         for block in self.images:
             label = html.escape(redact(describe(block)))
             thumb = thumbnail_data_url(block)
-            if thumb is None and block.url is not None:
-                tags.append(f'<a href="{html.escape(redact(block.url))}">{label}</a>')
+            if thumb is None and block.url is not None and label.lower().startswith("http"):
+                # the link has no credentials or query either: the saved notebook keeps it
+                href = html.escape(redact(shown_url(block.url)).removesuffix("?..."))
+                tags.append(f'<a href="{href}">{label}</a>')
             elif thumb is None:
                 tags.append(f"<span>[{label}]</span>")
             else:

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ...errors import ErrorCode, LlmError
+from ...wire.limits import DEFAULT_LIMITS
 from ..fixtures import CONTENT_TYPES, Fixture
 from ..report import FixtureResult, summarize
 from ..requests import RequestResult
@@ -152,12 +153,23 @@ def _read(what: bytes | str | Path, kind: str) -> tuple[bytes, str]:
     if isinstance(what, bytes):
         return what, f"the {kind}"
     path = Path(what).expanduser()
+    limit = DEFAULT_LIMITS.max_body_bytes
+    if path.exists() and not path.is_file():  # a directory, a device, a FIFO (would block)
+        raise LlmError(f"the {kind} {path} is not a file", ErrorCode.INVALID_OPTIONS)
     try:
-        return path.read_bytes(), path.name
+        with path.open("rb") as f:
+            data = f.read(limit + 1)  # bounded: /dev/zero, a FIFO or a huge file must not hang
     except OSError as exc:
         raise LlmError(
             f"cannot read the {kind} file {path}: {exc.strerror}", ErrorCode.INVALID_OPTIONS
         ) from None
+    if len(data) > limit:
+        raise LlmError(
+            f"{path.name} is over the {limit:,}-byte limit for a body: draft from a shorter "
+            "recording",
+            ErrorCode.INPUT_TOO_LARGE,
+        )
+    return data, path.name
 
 
 def _check(draft: Draft, raw: bytes, label: str) -> None:

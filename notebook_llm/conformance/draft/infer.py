@@ -259,6 +259,8 @@ class Candidate:
     guessed: bool = False
     #: Added after each value: the payloads are bare words with no space anywhere.
     separator: str = ""
+    #: The values look like whole texts so far, but some rewrite the one before (see _revised).
+    revised: bool = False
 
     def show(self) -> str:
         where = show_path(self.path)
@@ -382,6 +384,16 @@ def _bare_words(values: list[str]) -> bool:
     return len(vals) >= 2 and all(_WORD.match(v) for v in vals)
 
 
+def _revised(values: list[str]) -> bool:
+    """Values that mostly extend the one before but not always: whole texts so far that the
+    API sometimes rewrites (a correction). No draft can map that exactly: the stream protocol
+    only appends, so the reader is told."""
+    vals = [v for v in values if v]
+    pairs = [(a, b) for a, b in itertools.pairwise(vals) if a != b]
+    grew = sum(1 for a, b in pairs if b.startswith(a))
+    return 2 <= grew < len(pairs) and grew * 2 > len(pairs)
+
+
 def _deltas(values: list[str]) -> str:
     out: list[str] = []
     prev = ""
@@ -500,6 +512,7 @@ def _text_candidates(index: _Index, excluded: Iterable[Path]) -> list[Candidate]
                 per_payload[pi] = per_payload.get(pi, "") + v
             seq = [per_payload[k] for k in sorted(per_payload)]
             cumulative = _is_cumulative(seq)
+            revised = not cumulative and _revised(seq)
             separator = " " if not cumulative and _bare_words(seq) else ""
             text = _deltas(seq) if cumulative else separator.join(seq) + separator
             if not text.strip():
@@ -516,6 +529,7 @@ def _text_candidates(index: _Index, excluded: Iterable[Path]) -> list[Candidate]
                     len(per_payload),
                     reasoning_like,
                     separator=separator,
+                    revised=revised,
                 )
             )
     out.sort(key=lambda c: -c.score)
@@ -716,8 +730,15 @@ def _todos(inf: Inference) -> None:
         todo("finish: no finish field in this body; every answer is reported as a stop")
     if inf.end.kind == "eof" and inf.body.framing != "json" and not inf.finish_values:
         todo(
-            "end: nothing marks the last payload, so a complete stream will read as cut off "
-            "(STREAM_CLOSED); return done = true on the API's last payload"
+            "end: nothing marks the last payload, so the draft takes the end of the body as the "
+            "end (each payload says finish stop) and a connection cut early reads as complete; "
+            "if the API has an end marker, return done = true on it instead"
+        )
+    if inf.text is not None and inf.text.revised:
+        todo(
+            f"text: {show_path(inf.text.path)} looks like the whole text so far, but some "
+            "payloads rewrite it instead of extending it; the stream only appends, so the draft "
+            "joins the values: check what the API means (the last value may be the answer)"
         )
     if inf.text is not None and inf.text.separator:
         todo(

@@ -12,6 +12,8 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from ...secrets import redact
+
 __all__ = ["EACH", "FIRST", "Path", "comment_text", "lua_path", "lua_str", "show_path"]
 
 #: Path steps besides dict keys: the first element of an array, or each element of it.
@@ -42,8 +44,9 @@ def lua_str(value: str) -> str:
 def comment_text(value: str, limit: int = 80) -> str:
     """``value`` made safe for a ``--`` line comment: printable ASCII only (other characters as
     ``\\x..``/``\\u....`` escapes, so no newline can end the comment), ``]]`` broken up, cut to
-    ``limit`` characters."""
-    text = value.encode("ascii", "backslashreplace").decode("ascii")
+    ``limit`` characters; known secrets and ``key=`` values are hidden (``redact``)."""
+    text = redact(value)  # a body may echo a key
+    text = text.encode("ascii", "backslashreplace").decode("ascii")
     text = "".join(ch if 0x20 <= ord(ch) < 0x7F else f"\\x{ord(ch):02x}" for ch in text)
     text = text.replace("]]", "] ]").replace("[[", "[ [")
     return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -836,12 +836,16 @@ def _stream_hook(inf: Inference) -> str:
     elif end.kind == "finish":
         lines.append("  " + _c(f"end: {end.note} (the finish itself completes the answer)"))
     elif end.kind == "eof":
+        # The hook never sees the end of the body, but the runtime takes a stream whose chunks
+        # gave a finish_reason as complete when the body ends (OpenAI's usage chunk follows
+        # its finish too): saying "stop" on every payload makes the body's end the answer's.
         lines.append(
             "  "
             + _c(
-                "TODO end: nothing marks the last payload; set out.done = true on it, or a "
-                "complete stream reads as cut off"
+                "TODO end: nothing marks the last payload, so the end of the body is the end: "
+                "every payload says finish stop (a connection cut early then reads as complete)"
             )
         )
+        lines += ['  out.finish_reason = out.finish_reason or "stop"', "  any = true"]
     lines += ['  if not any then return "" end', "  return json.encode(out)", "end", ""]
     return "\n".join(lines)
