@@ -19,6 +19,9 @@ long-lived client for every adapter, else a client for this one stream.
 
 from __future__ import annotations
 
+import asyncio
+import atexit
+import contextlib
 import json
 import threading
 import time
@@ -221,7 +224,20 @@ def _background_client() -> httpx.AsyncClient:
     with _background_client_lock:
         if _background_client_instance is None:
             _background_client_instance = network_client()
+            from .._sync import background_loop
+
+            atexit.register(_close_background_client, background_loop())
         return _background_client_instance
+
+
+def _close_background_client(loop: asyncio.AbstractEventLoop) -> None:
+    """Close the background loop's client at interpreter exit, on its own loop: aiohttp
+    warns about (and leaks) a session that is garbage-collected open."""
+    client = _background_client_instance
+    if client is None or loop.is_closed() or not loop.is_running():
+        return
+    with contextlib.suppress(Exception):
+        asyncio.run_coroutine_threadsafe(client.aclose(), loop).result(timeout=2)
 
 
 def open_client(
