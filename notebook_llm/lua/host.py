@@ -188,6 +188,9 @@ class Host:
         self.budget = budget
         self.http = http
         self.log_callback = log
+        #: Bytes the Lua state may still allocate (set by the sandbox): a result that does not
+        #: fit is not handed back (the Lua side then raises "not enough memory").
+        self.room: Callable[[], int] = lambda: 1 << 62
         self.set_name(name)
 
     def set_name(self, name: str) -> None:
@@ -202,8 +205,15 @@ class Host:
             "http_post": self.http_post,
             "hmac_sha256_hex": hmac_sha256_hex,
             "sha256_hex": sha256_hex,
-            "base64_encode": base64_encode,
+            "base64_encode": self.base64_encode,
         }
+
+    def fits(self, text: str) -> str | None:
+        """``text`` if it fits in the room left in the Lua state, else ``None``."""
+        return text if len(text) + 4096 <= self.room() else None
+
+    def base64_encode(self, data_hex: str) -> str | None:
+        return self.fits(base64_encode(data_hex))
 
     def log(self, level: str, msg: str) -> None:
         t0 = time.thread_time()
@@ -243,9 +253,19 @@ class Host:
         finally:
             self.budget.excluded += time.thread_time() - t0
         try:
-            return json.dumps(envelope, ensure_ascii=False)
+            text = json.dumps(envelope, ensure_ascii=False)
         except Exception as exc:  # pragma: no cover - str/int only
             return json.dumps({"url": url, "error": f"{method}: {exc}"})
+        if self.fits(text) is None:
+            mib = len(text) / (1024 * 1024)
+            return json.dumps(
+                {
+                    "url": url,
+                    "error": f"the answer ({mib:.1f} MiB) does not fit in "
+                    "the adapter's memory limit",
+                }
+            )
+        return text
 
     def http_get(self, url: str) -> str:
         return self._http("GET", url, None)

@@ -26,7 +26,12 @@ payload, which measured about a third of the per-chunk cost):
 * Stop: the same check asks the stream's ``StopSignal`` (:meth:`LuaSandbox.set_stop`) and, for
   calls in the main thread, notices SIGINT (:class:`_SigintRelay`) -> ``ABORTED`` /
   ``KeyboardInterrupt`` after the call.
-* Memory: ``LuaRuntime(max_memory=...)`` for the whole state. -> ``ADAPTER_MEMORY``.
+* Memory: ``LuaRuntime(max_memory=...)`` for the whole state. -> ``ADAPTER_MEMORY``. The cap is
+  on only while the sandbox's own Lua code runs (every entry point of ``sandbox.lua`` turns it on
+  first and off before it returns): lupa pushes the arguments and reads the results outside any
+  protected call, where a failed allocation is a Lua PANIC that aborts the process. Before a
+  call, the size of what is pushed is checked against the room left in the state ->
+  ``INPUT_TOO_LARGE``, naming what was too big.
 * Stack overflow / any other Lua error -> ``ADAPTER_ERROR`` naming adapter, hook and line.
 
 After a limit error the sandbox stays USABLE: the error unwinds the Lua stack normally, so the state
@@ -116,6 +121,24 @@ def _builtin(name: str) -> bytes:
     # a fresh sandbox then loads ~0.04 ms faster. (Stripping json.lua saved as much on loading
     # but made decoding a cold stream slower by more, measured.)
     return _compile(text, f"=nbllm.{name}", name in ("patterns.lua", "sandbox.lua"))
+
+
+#: What a hook's argument is, for the message when it does not fit in the state.
+_INPUTS = {
+    "transform_request": "the request (the prompt, history and tool results)",
+    "build_headers": "the request",
+    "transform_response": "the response body",
+    "transform_stream_chunk": "a stream event",
+}
+
+
+def _nbytes(text: str, room: int) -> int:
+    """The UTF-8 size of ``text``, encoded only when its length alone cannot settle whether it
+    fits in ``room`` (at most 4 bytes a character)."""
+    n = len(text)
+    if n * 4 <= room or text.isascii():
+        return n
+    return len(text.encode("utf-8", "surrogatepass"))
 
 
 def _deny_attribute(obj: Any, attr_name: Any, is_setting: bool) -> Any:
@@ -238,6 +261,14 @@ class LuaSandbox:
             max_memory=self.limits.memory_bytes,
             attribute_filter=_deny_attribute,
         )
+        self._lua = lua
+        cap_bytes = self.limits.memory_bytes
+        set_max = lua.set_max_memory
+
+        def cap(on: bool) -> None:
+            set_max(cap_bytes if on else 0)
+
+        self._host.room = self._room
         g = lua.globals()
         load = g.load
         json_lib, json_control = load(_builtin("json.lua"), "=nbllm.json", "b")(
@@ -253,11 +284,12 @@ class LuaSandbox:
                 "interval": int(self.limits.hook_interval),
                 # ~640 bytes of stack and CallInfo per frame: stop recursion well before the cap.
                 "max_depth": max(200, min(200_000, self.limits.memory_bytes // 640)),
+                "cap": cap,
                 **self._host.callables(),
             }
         )
         entry = load(_builtin("sandbox.lua"), "=nbllm.sandbox", "b")(cfg)
-        self._lua = lua
+        cap(False)  # from here on, only the entry points turn it on
         self._entry_call = entry.call
         self._entry_call_each = entry.call_each
         self._entry_has = entry.has
@@ -320,18 +352,20 @@ class LuaSandbox:
         through the JSON codec (object -> ``dict``, array -> ``list``, ``json.null`` -> ``None``).
         Raises ``LlmError`` ``ADAPTER_ERROR`` / ``ADAPTER_TIMEOUT`` / ``ADAPTER_MEMORY``.
         """
+        self._check_room(hook, args)
         self._budget.begin()
         main = threading.get_ident() == _MAIN_IDENT
         if main:
             _enter_main(self._budget)
         try:
-            lua_args = [self._to_lua(a) for a in args]
+            lua_args = [self._to_lua(hook, a) for a in args]
             result = self._entry_call(hook, *lua_args)
         except LlmError:
             raise
         except Exception as exc:  # raised outside the protected call (e.g. out of memory)
             raise self._call_error(hook, self._classify(exc), str(exc), None) from None
         finally:
+            self._lua.set_max_memory(0)  # in case an entry point did not get to lift it
             if main:
                 _SigintRelay.budget = None
         if self._budget.interrupted:  # a kernel interrupt arrived during the call
@@ -356,23 +390,43 @@ class LuaSandbox:
         With ``parsed``, when every result is ``""`` or an object text that the sandbox's
         ``json.encode`` wrote (``return json.encode(out)``), the objects come back parsed, as
         dicts, from one ``json.loads`` of the whole batch (the encoder's output is valid JSON
-        by construction). Otherwise the results are strings, as without it."""
+        by construction). Otherwise the results are strings, as without it.
+
+        A batch that does not fit in the room left in the state goes in parts; one item that
+        does not fit is ``INPUT_TOO_LARGE``."""
+        room = self._room()
+        total = sum(_nbytes(item, room) + 64 for item in items)
+        if total > room // 4:  # garbage may hold the room: collect it before deciding
+            self._lua.gccollect()
+            room = self._room()
+        if total > room // 4 and len(items) > 1:  # the items, their results and the join
+            half = len(items) // 2
+            first, failed = self.call_each(hook, items[:half], parsed=parsed)
+            if failed is not None:
+                return first, failed
+            rest, failed = self.call_each(hook, items[half:], parsed=parsed)
+            return first + rest, failed
+        try:
+            self._check_room(hook, items)
+        except LlmError as err:
+            return [], err
         self._budget.begin()
         main = threading.get_ident() == _MAIN_IDENT
         if main:
             _enter_main(self._budget)
         try:
-            status, value, line, _tb, results, count, joined, array = self._entry_call_each(
-                hook, self._lua.table_from(items), parsed
-            )
+            got = self._entry_call_each(hook, self._lua.table_from(items), parsed)
+            got = (*got, *(None,) * (8 - len(got)))  # a failure outside the hook returns two
+            status, value, line, _tb, results, count, joined, array = got
         except Exception as exc:  # raised outside the protected call (e.g. out of memory)
             return [], self._call_error(hook, self._classify(exc), str(exc), None)
         finally:
+            self._lua.set_max_memory(0)  # in case an entry point did not get to lift it
             if main:
                 _SigintRelay.budget = None
         if self._budget.interrupted:  # a kernel interrupt arrived during the call
             raise KeyboardInterrupt
-        count = int(count)
+        count = int(count or 0)
         out: list[Any] = []
         if array:
             # Never fails (the encoder's own output); if it did, the strings go the path below.
@@ -419,11 +473,46 @@ class LuaSandbox:
 
     # ------------------------------------------------------------------ helpers
 
-    def _to_lua(self, value: Any) -> Any:
+    def _room(self) -> int:
+        """Bytes the state may still allocate under its cap."""
+        return int(self.limits.memory_bytes - (self._lua.get_memory_used() or 0))
+
+    def _check_room(self, hook: str, args: Any) -> None:
+        """``INPUT_TOO_LARGE`` when the strings among ``args`` (a dict or list counts as its
+        JSON text) do not fit in the room left in the state: pushing them would fail outside
+        any protected call."""
+        room = self._room()
+        total = 0
+        for a in args:
+            if isinstance(a, str):
+                total += _nbytes(a, room)
+            elif isinstance(a, dict | list | tuple):
+                total += _nbytes(json.dumps(a, ensure_ascii=False, default=str), room)
+        if total > room // 2:
+            self._lua.gccollect()  # garbage may hold the room
+            room = self._room()
+        if total <= room:
+            return
+        what = _INPUTS.get(hook, "its input")
+        mib = 1024 * 1024
+        raise LlmError(
+            f"adapter '{self._name}' hook '{hook}': {what} is {total / mib:.1f} MiB, more than "
+            f"the adapter's memory limit of {self.limits.memory_bytes / mib:g} MiB can hold "
+            f"({max(room, 0) / mib:.1f} MiB free); send less",
+            ErrorCode.INPUT_TOO_LARGE,
+            adapter=self._name,
+            hook=hook,
+        )
+
+    def _to_lua(self, hook: str, value: Any) -> Any:
         if value is None or isinstance(value, str | bool | int | float):
             return value
         if isinstance(value, dict | list | tuple):
-            return self._entry_decode(json.dumps(value, ensure_ascii=False, allow_nan=False))
+            text = json.dumps(value, ensure_ascii=False, allow_nan=False)
+            table, status, msg = _tuple(self._entry_decode(text))[:3]
+            if table is None:
+                raise self._call_error(hook, str(status), msg, None)
+            return table
         raise LlmError(
             f"cannot pass a {type(value).__name__} to adapter '{self._name}'",
             ErrorCode.ADAPTER_ERROR,

@@ -12,6 +12,12 @@ local max_depth = cfg.max_depth
 local DEPTH_MSG = "stack overflow (more than " .. max_depth .. " nested calls)"
 local py_check, py_log, py_http_get, py_http_post = cfg.check, cfg.log, cfg.http_get, cfg.http_post
 local py_hmac, py_sha256, py_b64 = cfg.hmac_sha256_hex, cfg.sha256_hex, cfg.base64_encode
+-- The memory cap is on only while Lua code of ours runs (cap(true) on entry, cap(false) before
+-- returning): lupa pushes arguments and pulls results OUTSIDE any protected call, and an
+-- allocation that fails there is a Lua PANIC (abort). Python checks the size of what it pushes
+-- against the room left; a value pushed while the cap was off only makes the next allocation
+-- fail, inside the protected call (ADAPTER_MEMORY).
+local py_cap = cfg.cap
 
 local debug_sethook, debug_getinfo, debug_traceback = debug.sethook, debug.getinfo, debug.traceback
 local co_create, co_running, co_resume, co_close = coroutine.create, coroutine.running,
@@ -243,17 +249,27 @@ local script_json = {}
 for k, v in next, json do script_json[k] = v end
 env.json = script_json
 env.log = sb_log
-env.http_get = function(url) return py_http_get(text("http_get", url)) end
+-- A Python callable's result is pushed by lupa inside the callback, where a failed allocation
+-- would jump over Python's frames: the cap is off for that push (the result then counts, and the
+-- next allocation fails if the state is over). `nil` from Python means: it does not fit.
+local function host(f, ...)
+  py_cap(false)
+  local r = f(...)
+  py_cap(true)
+  if r == nil then error(NOMEM, 0) end
+  return r
+end
+env.http_get = function(url) return host(py_http_get, text("http_get", url)) end
 env.http_post = function(url, body)
-  return py_http_post(text("http_post", url), text("http_post", body == nil and "" or body))
+  return host(py_http_post, text("http_post", url), text("http_post", body == nil and "" or body))
 end
 env.hmac_sha256_hex = function(key, msg)
-  return py_hmac(tohex(text("hmac_sha256_hex", key)), tohex(text("hmac_sha256_hex", msg)))
+  return host(py_hmac, tohex(text("hmac_sha256_hex", key)), tohex(text("hmac_sha256_hex", msg)))
 end
-env.sha256_hex = function(s) return py_sha256(tohex(text("sha256_hex", s))) end
+env.sha256_hex = function(s) return host(py_sha256, tohex(text("sha256_hex", s))) end
 env.base64_encode = function(s)
   if type(s) ~= "string" then error("base64_encode expected a string, got " .. type(s), 2) end
-  return py_b64(tohex(s))
+  return host(py_b64, tohex(s))
 end
 env.tohex = tohex
 env._G = env
@@ -531,6 +547,30 @@ local KEEP_NULL = { null = json.null }
 function entry.decode(s)
   set_keep_order(true) -- arguments keep their key order (tool schemas), whatever ran before
   return json.decode(s, KEEP_NULL) -- Python's None stays json.null: the value passes as it is
+end
+
+-- Every entry point runs with the memory cap on, and lifts it before it returns (see py_cap).
+-- The results stay in fixed locals: no table is built between the call and the lift.
+local function capped(f)
+  return function(...)
+    py_cap(true)
+    local ok, a, b, c, d, e, g, h, i = pcall(f, ...)
+    py_cap(false)
+    if not ok then
+      if a == NOMEM then return "memory", NOMEM end
+      return "error", type(a) == "string" and a or "error in the sandbox"
+    end
+    return a, b, c, d, e, g, h, i
+  end
+end
+for _, k in ipairs({ "load", "call", "call_each", "meta", "has" }) do entry[k] = capped(entry[k]) end
+local raw_decode = entry.decode
+entry.decode = function(s) -- its result is a table, or the failure as status and message
+  py_cap(true)
+  local ok, v = pcall(raw_decode, s)
+  py_cap(false)
+  if ok then return v end
+  return nil, v == NOMEM and "memory" or "error", v
 end
 
 -- Strip the real globals: nothing below is reachable from the sandbox env anyway, but lupa's
