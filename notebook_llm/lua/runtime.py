@@ -294,7 +294,6 @@ class LuaSandbox:
         self._entry_call_each = entry.call_each
         self._entry_has = entry.has
         self._entry_decode = entry.decode
-        self._lua_json_stats = entry.json_stats
 
         self._budget.begin()
         status, value, line, _tb = _tuple(entry.load(code, self._chunkname))
@@ -459,14 +458,6 @@ class LuaSandbox:
             http=self._http,
             log=self._log,
         )
-
-    def json_stats(self) -> dict[str, int]:
-        """Counters of the sandbox's ``json.decode`` shape cache (see ``json.lua``): texts decoded
-        by a learned shape, shapes learned, times the cache paused itself for missing, and the
-        hits (among ``hits``) of a shape's prefix builder."""
-        counts = self._lua_json_stats()
-        names = ("hits", "learned", "paused", "prefix")
-        return {k: int(v) for k, v in zip(names, counts, strict=True)}
 
     def __repr__(self) -> str:
         return f"<LuaSandbox adapter={self._name!r}>"

@@ -537,10 +537,6 @@ function entry.has(name)
   return convert(run(function() return type(adapter[name]) == "function" end))
 end
 
---- Counters of json.decode's shape cache (hits, learned, paused, prefix hits), for tests and
---- diagnostics.
-entry.json_stats = cfg.json_control.stats
-
 local KEEP_NULL = { null = json.null }
 
 --- Decode trusted JSON (call arguments built by Python) into marked tables.
