@@ -44,15 +44,17 @@ from ..wire.http11 import body_received
 from ..wire.http_errors import error_from_http
 from ..wire.slots import holds_slots, request_slot, yield_slot
 from .contract import ChunkMapper
+from .host import TransportHttp
 from .http_request import (
     DEFAULT_TIMEOUT,
     HttpRequest,
+    aprepare_request,
     open_client,
     prepare_request,
     script_meta,
     with_max_tokens_hint,
 )
-from .response_mapping import TransportGuard, map_whole_body, read_bounded
+from .response_mapping import TransportGuard, amap_whole_body, map_whole_body, read_bounded
 from .runtime import LuaLimits, LuaSandbox
 from .stream_pipeline import StreamPipeline, drain
 
@@ -222,7 +224,9 @@ class LuaAdapter(LlmAdapter):
             source = self.source
         sandbox = self._sandbox(source)  # one Lua state per stream
         sandbox.set_stop(current_stop())  # a Stop / kernel interrupt ends a running hook
-        url, headers, body, streaming = self._prepare(sandbox, options)
+        # The hooks' http_get / http_post: on this stream's transport (recorded, replayed), awaited
+        sandbox.set_http(TransportHttp(lambda: self._client(options), timeout=self.timeout))
+        url, headers, body, streaming = await aprepare_request(sandbox, options, self.name)
         mapper = ChunkMapper(provider=options.provider, adapter=self.name)
         client, owned = self._client(options)
         pipeline: StreamPipeline | None = None
@@ -294,7 +298,9 @@ class LuaAdapter(LlmAdapter):
         if whole is not None or (in_batch and pipeline is not None and not mapper.finished):
             with guard:  # the same mapping of errors as during the exchange
                 if whole is not None:
-                    last = self._map_whole(sandbox, whole, options)
+                    last = await amap_whole_body(
+                        sandbox, whole, provider=options.provider, adapter=self.name
+                    )
                 elif pipeline is not None:
                     last = pipeline.feed(held) if held is not None else []
                     guard.started = guard.started or bool(last)

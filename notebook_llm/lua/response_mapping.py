@@ -44,6 +44,19 @@ def map_whole_body(sandbox: LuaSandbox, raw: bytes, *, provider: str, adapter: s
     return map_response(resp, provider=provider, adapter=adapter)
 
 
+async def amap_whole_body(
+    sandbox: LuaSandbox, raw: bytes, *, provider: str, adapter: str
+) -> list[Event]:
+    """:func:`map_whole_body` with the hook awaited (its ``http_get`` on the stream's transport)."""
+    text = raw.decode("utf-8", errors="replace")
+    try:
+        out = await sandbox.acall("transform_response", text)
+    except LlmError as err:
+        raise blame_provider_if_not_json(err, text) from None
+    resp = json_object_output(out, adapter, "transform_response")
+    return map_response(resp, provider=provider, adapter=adapter)
+
+
 def after_headers(what: str, request_chars: int) -> str:
     """The message for a server that accepted a request (HTTP 200) and then failed: it says so
     plainly, and for a large request names the likely cause, the model's context window."""

@@ -44,12 +44,14 @@ the GIL while Lua runs). One sandbox is not meant for concurrent calls; lupa ser
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import functools
 import importlib
 import json
 import signal
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import resources
@@ -59,7 +61,7 @@ from lupa import lua54
 
 from ..cancel import StopSignal
 from ..errors import ErrorCode, LlmError
-from .host import Budget, Host, HttpBridge, LogCallback
+from .host import Budget, Host, HttpBridge, LogCallback, TransportHttp, envelope_error
 from .lines import line_of as _line_of
 
 DEFAULT_ENDPOINT = "/chat/completions"
@@ -240,6 +242,7 @@ class LuaSandbox:
         self._log = log
         self._budget = Budget(self.limits.cpu_seconds, self.limits.wall_seconds)
         self._stop: StopSignal | None = None
+        self._ahttp: TransportHttp | None = None
         self._host = Host(self._name, self._budget, http, log)
         self._meta: dict[str, Any] = {}
 
@@ -294,6 +297,8 @@ class LuaSandbox:
         self._entry_call_each = entry.call_each
         self._entry_has = entry.has
         self._entry_decode = entry.decode
+        self._entry_resume = entry.resume
+        self._entry_abandon = entry.abandon
 
         self._budget.begin()
         status, value, line, _tb = _tuple(entry.load(code, self._chunkname))
@@ -349,16 +354,91 @@ class LuaSandbox:
         ``dict``/``list`` as a JSON-marked table (nested ``None`` -> ``json.null``). The result:
         strings, numbers, booleans and ``nil`` (``None``) as they are; a table is converted
         through the JSON codec (object -> ``dict``, array -> ``list``, ``json.null`` -> ``None``).
-        Raises ``LlmError`` ``ADAPTER_ERROR`` / ``ADAPTER_TIMEOUT`` / ``ADAPTER_MEMORY``.
+        Raises ``LlmError`` ``ADAPTER_ERROR`` / ``ADAPTER_TIMEOUT`` / ``ADAPTER_MEMORY`` /
+        ``INPUT_TOO_LARGE``.
+
+        The hook's ``http_get`` / ``http_post`` are answered by the ``HttpBridge`` given to the
+        sandbox, else with an error envelope: the engine calls hooks with :meth:`acall`, which
+        sends them on its transport.
         """
+        result = self._start(hook, args)
+        while result[0] == "http":
+            method, url, body = result[1:4]
+            answer = self._host.sync_answer(str(method), str(url), body)
+            result = self._continue(hook, self._fitted(answer))
+        return self._result(hook, result)
+
+    async def acall(self, hook: str, *args: Any) -> Any:
+        """:meth:`call`, with the hook's ``http_get`` / ``http_post`` sent on the transport set
+        with :meth:`set_http` and awaited, so the event loop runs on meanwhile. Each request is
+        bounded by what is left of the hook's wall budget; a Stop (the task is cancelled) gives
+        up the hook call."""
+        result = self._start(hook, args)
+        try:
+            while result[0] == "http":
+                method, url, body = result[1:4]
+                answer = await self._async_answer(str(method), str(url), body)
+                result = self._continue(hook, self._fitted(answer))
+        except BaseException:  # CancelledError (Stop), KeyboardInterrupt: the hook is over
+            self._abandon()
+            raise
+        return self._result(hook, result)
+
+    def set_http(self, http: TransportHttp | None) -> None:
+        """The transport :meth:`acall` sends a hook's requests on (the stream's)."""
+        self._ahttp = http
+
+    async def _async_answer(self, method: str, url: str, body: str | None) -> dict[str, Any]:
+        budget = self._budget
+        remaining = budget.wall_limit - (time.monotonic() - budget.wall_start)
+        if remaining <= 0:
+            budget.over_wall = budget.over = True
+            return envelope_error(url, f"the adapter call ran out of its {budget.wall_limit:g} s")
+        http = self._ahttp if self._ahttp is not None else TransportHttp()
+        paused = time.thread_time()  # what runs on this thread meanwhile is not the hook's
+        try:
+            async with asyncio.timeout(remaining):
+                return await http.request(method, url, body)
+        except TimeoutError:
+            budget.over_wall = budget.over = True
+            return envelope_error(url, f"the adapter call ran out of its {budget.wall_limit:g} s")
+        finally:
+            budget.excluded += time.thread_time() - paused
+
+    def _fitted(self, answer: dict[str, Any]) -> str:
+        text = json.dumps(answer, ensure_ascii=False)
+        if len(text) + 4096 > self._room():
+            mib = len(text) / (1024 * 1024)
+            text = json.dumps(
+                envelope_error(
+                    str(answer.get("url")),
+                    f"the answer ({mib:.1f} MiB) does not fit in the adapter's memory limit",
+                )
+            )
+        return text
+
+    def _start(self, hook: str, args: tuple[Any, ...]) -> tuple[Any, ...]:
         self._check_room(hook, args)
         self._budget.begin()
+        lua_args = [self._to_lua(hook, a) for a in args]
+        return self._enter(hook, self._entry_call, hook, *lua_args)
+
+    def _continue(self, hook: str, answer: str) -> tuple[Any, ...]:
+        return self._enter(hook, self._entry_resume, answer)
+
+    def _abandon(self) -> None:
+        self._budget.stopped = self._budget.over = True  # its <close> handlers end at once
+        with contextlib.suppress(Exception):
+            self._enter("", self._entry_abandon)
+        self._lua.set_max_memory(0)
+
+    def _enter(self, hook: str, fn: Any, *args: Any) -> tuple[Any, ...]:
+        """One crossing into Lua: the SIGINT relay and the memory cap around ``fn(*args)``."""
         main = threading.get_ident() == _MAIN_IDENT
         if main:
             _enter_main(self._budget)
         try:
-            lua_args = [self._to_lua(hook, a) for a in args]
-            result = self._entry_call(hook, *lua_args)
+            result = fn(*args)
         except LlmError:
             raise
         except Exception as exc:  # raised outside the protected call (e.g. out of memory)
@@ -368,8 +448,15 @@ class LuaSandbox:
             if main:
                 _SigintRelay.budget = None
         if self._budget.interrupted:  # a kernel interrupt arrived during the call
+            with contextlib.suppress(Exception):
+                self._entry_abandon()
+            self._lua.set_max_memory(0)
             raise KeyboardInterrupt
-        status, value, line, _tb = _tuple(result)
+        items = list(result) if isinstance(result, tuple) else [result]
+        return (*items, *(None,) * (4 - len(items)))
+
+    def _result(self, hook: str, result: tuple[Any, ...]) -> Any:
+        status, value, line = result[0], result[1], result[2]
         if status == "ok" and not self._budget.over:
             return value
         if status == "json" and not self._budget.over:

@@ -10,7 +10,7 @@ local set_keep_order, set_written = cfg.json_control.set_keep_order, cfg.json_co
 local interval = cfg.interval
 local max_depth = cfg.max_depth
 local DEPTH_MSG = "stack overflow (more than " .. max_depth .. " nested calls)"
-local py_check, py_log, py_http_get, py_http_post = cfg.check, cfg.log, cfg.http_get, cfg.http_post
+local py_check, py_log = cfg.check, cfg.log
 local py_hmac, py_sha256, py_b64 = cfg.hmac_sha256_hex, cfg.sha256_hex, cfg.base64_encode
 -- The memory cap is on only while Lua code of ours runs (cap(true) on entry, cap(false) before
 -- returning): lupa pushes arguments and pulls results OUTSIDE any protected call, and an
@@ -22,6 +22,8 @@ local py_cap = cfg.cap
 local debug_sethook, debug_getinfo, debug_traceback = debug.sethook, debug.getinfo, debug.traceback
 local co_create, co_running, co_resume, co_close = coroutine.create, coroutine.running,
   coroutine.resume, coroutine.close
+local co_yield, co_status, co_isyieldable = coroutine.yield, coroutine.status,
+  coroutine.isyieldable
 local xpcall, pcall, error, type, tostring, load, setmetatable, getmetatable, select, next =
   xpcall, pcall, error, type, tostring, load, setmetatable, getmetatable, select, next
 local rawequal = rawequal
@@ -113,10 +115,46 @@ local function sb_create(f)
   return co
 end
 
+-------------------------------------------------------------------------------- HTTP requests
+-- http_get / http_post do not call Python: the hook runs in a coroutine of entry.call's, and the
+-- built-in yields the request (HTTP marks it; a script cannot make that table) up to there.
+-- Python sends it on the engine's transport, awaiting it on its event loop, and resumes the hook
+-- with the answer. A script's own coroutines pass such a yield up and its answer back down
+-- (sb_resume). Where no yield can reach entry.call (a stream chunk's hook, or under a C function
+-- such as a sort comparator or a gsub replacement), the built-in answers with an error.
+local HTTP = {}
+local hook_co -- the coroutine of the hook call entry.call is running, if any
+
+local function sb_resume(co, ...)
+  local r = pack(co_resume(co, ...))
+  while r[1] and r[2] == HTTP and co_status(co) == "suspended" do
+    local answer = co_yield(HTTP, r[3], r[4], r[5])
+    r = pack(co_resume(co, answer))
+  end
+  return unpack(r, 1, r.n)
+end
+
+-- A script's yield outside its own coroutines stays what it was before hooks ran in one.
+local function sb_yield(...)
+  if hook_co ~= nil and co_running() == hook_co then
+    error("attempt to yield from outside a coroutine", 2)
+  end
+  return co_yield(...)
+end
+
+local function http_request(method, url, body)
+  if hook_co == nil or not co_isyieldable() then
+    local where = hook_co == nil and "in transform_stream_chunk"
+      or "inside a function called by a C function (table.sort, string.gsub, a metamethod)"
+    return json.encode(json.object({ url = url, error = method .. " is not available " .. where }))
+  end
+  return co_yield(HTTP, method, url, body)
+end
+
 local function sb_wrap(f)
   local co = sb_create(f)
   return function(...)
-    local r = pack(co_resume(co, ...))
+    local r = pack(sb_resume(co, ...))
     if r[1] then return unpack(r, 2, r.n) end
     co_close(co)
     error(r[2], 0)
@@ -138,8 +176,24 @@ end
 -- hook that is still inside the hook, where hooks are off: a looping handler would never be
 -- stopped. So the script's handler runs after the stack has unwound, under the budget (without
 -- the debug library a script cannot tell the difference).
+-- pcall: at most MAX_PCALLS nested. Lua's own limit (200 C levels) does not hold inside a
+-- coroutine, where hooks run (see entry.call): after an error is caught there, the frames below
+-- go on without their C levels counted, so `local function f() pcall(f) pcall(f) end` grew to
+-- tens of thousands of levels and took minutes to unwind after its budget ran out.
+local MAX_PCALLS = 190
+local pcalls = 0
+local function leave(...)
+  pcalls = pcalls - 1
+  return ...
+end
+local function sb_pcall(f, ...)
+  if pcalls >= MAX_PCALLS then return false, "stack overflow (too many nested pcall)" end
+  pcalls = pcalls + 1
+  return leave(pcall(f, ...))
+end
+
 local function sb_xpcall(f, msgh, ...)
-  local r = pack(pcall(f, ...))
+  local r = pack(sb_pcall(f, ...))
   if r[1] then return unpack(r, 1, r.n) end
   local ok, v = pcall(msgh, r[2])
   if ok then return false, v end
@@ -206,6 +260,7 @@ for _, k in ipairs({ "assert", "error", "ipairs", "next", "pairs", "pcall", "raw
   env[k] = _G[k]
 end
 env.print = sb_print
+env.pcall = sb_pcall
 env.xpcall = sb_xpcall
 env.setmetatable = sb_setmetatable
 env.load = sb_load
@@ -214,7 +269,7 @@ env.unpack = unpack -- Lua 5.1 compatibility
 env.collectgarbage = sb_collectgarbage
 env.dofile, env.loadfile, env.require = deny("dofile"), deny("loadfile"), deny("require")
 env.coroutine = {
-  create = sb_create, wrap = sb_wrap, resume = co_resume, yield = coroutine.yield,
+  create = sb_create, wrap = sb_wrap, resume = sb_resume, yield = sb_yield,
   status = coroutine.status, running = co_running, isyieldable = coroutine.isyieldable,
   close = co_close,
 }
@@ -259,9 +314,9 @@ local function host(f, ...)
   if r == nil then error(NOMEM, 0) end
   return r
 end
-env.http_get = function(url) return host(py_http_get, text("http_get", url)) end
+env.http_get = function(url) return http_request("GET", text("http_get", url)) end
 env.http_post = function(url, body)
-  return host(py_http_post, text("http_post", url), text("http_post", body == nil and "" or body))
+  return http_request("POST", text("http_post", url), text("http_post", body == nil and "" or body))
 end
 env.hmac_sha256_hex = function(key, msg)
   return host(py_hmac, tohex(text("hmac_sha256_hex", key)), tohex(text("hmac_sha256_hex", msg)))
@@ -349,6 +404,7 @@ end
 run = function(fn, ...)
   timed_out = false
   running = true
+  pcalls = 0
   if raw_collectgarbage("count") > HEAVY_KB then -- e.g. a big response body as the argument
     heavy[co_running()] = true
     debug_sethook(hook, "", FINE)
@@ -425,18 +481,57 @@ local function call_hook(name, ...)
   return fn(...)
 end
 
---- Call adapter[name](...) under the budget; returns status, value, line, traceback.
+-- Resume the hook call's coroutine: "http", method, url, body when it asks for a request, else
+-- status, value, line, traceback (status "ok"/"json" with the value on success).
+local call_kind = "ok"
+local function step(...)
+  local co = hook_co
+  local r = pack(co_resume(co, ...))
+  if r[1] and r[2] == HTTP and co_status(co) == "suspended" then
+    return "http", r[3], r[4], r[5]
+  end
+  hook_co = nil
+  running = false
+  if not r[1] then return "error", tostring(r[2]) end -- cannot happen: run() catches
+  local status, v, line, tb = r[2], r[3], r[4], r[5]
+  if status == "ok" then return call_kind, v end
+  return status, v, line, tb
+end
+
+--- Call adapter[name](...) under the budget; returns status, value, line, traceback, or
+--- "http", method, url, body: the hook waits for that request's answer (entry.resume).
 function entry.call(name, ...)
   set_keep_order(name ~= "transform_stream_chunk")
+  if hook_co ~= nil then co_close(hook_co) end -- a call Python gave up on
+  call_kind = "ok"
   -- The result is converted inside run(), under the budget: converting reads the script's tables.
-  local kind = "ok"
-  local status, v, line, tb = run(function(...)
-    local value
-    kind, value = converted(call_hook(name, ...))
-    return value
-  end, ...)
-  if status == "ok" then return kind, v end
-  return status, v, line, tb
+  hook_co = co_create(function(...)
+    return run(function(...)
+      local value
+      call_kind, value = converted(call_hook(name, ...))
+      return value
+    end, ...)
+  end)
+  return step(...)
+end
+
+--- Hand the waiting hook call the answer to its request (the envelope's JSON text).
+function entry.resume(answer)
+  if hook_co == nil then return "error", "no hook call is waiting for an answer" end
+  running = true
+  return step(answer)
+end
+
+--- Give up the waiting hook call (Stop while its request was on the way): its coroutine is
+--- closed, which runs its pending to-be-closed variables under the budget.
+function entry.abandon()
+  if hook_co == nil then return "ok" end
+  local co = hook_co
+  hook_co = nil
+  running = true
+  co_close(co)
+  running = false
+  return "ok"
 end
 
 --- Call adapter[name](item) for each item of an array under ONE budget (the stream payloads of
@@ -559,7 +654,9 @@ local function capped(f)
     return a, b, c, d, e, g, h, i
   end
 end
-for _, k in ipairs({ "load", "call", "call_each", "meta", "has" }) do entry[k] = capped(entry[k]) end
+for _, k in ipairs({ "load", "call", "call_each", "meta", "has", "resume", "abandon" }) do
+  entry[k] = capped(entry[k])
+end
 local raw_decode = entry.decode
 entry.decode = function(s) -- its result is a table, or the failure as status and message
   py_cap(true)
