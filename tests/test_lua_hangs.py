@@ -115,6 +115,107 @@ CASES: dict[str, tuple[str, str]] = {
         "while true do local t = json.encode({ content = 'x' }) end",
         T,
     ),
+    # ---- every other C function reachable from the sandbox (the audit in changes/lua.md)
+    "table-move-huge": ("table.move({}, 1, 1 << 40, 1)", T),
+    "table-move-huge-to-another": ("table.move({}, 1, 1 << 40, 1, {})", T),
+    "table-move-huge-backward": ("local t = {} table.move(t, 1, 1 << 40, 2)", T),
+    "table-move-wraps": ("table.move({}, 1, math.maxinteger, 2)", A),
+    "sha256-in-a-loop": ("local s = ('x'):rep(4e6) while true do sha256_hex(s) end", T),
+    "hmac-in-a-loop": ("local s = ('x'):rep(2e6) while true do hmac_sha256_hex(s, s) end", T),
+    "base64-in-a-loop": ("local s = ('x'):rep(4e6) while true do base64_encode(s) end", T),
+    "tohex-in-a-loop": ("local s = ('x'):rep(4e6) while true do tohex(s) end", T),
+    "os-date-huge-format": ("return os.date(('%c'):rep(2e6))", A),
+    "os-date-in-a-loop": ("local f = ('%c'):rep(500) while true do os.date(f) end", T),
+    "os-time-huge-fields": ("return os.time({year = 1 << 40, month = 1 << 40, day = 1 << 40})", A),
+    "load-4MB": (
+        "local f, e = load(('goto l ::l:: '):rep(3e5)) if f then return 'loaded' end error(e)",
+        A,
+    ),
+    "load-in-a-loop": ("local src = ('goto l ::l:: '):rep(5000) while true do load(src) end", T),
+    "tonumber-in-a-loop": ("local s = ('9'):rep(1e7) while true do tonumber(s) end", T),
+    "tonumber-base-in-a-loop": ("local s = ('z'):rep(1e7) while true do tonumber(s, 36) end", T),
+    "gsub-%0-in-a-loop": (
+        "local s = ('x'):rep(1e5) local r = ('%0'):rep(100) while true do s:gsub('.', r) end",
+        T,
+    ),
+    "gsub-%0-one-call": ("return #string.gsub(('x'):rep(3e5), '.', ('%0'):rep(200))", T),
+    "format-width": ("return string.format('%99999d', 1)", A),
+    "format-many-items-in-a-loop": (
+        "local f = ('%d'):rep(4000) local t = {} for i = 1, 4000 do t[i] = i end"
+        " while true do string.format(f, table.unpack(t)) end",
+        T,
+    ),
+    "concat-huge-separator": (
+        "local t = {} for i = 1, 1000 do t[i] = 'x' end return #table.concat(t, ('y'):rep(1e6))",
+        M,
+    ),
+    "concat-many-in-a-loop": (
+        "local t = {} for i = 1, 1e6 do t[i] = 'x' end while true do table.concat(t) end",
+        T,
+    ),
+    "sort-long-strings-in-a-loop": (
+        "local t = {} local p = ('x'):rep(2e5) for i = 1, 150 do t[i] = p .. (150 - i) end"
+        " while true do table.sort(t) end",
+        T,
+    ),
+    "sort-with-a-c-comparator-in-a-loop": (
+        "local t = {} for i = 1, 1e5 do t[i] = i end while true do table.sort(t, rawequal) end",
+        T,
+    ),
+    "utf8-char-in-a-loop": (
+        "local t = {} for i = 1, 1e5 do t[i] = 0x4e2d end"
+        " while true do utf8.char(table.unpack(t)) end",
+        T,
+    ),
+    "string-char-in-a-loop": (
+        "local t = {} for i = 1, 1e5 do t[i] = 65 end while true do string.char(table.unpack(t)) end",
+        T,
+    ),
+    "string-byte-in-a-loop": ("local s = ('x'):rep(2e5) while true do s:byte(1, -1) end", T),
+    "codepoint-in-a-loop": (
+        "local s = ('x'):rep(2e5) while true do utf8.codepoint(s, 1, -1) end",
+        T,
+    ),
+    "unpack-in-a-loop": (
+        "local t = {} for i = 1, 2e5 do t[i] = i end while true do table.unpack(t) end",
+        T,
+    ),
+    "insert-remove-front-in-a-loop": (
+        "local t = {} for i = 1, 1e6 do t[i] = i end"
+        " while true do table.insert(t, 1, 0) table.remove(t, 1) end",
+        T,
+    ),
+    "pack-in-a-loop": (
+        "local f = ('i8'):rep(1e5) local t = {} for i = 1, 1e5 do t[i] = i end"
+        " while true do string.pack(f, table.unpack(t)) end",
+        T,
+    ),
+    "pack-padding-in-a-loop": ("while true do string.pack('c10000000', '') end", T),
+    "packsize-in-a-loop": ("local f = ('i16'):rep(1e6) while true do string.packsize(f) end", T),
+    "unpack-string-in-a-loop": (
+        "local s = ('x'):rep(1e6) local f = ('b'):rep(1e5) while true do string.unpack(f, s) end",
+        T,
+    ),
+    "math-max-in-a-loop": (
+        "local t = {} for i = 1, 1e5 do t[i] = i end while true do math.max(table.unpack(t)) end",
+        T,
+    ),
+    "collectgarbage-in-a-loop": (
+        "local t = {} for i = 1, 3e5 do t[i] = {} end while true do collectgarbage() end",
+        T,
+    ),
+    "log-in-a-loop": ("local s = ('x'):rep(4e6) while true do log('info', s) end", T),
+    "print-in-a-loop": ("local s = ('x'):rep(4e6) while true do print(s, s) end", T),
+    "json-encode-big-in-a-loop": ("local s = ('x'):rep(1e7) while true do json.encode(s) end", T),
+    "json-decode-big-in-a-loop": (
+        "local s = '\"' .. ('x'):rep(1e7) .. '\"' while true do json.decode(s) end",
+        T,
+    ),
+    "stream-json-encode-big-in-a-loop": (
+        "local s = ('x'):rep(1e7) while true do json.encode({ content = s }) end",
+        T,
+    ),
+    "dotdot-4MB-in-a-loop": ("local s = ('x'):rep(4e6) while true do local t = s .. 'y' end", T),
 }
 
 RUNNER = textwrap.dedent(

@@ -35,6 +35,10 @@ local concat, pack, unpack = table.concat, table.pack, table.unpack
 local utf8_char, utf8_len = utf8.char, utf8.len
 
 local json = {}
+-- Work on big strings is charged to the sandbox's budget (set_charge): the C calls below read a
+-- string of megabytes in one VM instruction, between two checks of the count hook.
+local charge = function() end
+local BIG = 65536
 
 local null = setmetatable({}, {
   __name = "json.null",
@@ -132,6 +136,7 @@ local PLAIN = '^[^%c"\\]*$'
 -- encoding ever new keys does not grow it without end).
 local key_texts, nkey_texts = {}, 0
 local function quote_key(k)
+  if #k > BIG then charge(#k // 2) end
   local q = k
   if not find(k, PLAIN) then q = gsub(k, '[%c"\\]', escapes) end
   if nkey_texts < 1024 then nkey_texts = nkey_texts + 1; key_texts[k] = q end
@@ -194,6 +199,7 @@ local function encode_table(t, buf, n, depth)
       k = key_text(t, k)
       local vt = type(v)
       if vt == "string" then -- the common leaves inline: one buffer entry each
+        if #v > BIG then charge(#v // 2) end
         if not find(v, PLAIN) then v = gsub(v, '[%c"\\]', escapes) end
         n = n + 1; buf[n] = sep .. '"' .. k .. '":"' .. v .. '"'
       elseif vt == "boolean" then
@@ -252,6 +258,7 @@ end
 encode_value = function(v, buf, n, depth)
   local vt = type(v)
   if vt == "string" then
+    if #v > BIG then charge(#v // 2) end
     if not find(v, PLAIN) then v = gsub(v, '[%c"\\]', escapes) end
     n = n + 1; buf[n] = '"'
     n = n + 1; buf[n] = v
@@ -280,6 +287,7 @@ end
 function json.encode(v)
   local vt = type(v)
   if vt == "string" then
+    if #v > BIG then charge(#v // 2) end
     if not find(v, PLAIN) then v = gsub(v, '[%c"\\]', escapes) end
     return '"' .. v .. '"'
   end
@@ -292,6 +300,7 @@ function json.encode(v)
     if mt == nil or rawequal(mt, object_mt) then
       local k, x = next(v)
       if type(k) == "string" and type(x) == "string" and next(v, k) == nil then
+        if #x > BIG then charge(#x // 2) end
         k = key_texts[k] or quote_key(k)
         if not find(x, PLAIN) then x = gsub(x, '[%c"\\]', escapes) end
         local r = '{"' .. k .. '":"' .. x .. '"}'
@@ -551,6 +560,7 @@ function json.decode(s, opts)
     error("json.decode: expected a string, got " .. st, 0)
   end
   null_value = nil
+  if #s > BIG then charge(#s) end
   if find(s, "\\", 1, true) then
     STR, KEY, STR_NEXT, LIT_NEXT, SEP_NEXT = unpack(SLOW, 1, 5)
   else
@@ -579,5 +589,6 @@ end
 local control = {
   set_keep_order = function(on) keep_order = on end,
   set_written = function(t) written = t end,
+  set_charge = function(f) charge = f end,
 }
 return json, control

@@ -48,10 +48,20 @@ local hot = setmetatable({}, { __mode = "k" })
 local handler, run -- forward: exempt from the hook once over budget (they report the timeout)
 
 -- A state holding big strings may copy megabytes in ONE instruction (s .. t, s == t): 10,000 of
--- them between two checks took 23 s for 20 MiB strings. Holding more than HEAVY_KB, a coroutine
--- is hooked every FINE instructions, and Python is asked once the CPU clock moved 2 ms.
-local HEAVY_KB, FINE = 16 * 1024, 100
-local heavy = setmetatable({}, { __mode = "k" })
+-- them between two checks took 23 s for 20 MiB strings. So the hook's interval shrinks as the
+-- state grows: above LIGHT_KB, about SPAN_KB / (state size) instructions (at least FINE), so
+-- that the bytes such instructions can touch between two checks stay about the same (~0.1 s of
+-- copying); and while it is shorter than `interval`, Python is asked only once the CPU clock
+-- moved 2 ms (a hook call that does not ask Python costs a few hundred nanoseconds).
+local LIGHT_KB, SPAN_KB, FINE = 256, 500000, 10
+local function interval_for(kb)
+  if kb <= LIGHT_KB then return interval end
+  local n = SPAN_KB // kb
+  if n < FINE then return FINE end
+  if n > interval then return interval end
+  return n
+end
+local every = setmetatable({}, { __mode = "k" }) -- coroutine -> its interval, when not `interval`
 local last_clock = 0
 local os_clock = os.clock
 
@@ -61,7 +71,7 @@ hook = function()
     debug_sethook()
     return
   end
-  if not timed_out and heavy[co_running()] then
+  if not timed_out and every[co_running()] then
     local now = os_clock()
     if now - last_clock < 0.002 then return end
     last_clock = now
@@ -75,11 +85,11 @@ hook = function()
     error(TIMEOUT, 0)
   end
   local co = co_running()
-  if hot[co] then hot[co] = nil; debug_sethook(co, hook, "", interval) end
-  local big = raw_collectgarbage("count") > HEAVY_KB
-  if big ~= (heavy[co] or false) then
-    heavy[co] = big or nil
-    debug_sethook(co, hook, "", big and FINE or interval)
+  local want = interval_for(raw_collectgarbage("count"))
+  if hot[co] or want ~= (every[co] or interval) then
+    hot[co] = nil
+    every[co] = want ~= interval and want or nil
+    debug_sethook(co, hook, "", want)
   end
   -- Deep recursion: stop it before the stack's growth hits the memory cap (Lua's own
   -- "stack overflow" comes at 1e6 slots, later than 64 MiB of frames).
@@ -88,20 +98,26 @@ end
 
 -- The same check for patterns.lua's C calls that may take milliseconds each: one VM instruction
 -- may be such a call, and the count hook above only fires every `interval` instructions.
-cfg.pattern_control.set_check(function()
+local function check_now()
   if running and (timed_out or py_check()) then
     timed_out = true
     local co = co_running()
     if not hot[co] then hot[co] = true; debug_sethook(co, hook, "", 1) end
     error(TIMEOUT, 0)
   end
-end, function() -- a wrapper made or took a big string: check finely from now on
+end
+cfg.pattern_control.set_check(check_now, function(bytes) -- a wrapper makes a big string
   local co = co_running()
-  if running and not timed_out and not heavy[co] and not hot[co] then
-    heavy[co] = true
-    debug_sethook(co, hook, "", FINE)
+  if running and not timed_out and not hot[co] then
+    local want = interval_for(raw_collectgarbage("count") + bytes / 1024)
+    if want < (every[co] or interval) then
+      every[co] = want
+      debug_sethook(co, hook, "", want)
+    end
   end
 end)
+local charge = cfg.pattern_control.charge
+cfg.json_control.set_charge(charge)
 
 -------------------------------------------------------------------------------- sandbox env
 local env = {}
@@ -161,10 +177,17 @@ local function sb_wrap(f)
   end
 end
 
+-- The parser is one C call, and some sources take it quadratic time (4 MB of `goto l ::l::`
+-- ran for minutes): a chunk is at most MAX_CHUNK bytes, and its parse is charged.
+local MAX_CHUNK = 64 * 1024
 local function sb_load(chunk, chunkname, mode, fenv)
   if type(chunk) ~= "string" then
     return nil, "load: only source text strings can be loaded in the sandbox"
   end
+  if #chunk > MAX_CHUNK then
+    return nil, "load: a chunk is limited to " .. MAX_CHUNK .. " bytes in the sandbox"
+  end
+  charge(#chunk + (#chunk * #chunk) // 8192)
   if byte(chunk, 1) == 27 then return nil, "load: binary chunks are not allowed in the sandbox" end
   if mode ~= nil and mode ~= "t" and mode ~= "bt" then
     return nil, "load: only text mode is allowed in the sandbox"
@@ -210,17 +233,42 @@ local function sb_setmetatable(t, mt)
 end
 
 local gc_allowed = { count = true, collect = true, step = true, isrunning = true }
+-- A full collection or a big step is one C call whose time grows with the state: the budget
+-- is checked after it (a loop of them is then stopped like any other).
+local function gc_done(...)
+  check_now()
+  return ...
+end
 local function sb_collectgarbage(opt, ...)
   opt = opt or "collect"
   if not gc_allowed[opt] then
     error("collectgarbage('" .. tostring(opt) .. "') is not allowed in the sandbox", 2)
   end
+  if opt == "collect" or opt == "step" then return gc_done(raw_collectgarbage(opt, ...)) end
   return raw_collectgarbage(opt, ...)
+end
+
+-- tonumber reads a numeral in time linear in its length, in one C call: charged.
+local raw_tonumber = tonumber
+local function sb_tonumber(v, ...)
+  if type(v) == "string" and #v > 4096 then charge(#v // 4) end
+  return raw_tonumber(v, ...)
+end
+
+-- os.date: strftime once per conversion of the format, in one C call; no real format is long.
+local raw_date = os.date
+local MAX_DATE_FORMAT = 1024
+local function sb_date(fmt, ...)
+  if type(fmt) == "string" and #fmt > MAX_DATE_FORMAT then
+    error("bad argument #1 to 'date' (format longer than " .. MAX_DATE_FORMAT .. " bytes)", 2)
+  end
+  return raw_date(fmt, ...)
 end
 
 local function text(what, s)
   if type(s) == "number" then s = tostring(s) end
   if type(s) ~= "string" then error(what .. " expected a string, got " .. type(s), 3) end
+  if #s > 65536 then charge(#s // 4) end
   if not utf8_len(s) then error(what .. " expected UTF-8 text", 3) end
   return s
 end
@@ -229,6 +277,7 @@ end
 -- most scripts never sign or hash anything. Kept only once whole: a build stopped by the
 -- CPU or memory limit must not leave a partial table for the next call.
 local hexmap
+local HEX_WINDOW = 32768
 local function tohex(s)
   if type(s) ~= "string" then error("tohex expected a string, got " .. type(s), 2) end
   if not hexmap then
@@ -236,12 +285,23 @@ local function tohex(s)
     for i = 0, 255 do m[char(i)] = format("%02x", i) end
     hexmap = m
   end
-  return (gsub(s, ".", hexmap))
+  if #s <= HEX_WINDOW then return (gsub(s, ".", hexmap)) end
+  -- One C gsub over megabytes cannot be stopped: windows of HEX_WINDOW bytes, each charged.
+  local parts = {}
+  for i = 1, #s, HEX_WINDOW do
+    charge(HEX_WINDOW * 4)
+    parts[#parts + 1] = gsub(sub(s, i, i + HEX_WINDOW - 1), ".", hexmap)
+  end
+  return concat(parts)
 end
 
+-- A log line is cut at MAX_LOG bytes: the Python side (redaction, the sink) costs time per byte.
+local MAX_LOG = 16 * 1024
 local function sb_log(level, msg, ...)
   if msg == nil and select("#", ...) == 0 then level, msg = "info", level end
   level, msg = tostring(level), tostring(msg)
+  if #level > 64 then level = sub(level, 1, 64) end
+  if #msg > MAX_LOG then msg = sub(msg, 1, MAX_LOG) .. " ... (" .. #msg .. " bytes)" end
   if not utf8_len(msg) then msg = gsub(msg, "[\128-\255]", "?") end
   if not utf8_len(level) then level = "info" end
   py_log(level, msg)
@@ -297,7 +357,8 @@ math.pow = math.pow or function(a, b) return a ^ b end
 math.mod = math.mod or math.fmod
 env.math = math
 env.utf8 = utf8
-env.os = { time = os.time, date = os.date, clock = os.clock, difftime = os.difftime }
+env.os = { time = os.time, date = sb_date, clock = os.clock, difftime = os.difftime }
+env.tonumber = sb_tonumber
 -- Scripts get their own copy of the json table: replacing json.encode in a script must not
 -- change the codec this trusted code uses to hand results back to Python.
 local script_json = {}
@@ -318,13 +379,23 @@ env.http_get = function(url) return http_request("GET", text("http_get", url)) e
 env.http_post = function(url, body)
   return http_request("POST", text("http_post", url), text("http_post", body == nil and "" or body))
 end
+-- The Python side takes time per byte too (hex decoding, hashing): charged, so that a loop of
+-- them over megabytes is stopped at the budget's next check.
 env.hmac_sha256_hex = function(key, msg)
-  return host(py_hmac, tohex(text("hmac_sha256_hex", key)), tohex(text("hmac_sha256_hex", msg)))
+  key, msg = tohex(text("hmac_sha256_hex", key)), tohex(text("hmac_sha256_hex", msg))
+  charge(#key + #msg)
+  return host(py_hmac, key, msg)
 end
-env.sha256_hex = function(s) return host(py_sha256, tohex(text("sha256_hex", s))) end
+env.sha256_hex = function(s)
+  s = tohex(text("sha256_hex", s))
+  charge(#s)
+  return host(py_sha256, s)
+end
 env.base64_encode = function(s)
   if type(s) ~= "string" then error("base64_encode expected a string, got " .. type(s), 2) end
-  return host(py_b64, tohex(s))
+  s = tohex(s)
+  charge(#s)
+  return host(py_b64, s)
 end
 env.tohex = tohex
 env._G = env
@@ -405,13 +476,9 @@ run = function(fn, ...)
   timed_out = false
   running = true
   pcalls = 0
-  if raw_collectgarbage("count") > HEAVY_KB then -- e.g. a big response body as the argument
-    heavy[co_running()] = true
-    debug_sethook(hook, "", FINE)
-  else
-    heavy[co_running()] = nil
-    debug_sethook(hook, "", interval)
-  end
+  local want = interval_for(raw_collectgarbage("count")) -- e.g. a big response body
+  every[co_running()] = want ~= interval and want or nil
+  debug_sethook(hook, "", want)
   local r = pack(xpcall(fn, handler, ...))
   running = false
   debug_sethook() -- this thread stops checking; the next run() installs the hook again
