@@ -250,6 +250,80 @@ RUNNER = textwrap.dedent(
 )
 
 
+#: Every case the CPU budget ends, run again with a patient budget and stopped by a StopSignal
+#: 0.2 s in: each must end ABORTED (bench/bench_lua_stop.py prints how long after the Stop).
+STOP_RUNNER = textwrap.dedent(
+    """
+    import json, math, resource, sys, threading, time
+    from notebook_llm.cancel import StopSignal
+    from notebook_llm.errors import LlmError
+    from notebook_llm.lua.runtime import LuaLimits, LuaSandbox
+
+    cases = json.loads(sys.stdin.read())
+    for name, body in cases.items():
+        hook = "transform_stream_chunk" if name.startswith("stream-") else "transform_request"
+        src = "return { name = 't', " + hook + " = function(r)\\n" + body + "\\nend }"
+        sb = LuaSandbox(src, limits=LuaLimits(cpu_seconds=300, wall_seconds=300))
+        stop = StopSignal()
+        sb.set_stop(stop)
+        fired = []
+        def fire():
+            time.sleep(0.2)
+            fired.append(time.monotonic())
+            stop.set("stopped by the test")
+        threading.Thread(target=fire, daemon=True).start()
+        used = resource.getrusage(resource.RUSAGE_SELF)
+        limit = math.ceil(used.ru_utime + used.ru_stime) + 4
+        resource.setrlimit(resource.RLIMIT_CPU, (limit, resource.RLIM_INFINITY))
+        try:
+            if hook == "transform_stream_chunk":
+                _, failed = sb.call_each(hook, ["{}"], parsed=True)
+                if failed is not None:
+                    raise failed
+            else:
+                sb.call(hook, "{}")
+            code = "OK"
+        except LlmError as err:
+            code = str(err.code)
+        print(json.dumps([name, code, time.monotonic() - fired[0] if fired else -1]), flush=True)
+    """
+)
+
+
+def run_stop_cases(cases: dict[str, str]) -> dict[str, tuple[str, float]]:
+    """name -> (error code, seconds from the Stop to the call's end), in a child process."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    proc = subprocess.run(
+        [sys.executable, "-c", STOP_RUNNER],
+        input=json.dumps(cases),
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=900,
+        check=False,
+    )
+    out: dict[str, tuple[str, float]] = {}
+    for line in proc.stdout.splitlines():
+        name, code, latency = json.loads(line)
+        out[name] = (code, latency)
+    return out
+
+
+#: The cases stopped by the budget whose loop is not a pattern explosion (those have their own
+#: Stop tests below): one per C function class of the audit.
+STOP_CASES = [name for name, (_, code) in CASES.items() if code == T and "-in-a-loop" in name]
+STOP_CASES += ["table-move-huge", "table-move-huge-backward", "gsub-%0-one-call"]
+
+
+def test_a_stop_signal_ends_every_c_function_class() -> None:
+    cases = {name: CASES[name][0] for name in STOP_CASES}
+    got = run_stop_cases(cases)
+    missing = [name for name in cases if name not in got]
+    assert not missing, f"not stopped (killed by the CPU limit?): {missing}"
+    wrong = {name: code for name, (code, _) in got.items() if code != ErrorCode.ABORTED}
+    assert not wrong, wrong
+
+
 @pytest.fixture(scope="module")
 def results() -> dict[str, tuple[str, str, float]]:
     env = dict(os.environ, PYTHONPATH=str(ROOT))

@@ -708,7 +708,7 @@ local function sort(t, comp)
   if type(t) == "table" then
     local n = rawlen(t)
     if n > 1 then
-      local per = 1
+      local per = 8 -- a comparator: one call from C per comparison
       if comp == nil then
         local longest = 0
         for i = 1, n do
@@ -721,7 +721,7 @@ local function sort(t, comp)
       while (1 << levels) < n do levels = levels + 1 end
       local steps = n * levels * per
       if steps > STEP_LIMIT then
-        if per > 1 then go_heavy(per * 64) end
+        if comp == nil and per > 1 then go_heavy(per * 64) end
         return lua_sort(t, #t, comp)
       end
       if steps > CHEAP_STEPS then charge(steps) end
