@@ -204,6 +204,7 @@ def per_request_costs(url: str) -> tuple[float, float, float]:
     the request (transform_request & co), and the chunk transform of an echo answer's stream
     on a cold sandbox."""
     from notebook_llm import Message
+    from notebook_llm.lua.http_request import prepare_request
     from notebook_llm.lua.loader import builtin_adapters_dir
     from notebook_llm.lua.lua_adapter import LuaAdapter
 
@@ -215,7 +216,7 @@ def per_request_costs(url: str) -> tuple[float, float, float]:
         base_url=url + "/v1",
         api_key="k",
     )
-    _, _, body, _ = adapter._prepare(adapter._sandbox(), options)
+    _, _, body, _ = prepare_request(adapter._sandbox(), options, adapter.name)
     text = httpx.post(url + "/v1/chat/completions", content=body).text
     payloads = [ln[6:] for ln in text.splitlines() if ln.startswith("data: ")]
     payloads = [p for p in payloads if p != "[DONE]"]
@@ -224,7 +225,7 @@ def per_request_costs(url: str) -> tuple[float, float, float]:
         t0 = time.perf_counter()
         sandbox = adapter._sandbox()
         t1 = time.perf_counter()
-        adapter._prepare(sandbox, options)
+        prepare_request(sandbox, options, adapter.name)
         t2 = time.perf_counter()
         sandbox.call_each("transform_stream_chunk", payloads)
         t3 = time.perf_counter()

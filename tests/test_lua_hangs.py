@@ -216,6 +216,25 @@ CASES: dict[str, tuple[str, str]] = {
         T,
     ),
     "dotdot-4MB-in-a-loop": ("local s = ('x'):rep(4e6) while true do local t = s .. 'y' end", T),
+    "unpack-5.1-name-in-a-loop": (
+        "local t = {} for i = 1, 2e5 do t[i] = i end while true do unpack(t) end",
+        T,
+    ),
+    "table-pack-in-a-loop": (
+        "local t = {} for i = 1, 2e5 do t[i] = i end local u = table.unpack"
+        " while true do table.pack(u(t)) end",
+        T,
+    ),
+    "vararg-select-in-a-loop": (
+        "local function f(...) while true do select(2, ...) end end"
+        " local t = {} for i = 1, 2e5 do t[i] = i end f(table.unpack(t))",
+        T,
+    ),
+    "vararg-table-in-a-loop": (
+        "local function f(...) while true do local x = {...} end end"
+        " local t = {} for i = 1, 2e5 do t[i] = i end f(table.unpack(t))",
+        T,
+    ),
 }
 
 RUNNER = textwrap.dedent(

@@ -50,7 +50,6 @@ from .http_request import (
     HttpRequest,
     aprepare_request,
     open_client,
-    prepare_request,
     script_meta,
     with_max_tokens_hint,
 )
@@ -197,9 +196,10 @@ class LuaAdapter(LlmAdapter):
 
     # ------------------------------------------------------------------ requests
 
-    def _prepare(self, sandbox: LuaSandbox, options: GenerateOptions) -> HttpRequest:
-        """This stream's URL, headers and body (:func:`~.http_request.prepare_request`)."""
-        return prepare_request(sandbox, options, self.name)
+    async def _prepare(self, sandbox: LuaSandbox, options: GenerateOptions) -> HttpRequest:
+        """This stream's URL, headers and body (:func:`~.http_request.aprepare_request`: the
+        hooks' ``http_get`` / ``http_post`` on the stream's transport)."""
+        return await aprepare_request(sandbox, options, self.name)
 
     def _client(self, options: GenerateOptions | None = None) -> tuple[httpx.AsyncClient, bool]:
         """An HTTP client for this stream, and whether the caller owns (must close) it
@@ -226,7 +226,7 @@ class LuaAdapter(LlmAdapter):
         sandbox.set_stop(current_stop())  # a Stop / kernel interrupt ends a running hook
         # The hooks' http_get / http_post: on this stream's transport (recorded, replayed), awaited
         sandbox.set_http(TransportHttp(lambda: self._client(options), timeout=self.timeout))
-        url, headers, body, streaming = await aprepare_request(sandbox, options, self.name)
+        url, headers, body, streaming = await self._prepare(sandbox, options)
         mapper = ChunkMapper(provider=options.provider, adapter=self.name)
         client, owned = self._client(options)
         pipeline: StreamPipeline | None = None

@@ -861,7 +861,7 @@ return {
   },
   table = {
     sort = sort, concat = concat_, move = move, insert = insert, remove = remove,
-    unpack = unpack_,
+    unpack = unpack_, pack = counted(table.pack),
   },
   utf8 = {
     len = sized(c_utf8_len, 4), offset = sized(c_utf8_offset, 4), char = counted(c_utf8_char),
