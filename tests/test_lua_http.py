@@ -255,3 +255,21 @@ def test_a_synchronous_call_without_a_bridge_does_not_reach_the_network() -> Non
     sb = LuaSandbox("return { g = function() return http_get('http://127.0.0.1:9/') end }")
     answer = json.loads(sb.call("g"))
     assert "needs the engine" in answer["error"]
+
+
+async def test_the_engines_stop_ends_a_stream_whose_hook_waits_for_a_request() -> None:
+    from notebook_llm import StopSignal
+
+    server = Server(delay=3600)
+    engine = _engine(server)
+    stop = StopSignal()
+
+    async def press_stop() -> None:
+        await server.arrived.wait()
+        stop.set("stopped by the test")
+
+    presser = asyncio.create_task(press_stop())
+    with pytest.raises(LlmError) as info:
+        await asyncio.wait_for(engine.complete("p", prompt="hello", stop_signal=stop), 30)
+    await presser
+    assert info.value.code == ErrorCode.ABORTED

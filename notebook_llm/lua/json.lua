@@ -400,8 +400,13 @@ end
 
 local function decode_array(s, i, depth)
   local t, n = setmetatable({}, array_mt), 0
-  local _, e = find(s, "^[ \t\r\n]*%]", i)
-  if e then return t, e + 1 end
+  local b = byte(s, i)
+  if b == 93 then return t, i + 1 end
+  local _, e
+  if b == 32 or b == 10 or b == 13 or b == 9 then
+    _, e = find(s, "^[ \t\r\n]*%]", i)
+    if e then return t, e + 1 end
+  end
   local holes = false
   while true do
     local v, c
@@ -436,13 +441,14 @@ local function string_patterns(class)
   local str = '"(' .. class .. '*)"'
   local next_key = WS .. "," .. WS .. str .. WS .. ":" .. WS .. "()"
   return "^" .. str, "^" .. WS .. str .. WS .. ":" .. WS .. "()", "^" .. str .. next_key,
-    "^(%l+)" .. next_key, "^" .. next_key
+    "^(%l+)" .. next_key, "^" .. next_key, "^" .. str .. WS .. "}"
 end
 local SLOW = pack(string_patterns('[^"\\%c]'))
 local FAST = pack(string_patterns("[#-\255 !]"))
+local LIT_LAST = "^(%l+)" .. WS .. "}"
 -- Set by json.decode for the text it reads (it never calls back into a script, so no other
 -- decode runs in between).
-local STR, KEY, STR_NEXT, LIT_NEXT, SEP_NEXT = unpack(SLOW, 1, 5)
+local STR, KEY, STR_NEXT, LIT_NEXT, SEP_NEXT, STR_LAST = unpack(SLOW, 1, 6)
 
 -- The key at i (a plain one, or with escapes), and the position of its value; or an error.
 local function member_key(s, i)
@@ -458,8 +464,13 @@ end
 
 local function decode_object(s, i, depth)
   local t = setmetatable({}, object_mt)
-  local _, e = find(s, "^[ \t\r\n]*}", i)
-  if e then return t, e + 1 end
+  local b = byte(s, i)
+  if b == 125 then return t, i + 1 end
+  local _, e
+  if b == 32 or b == 10 or b == 13 or b == 9 then
+    _, e = find(s, "^[ \t\r\n]*}", i)
+    if e then return t, e + 1 end
+  end
   local order, no
   if keep_order then order, no = {}, 0; key_order[t] = order end
   local k
@@ -470,9 +481,28 @@ local function decode_object(s, i, depth)
     local v, nk, ni, c
     if b == 34 then
       _, _, v, nk, ni = find(s, STR_NEXT, i)
+      if not nk then -- the last member?
+        _, e, v = find(s, STR_LAST, i)
+        if e then
+          if order and t[k] == nil then no = no + 1; order[no] = k end
+          t[k] = v
+          return t, e + 1
+        end
+      end
     elseif b == 110 or b == 116 or b == 102 then
       local word
       _, _, word, nk, ni = find(s, LIT_NEXT, i)
+      if not word then -- the last member?
+        _, e, word = find(s, LIT_LAST, i)
+        if e then
+          v = literals[word]
+          if v == nil then decode_error(s, i, "unexpected character") end
+          if v == null then v = null_value end
+          if order and v ~= nil and t[k] == nil then no = no + 1; order[no] = k end
+          t[k] = v
+          return t, e + 1
+        end
+      end
       if word then
         v = literals[word]
         if v == nil then decode_error(s, i, "unexpected character") end
@@ -562,9 +592,9 @@ function json.decode(s, opts)
   null_value = nil
   if #s > BIG then charge(#s) end
   if find(s, "\\", 1, true) then
-    STR, KEY, STR_NEXT, LIT_NEXT, SEP_NEXT = unpack(SLOW, 1, 5)
+    STR, KEY, STR_NEXT, LIT_NEXT, SEP_NEXT, STR_LAST = unpack(SLOW, 1, 6)
   else
-    STR, KEY, STR_NEXT, LIT_NEXT, SEP_NEXT = unpack(FAST, 1, 5)
+    STR, KEY, STR_NEXT, LIT_NEXT, SEP_NEXT, STR_LAST = unpack(FAST, 1, 6)
   end
   if opts ~= nil then
     if type(opts) ~= "table" or rawequal(opts, null) then
