@@ -160,7 +160,8 @@ end
 
 local function http_request(method, url, body)
   if hook_co == nil or not co_isyieldable() then
-    local where = hook_co == nil and "in transform_stream_chunk"
+    local where = hook_co == nil
+      and "here (only in build_headers, transform_request and transform_response)"
       or "inside a function called by a C function (table.sort, string.gsub, a metamethod)"
     return json.encode(json.object({ url = url, error = method .. " is not available " .. where }))
   end
