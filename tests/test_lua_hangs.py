@@ -594,3 +594,18 @@ def test_a_kernel_interrupt_stops_a_spinning_hook(kernel: tuple[Any, Any], call:
     print(f"cell ended {elapsed:.2f} s after the interrupt")
     alive = kc.execute_interactive("print(6 * 7)", timeout=30)
     assert alive["content"]["status"] == "ok"
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "table.move({}, 1, 1 << 40, 1)",
+        "local s = ('x'):rep(4e6) while true do sha256_hex(s) end",
+        "local s = ('9'):rep(1e7) while true do tonumber(s) end",
+    ],
+)
+def test_sigint_reaches_c_functions_of_every_kind(body: str) -> None:
+    sb = LuaSandbox("return { transform_request = function(r) " + body + " end }", limits=PATIENT)
+    _later(0.3, lambda: os.kill(os.getpid(), signal.SIGINT))
+    with pytest.raises(KeyboardInterrupt):
+        sb.call("transform_request", "{}")
