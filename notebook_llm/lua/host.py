@@ -219,8 +219,8 @@ class Host:
         return {
             "check": self.budget.check,
             "log": self.log,
-            "hmac_sha256_hex": hmac_sha256_hex,
-            "sha256_hex": sha256_hex,
+            "hmac_sha256_hex": self.hmac_sha256_hex,
+            "sha256_hex": self.sha256_hex,
             "base64_encode": self.base64_encode,
         }
 
@@ -228,8 +228,17 @@ class Host:
         """``text`` if it fits in the room left in the Lua state, else ``None``."""
         return text if len(text) + 4096 <= self.room() else None
 
+    # The built-ins that return a new string: lupa pushes it inside the callback, where a failed
+    # allocation would jump over Python's frames, so only a result that fits is handed back.
+
     def base64_encode(self, data_hex: str) -> str | None:
         return self.fits(base64_encode(data_hex))
+
+    def sha256_hex(self, data_hex: str) -> str | None:
+        return self.fits(sha256_hex(data_hex))
+
+    def hmac_sha256_hex(self, key_hex: str, msg_hex: str) -> str | None:
+        return self.fits(hmac_sha256_hex(key_hex, msg_hex))
 
     def log(self, level: str, msg: str) -> None:
         # Its time is the script's (a loop of log calls must meet the budget); the Lua side

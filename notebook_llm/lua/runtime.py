@@ -26,12 +26,13 @@ payload, which measured about a third of the per-chunk cost):
 * Stop: the same check asks the stream's ``StopSignal`` (:meth:`LuaSandbox.set_stop`) and, for
   calls in the main thread, notices SIGINT (:class:`_SigintRelay`) -> ``ABORTED`` /
   ``KeyboardInterrupt`` after the call.
-* Memory: ``LuaRuntime(max_memory=...)`` for the whole state. -> ``ADAPTER_MEMORY``. The cap is
-  on only while the sandbox's own Lua code runs (every entry point of ``sandbox.lua`` turns it on
-  first and off before it returns): lupa pushes the arguments and reads the results outside any
-  protected call, where a failed allocation is a Lua PANIC that aborts the process. Before a
-  call, the size of what is pushed is checked against the room left in the state ->
-  ``INPUT_TOO_LARGE``, naming what was too big.
+* Memory: ``LuaRuntime(max_memory=...)`` for the whole state. -> ``ADAPTER_MEMORY``. lupa pushes
+  the arguments and reads the results outside any protected call, where a failed allocation is
+  a Lua PANIC that aborts the process; so the cap must never bite there. Before a call, what is
+  pushed is checked against the room left in the state (-> ``INPUT_TOO_LARGE``, naming what was
+  too big); when the room is thin the cap is lifted for the push, and an entry point of
+  ``sandbox.lua`` that finds the state near the cap turns it on first and lifts it again before
+  it returns (:meth:`LuaSandbox._arm`). Far from the cap nothing is switched.
 * Stack overflow / any other Lua error -> ``ADAPTER_ERROR`` naming adapter, hook and line.
 
 After a limit error the sandbox stays USABLE: the error unwinds the Lua stack normally, so the state
@@ -156,6 +157,10 @@ def _tuple(result: Any) -> tuple[Any, Any, Any, Any]:
 # ---------------------------------------------------------------------------- interrupts
 
 _MAIN_IDENT = threading.main_thread().ident
+
+#: Room kept free around a crossing into Lua (lupa's own allocations outside protected calls:
+#: a registry reference for a returned table, a global name, the stack).
+_MARGIN = 256 * 1024
 _SigHandler = Callable[[int, Any], Any]
 
 
@@ -271,6 +276,9 @@ class LuaSandbox:
         def cap(on: bool) -> None:
             set_max(cap_bytes if on else 0)
 
+        # Within this of the cap, an entry point switches it (see _arm and sandbox.lua).
+        near_kb = (int(lua.get_max_memory(total=True) or 0) - _MARGIN) / 1024
+
         self._host.room = self._room
         g = lua.globals()
         load = g.load
@@ -288,11 +296,11 @@ class LuaSandbox:
                 # ~640 bytes of stack and CallInfo per frame: stop recursion well before the cap.
                 "max_depth": max(200, min(200_000, self.limits.memory_bytes // 640)),
                 "cap": cap,
+                "near_kb": near_kb,
                 **self._host.callables(),
             }
         )
         entry = load(_builtin("sandbox.lua"), "=nbllm.sandbox", "b")(cfg)
-        cap(False)  # from here on, only the entry points turn it on
         self._entry_call = entry.call
         self._entry_call_each = entry.call_each
         self._entry_has = entry.has
@@ -421,16 +429,20 @@ class LuaSandbox:
         self._check_room(hook, args)
         self._budget.begin()
         lua_args = [self._to_lua(hook, a) for a in args]
+        if any(isinstance(a, dict | list | tuple) for a in args):  # decoding them used room
+            strings = sum(4 * len(a) for a in args if isinstance(a, str))
+            self._arm(self._room(), strings)
         return self._enter(hook, self._entry_call, hook, *lua_args)
 
     def _continue(self, hook: str, answer: str) -> tuple[Any, ...]:
+        self._arm(self._room(), len(answer.encode("utf-8")))
         return self._enter(hook, self._entry_resume, answer)
 
     def _abandon(self) -> None:
         self._budget.stopped = self._budget.over = True  # its <close> handlers end at once
+        self._arm(self._room(), 0)
         with contextlib.suppress(Exception):
             self._enter("", self._entry_abandon)
-        self._lua.set_max_memory(0)
 
     def _enter(self, hook: str, fn: Any, *args: Any) -> tuple[Any, ...]:
         """One crossing into Lua: the SIGINT relay and the memory cap around ``fn(*args)``."""
@@ -444,13 +456,12 @@ class LuaSandbox:
         except Exception as exc:  # raised outside the protected call (e.g. out of memory)
             raise self._call_error(hook, self._classify(exc), str(exc), None) from None
         finally:
-            self._lua.set_max_memory(0)  # in case an entry point did not get to lift it
             if main:
                 _SigintRelay.budget = None
         if self._budget.interrupted:  # a kernel interrupt arrived during the call
+            self._arm(self._room(), 0)
             with contextlib.suppress(Exception):
                 self._entry_abandon()
-            self._lua.set_max_memory(0)
             raise KeyboardInterrupt
         items = list(result) if isinstance(result, tuple) else [result]
         return (*items, *(None,) * (4 - len(items)))
@@ -481,21 +492,25 @@ class LuaSandbox:
         A batch that does not fit in the room left in the state goes in parts; one item that
         does not fit is ``INPUT_TOO_LARGE``."""
         room = self._room()
-        total = sum(_nbytes(item, room) + 64 for item in items)
-        if total > room // 4:  # garbage may hold the room: collect it before deciding
-            self._lua.gccollect()
-            room = self._room()
-        if total > room // 4 and len(items) > 1:  # the items, their results and the join
-            half = len(items) // 2
-            first, failed = self.call_each(hook, items[:half], parsed=parsed)
-            if failed is not None:
-                return first, failed
-            rest, failed = self.call_each(hook, items[half:], parsed=parsed)
-            return first + rest, failed
-        try:
-            self._check_room(hook, items)
-        except LlmError as err:
-            return [], err
+        chars = sum(map(len, items))  # the common case is decided at C speed
+        if 4 * chars + 64 * len(items) <= room // 4:
+            self._arm(room, 4 * chars + 64 * len(items))
+        else:
+            total = sum(_nbytes(item, room) + 64 for item in items)
+            if total > room // 4:  # garbage may hold the room: collect it before deciding
+                self._lua.gccollect()
+                room = self._room()
+            if total > room // 4 and len(items) > 1:  # the items, their results and the join
+                half = len(items) // 2
+                first, failed = self.call_each(hook, items[:half], parsed=parsed)
+                if failed is not None:
+                    return first, failed
+                rest, failed = self.call_each(hook, items[half:], parsed=parsed)
+                return first + rest, failed
+            try:
+                self._check_room(hook, items)
+            except LlmError as err:
+                return [], err
         self._budget.begin()
         main = threading.get_ident() == _MAIN_IDENT
         if main:
@@ -507,7 +522,6 @@ class LuaSandbox:
         except Exception as exc:  # raised outside the protected call (e.g. out of memory)
             return [], self._call_error(hook, self._classify(exc), str(exc), None)
         finally:
-            self._lua.set_max_memory(0)  # in case an entry point did not get to lift it
             if main:
                 _SigintRelay.budget = None
         if self._budget.interrupted:  # a kernel interrupt arrived during the call
@@ -551,6 +565,12 @@ class LuaSandbox:
 
     # ------------------------------------------------------------------ helpers
 
+    def _arm(self, room: int, push: int) -> None:
+        """The cap on for a crossing that pushes ``push`` bytes, unless it could bite during
+        the push or the pull of the results (outside any protected call): then lifted, and the
+        entry point turns it on (it finds the state near the cap)."""
+        self._lua.set_max_memory(self.limits.memory_bytes if room > push + _MARGIN else 0)
+
     def _room(self) -> int:
         """Bytes the state may still allocate under its cap."""
         return int(self.limits.memory_bytes - (self._lua.get_memory_used() or 0))
@@ -570,6 +590,7 @@ class LuaSandbox:
             self._lua.gccollect()  # garbage may hold the room
             room = self._room()
         if total <= room:
+            self._arm(room, total)
             return
         what = _INPUTS.get(hook, "its input")
         mib = 1024 * 1024

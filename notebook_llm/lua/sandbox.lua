@@ -12,12 +12,15 @@ local max_depth = cfg.max_depth
 local DEPTH_MSG = "stack overflow (more than " .. max_depth .. " nested calls)"
 local py_check, py_log = cfg.check, cfg.log
 local py_hmac, py_sha256, py_b64 = cfg.hmac_sha256_hex, cfg.sha256_hex, cfg.base64_encode
--- The memory cap is on only while Lua code of ours runs (cap(true) on entry, cap(false) before
--- returning): lupa pushes arguments and pulls results OUTSIDE any protected call, and an
--- allocation that fails there is a Lua PANIC (abort). Python checks the size of what it pushes
--- against the room left; a value pushed while the cap was off only makes the next allocation
--- fail, inside the protected call (ADAPTER_MEMORY).
+-- lupa pushes arguments and pulls results OUTSIDE any protected call, and an allocation that
+-- fails there is a Lua PANIC (abort). So the memory cap must not bite there: Python checks what
+-- it pushes against the room left, and lifts the cap for the push when the room is thin; an
+-- entry point that finds the state within NEAR_KB of the cap turns it on (py_cap(true)) first
+-- and lifts it again before it returns, so that the pulls cannot fail either. Far from the cap
+-- (the common case) nothing is switched: no call into Python. A value pushed while the cap was
+-- lifted only makes the next allocation fail, inside the protected call (ADAPTER_MEMORY).
 local py_cap = cfg.cap
+local near_kb = cfg.near_kb
 
 local debug_sethook, debug_getinfo, debug_traceback = debug.sethook, debug.getinfo, debug.traceback
 local co_create, co_running, co_resume, co_close = coroutine.create, coroutine.running,
@@ -368,12 +371,10 @@ for k, v in next, json do script_json[k] = v end
 env.json = script_json
 env.log = sb_log
 -- A Python callable's result is pushed by lupa inside the callback, where a failed allocation
--- would jump over Python's frames: the cap is off for that push (the result then counts, and the
--- next allocation fails if the state is over). `nil` from Python means: it does not fit.
+-- would jump over Python's frames: Python hands back only a result that fits in the room left
+-- (with a margin), else nil, which raises "not enough memory" here.
 local function host(f, ...)
-  py_cap(false)
   local r = f(...)
-  py_cap(true)
   if r == nil then error(NOMEM, 0) end
   return r
 end
@@ -709,13 +710,14 @@ function entry.decode(s)
   return json.decode(s, KEEP_NULL) -- Python's None stays json.null: the value passes as it is
 end
 
--- Every entry point runs with the memory cap on, and lifts it before it returns (see py_cap).
+-- Every entry point runs with the memory cap on, and near the cap lifts it before it returns
+-- (see py_cap).
 -- The results stay in fixed locals: no table is built between the call and the lift.
 local function capped(f)
   return function(...)
-    py_cap(true)
+    if raw_collectgarbage("count") > near_kb then py_cap(true) end
     local ok, a, b, c, d, e, g, h, i = pcall(f, ...)
-    py_cap(false)
+    if raw_collectgarbage("count") > near_kb then py_cap(false) end
     if not ok then
       if a == NOMEM then return "memory", NOMEM end
       return "error", type(a) == "string" and a or "error in the sandbox"
@@ -728,9 +730,9 @@ for _, k in ipairs({ "load", "call", "call_each", "meta", "has", "resume", "aban
 end
 local raw_decode = entry.decode
 entry.decode = function(s) -- its result is a table, or the failure as status and message
-  py_cap(true)
+  if raw_collectgarbage("count") > near_kb then py_cap(true) end
   local ok, v = pcall(raw_decode, s)
-  py_cap(false)
+  if raw_collectgarbage("count") > near_kb then py_cap(false) end
   if ok then return v end
   return nil, v == NOMEM and "memory" or "error", v
 end
