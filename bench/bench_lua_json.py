@@ -120,10 +120,10 @@ def main() -> None:
     t = time.perf_counter()
     dec(CHUNK, N)
     print(f"  pure-Lua decode only                  {(time.perf_counter() - t) / N * 1e6:6.2f} µs")
-    control.set_keep_order(False)  # the stream hot path: the shape cache (learned on 1st text)
+    control.set_keep_order(False)  # the stream hot path: key order not recorded
     t = time.perf_counter()
     dec(CHUNK, N)
-    print(f"  hot-path decode (learned shape)       {(time.perf_counter() - t) / N * 1e6:6.2f} µs")
+    print(f"  hot-path decode (no key order)        {(time.perf_counter() - t) / N * 1e6:6.2f} µs")
     control.set_keep_order(True)
     obj = lib.decode(CHUNK)
     enc = lua.eval("function(o, n) local e = J.encode for i=1,n do e(o) end end")

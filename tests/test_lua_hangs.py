@@ -115,6 +115,126 @@ CASES: dict[str, tuple[str, str]] = {
         "while true do local t = json.encode({ content = 'x' }) end",
         T,
     ),
+    # ---- every other C function reachable from the sandbox (the audit in changes/lua.md)
+    "table-move-huge": ("table.move({}, 1, 1 << 40, 1)", T),
+    "table-move-huge-to-another": ("table.move({}, 1, 1 << 40, 1, {})", T),
+    "table-move-huge-backward": ("local t = {} table.move(t, 1, 1 << 40, 2)", T),
+    "table-move-wraps": ("table.move({}, 1, math.maxinteger, 2)", A),
+    "sha256-in-a-loop": ("local s = ('x'):rep(4e6) while true do sha256_hex(s) end", T),
+    "hmac-in-a-loop": ("local s = ('x'):rep(2e6) while true do hmac_sha256_hex(s, s) end", T),
+    "base64-in-a-loop": ("local s = ('x'):rep(4e6) while true do base64_encode(s) end", T),
+    "tohex-in-a-loop": ("local s = ('x'):rep(4e6) while true do tohex(s) end", T),
+    "os-date-huge-format": ("return os.date(('%c'):rep(2e6))", A),
+    "os-date-in-a-loop": ("local f = ('%c'):rep(500) while true do os.date(f) end", T),
+    "os-time-huge-fields": ("return os.time({year = 1 << 40, month = 1 << 40, day = 1 << 40})", A),
+    "load-4MB": (
+        "local f, e = load(('goto l ::l:: '):rep(3e5)) if f then return 'loaded' end error(e)",
+        A,
+    ),
+    "load-in-a-loop": ("local src = ('goto l ::l:: '):rep(5000) while true do load(src) end", T),
+    "tonumber-in-a-loop": ("local s = ('9'):rep(1e7) while true do tonumber(s) end", T),
+    "tonumber-base-in-a-loop": ("local s = ('z'):rep(1e7) while true do tonumber(s, 36) end", T),
+    "gsub-%0-in-a-loop": (
+        "local s = ('x'):rep(1e5) local r = ('%0'):rep(100) while true do s:gsub('.', r) end",
+        T,
+    ),
+    "gsub-%0-one-call": ("return #string.gsub(('x'):rep(3e5), '.', ('%0'):rep(200))", T),
+    "format-width": ("return string.format('%99999d', 1)", A),
+    "format-many-items-in-a-loop": (
+        "local f = ('%d'):rep(4000) local t = {} for i = 1, 4000 do t[i] = i end"
+        " while true do string.format(f, table.unpack(t)) end",
+        T,
+    ),
+    "concat-huge-separator": (
+        "local t = {} for i = 1, 1000 do t[i] = 'x' end return #table.concat(t, ('y'):rep(1e6))",
+        M,
+    ),
+    "concat-many-in-a-loop": (
+        "local t = {} for i = 1, 1e6 do t[i] = 'x' end while true do table.concat(t) end",
+        T,
+    ),
+    "sort-long-strings-in-a-loop": (
+        "local t = {} local p = ('x'):rep(2e5) for i = 1, 150 do t[i] = p .. (150 - i) end"
+        " while true do table.sort(t) end",
+        T,
+    ),
+    "sort-with-a-c-comparator-in-a-loop": (
+        "local t = {} for i = 1, 1e5 do t[i] = i end while true do table.sort(t, rawequal) end",
+        T,
+    ),
+    "utf8-char-in-a-loop": (
+        "local t = {} for i = 1, 1e5 do t[i] = 0x4e2d end"
+        " while true do utf8.char(table.unpack(t)) end",
+        T,
+    ),
+    "string-char-in-a-loop": (
+        "local t = {} for i = 1, 1e5 do t[i] = 65 end while true do string.char(table.unpack(t)) end",
+        T,
+    ),
+    "string-byte-in-a-loop": ("local s = ('x'):rep(2e5) while true do s:byte(1, -1) end", T),
+    "codepoint-in-a-loop": (
+        "local s = ('x'):rep(2e5) while true do utf8.codepoint(s, 1, -1) end",
+        T,
+    ),
+    "unpack-in-a-loop": (
+        "local t = {} for i = 1, 2e5 do t[i] = i end while true do table.unpack(t) end",
+        T,
+    ),
+    "insert-remove-front-in-a-loop": (
+        "local t = {} for i = 1, 1e6 do t[i] = i end"
+        " while true do table.insert(t, 1, 0) table.remove(t, 1) end",
+        T,
+    ),
+    "pack-in-a-loop": (
+        "local f = ('i8'):rep(1e5) local t = {} for i = 1, 1e5 do t[i] = i end"
+        " while true do string.pack(f, table.unpack(t)) end",
+        T,
+    ),
+    "pack-padding-in-a-loop": ("while true do string.pack('c10000000', '') end", T),
+    "packsize-in-a-loop": ("local f = ('i16'):rep(1e6) while true do string.packsize(f) end", T),
+    "unpack-string-in-a-loop": (
+        "local s = ('x'):rep(1e6) local f = ('b'):rep(1e5) while true do string.unpack(f, s) end",
+        T,
+    ),
+    "math-max-in-a-loop": (
+        "local t = {} for i = 1, 1e5 do t[i] = i end while true do math.max(table.unpack(t)) end",
+        T,
+    ),
+    "collectgarbage-in-a-loop": (
+        "local t = {} for i = 1, 3e5 do t[i] = {} end while true do collectgarbage() end",
+        T,
+    ),
+    "log-in-a-loop": ("local s = ('x'):rep(4e6) while true do log('info', s) end", T),
+    "print-in-a-loop": ("local s = ('x'):rep(4e6) while true do print(s, s) end", T),
+    "json-encode-big-in-a-loop": ("local s = ('x'):rep(1e7) while true do json.encode(s) end", T),
+    "json-decode-big-in-a-loop": (
+        "local s = '\"' .. ('x'):rep(1e7) .. '\"' while true do json.decode(s) end",
+        T,
+    ),
+    "stream-json-encode-big-in-a-loop": (
+        "local s = ('x'):rep(1e7) while true do json.encode({ content = s }) end",
+        T,
+    ),
+    "dotdot-4MB-in-a-loop": ("local s = ('x'):rep(4e6) while true do local t = s .. 'y' end", T),
+    "unpack-5.1-name-in-a-loop": (
+        "local t = {} for i = 1, 2e5 do t[i] = i end while true do unpack(t) end",
+        T,
+    ),
+    "table-pack-in-a-loop": (
+        "local t = {} for i = 1, 2e5 do t[i] = i end local u = table.unpack"
+        " while true do table.pack(u(t)) end",
+        T,
+    ),
+    "vararg-select-in-a-loop": (
+        "local function f(...) while true do select(2, ...) end end"
+        " local t = {} for i = 1, 2e5 do t[i] = i end f(table.unpack(t))",
+        T,
+    ),
+    "vararg-table-in-a-loop": (
+        "local function f(...) while true do local x = {...} end end"
+        " local t = {} for i = 1, 2e5 do t[i] = i end f(table.unpack(t))",
+        T,
+    ),
 }
 
 RUNNER = textwrap.dedent(
@@ -147,6 +267,80 @@ RUNNER = textwrap.dedent(
         print(json.dumps([name, code, msg, time.thread_time() - t0]), flush=True)
     """
 )
+
+
+#: Every case the CPU budget ends, run again with a patient budget and stopped by a StopSignal
+#: 0.2 s in: each must end ABORTED (bench/bench_lua_stop.py prints how long after the Stop).
+STOP_RUNNER = textwrap.dedent(
+    """
+    import json, math, resource, sys, threading, time
+    from notebook_llm.cancel import StopSignal
+    from notebook_llm.errors import LlmError
+    from notebook_llm.lua.runtime import LuaLimits, LuaSandbox
+
+    cases = json.loads(sys.stdin.read())
+    for name, body in cases.items():
+        hook = "transform_stream_chunk" if name.startswith("stream-") else "transform_request"
+        src = "return { name = 't', " + hook + " = function(r)\\n" + body + "\\nend }"
+        sb = LuaSandbox(src, limits=LuaLimits(cpu_seconds=300, wall_seconds=300))
+        stop = StopSignal()
+        sb.set_stop(stop)
+        fired = []
+        def fire():
+            time.sleep(0.2)
+            fired.append(time.monotonic())
+            stop.set("stopped by the test")
+        threading.Thread(target=fire, daemon=True).start()
+        used = resource.getrusage(resource.RUSAGE_SELF)
+        limit = math.ceil(used.ru_utime + used.ru_stime) + 4
+        resource.setrlimit(resource.RLIMIT_CPU, (limit, resource.RLIM_INFINITY))
+        try:
+            if hook == "transform_stream_chunk":
+                _, failed = sb.call_each(hook, ["{}"], parsed=True)
+                if failed is not None:
+                    raise failed
+            else:
+                sb.call(hook, "{}")
+            code = "OK"
+        except LlmError as err:
+            code = str(err.code)
+        print(json.dumps([name, code, time.monotonic() - fired[0] if fired else -1]), flush=True)
+    """
+)
+
+
+def run_stop_cases(cases: dict[str, str]) -> dict[str, tuple[str, float]]:
+    """name -> (error code, seconds from the Stop to the call's end), in a child process."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    proc = subprocess.run(
+        [sys.executable, "-c", STOP_RUNNER],
+        input=json.dumps(cases),
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=900,
+        check=False,
+    )
+    out: dict[str, tuple[str, float]] = {}
+    for line in proc.stdout.splitlines():
+        name, code, latency = json.loads(line)
+        out[name] = (code, latency)
+    return out
+
+
+#: The cases stopped by the budget whose loop is not a pattern explosion (those have their own
+#: Stop tests below): one per C function class of the audit.
+STOP_CASES = [name for name, (_, code) in CASES.items() if code == T and "-in-a-loop" in name]
+STOP_CASES += ["table-move-huge", "table-move-huge-backward", "gsub-%0-one-call"]
+
+
+def test_a_stop_signal_ends_every_c_function_class() -> None:
+    cases = {name: CASES[name][0] for name in STOP_CASES}
+    got = run_stop_cases(cases)
+    missing = [name for name in cases if name not in got]
+    assert not missing, f"not stopped (killed by the CPU limit?): {missing}"
+    wrong = {name: code for name, (code, _) in got.items() if code != ErrorCode.ABORTED}
+    assert not wrong, wrong
 
 
 @pytest.fixture(scope="module")
@@ -400,3 +594,18 @@ def test_a_kernel_interrupt_stops_a_spinning_hook(kernel: tuple[Any, Any], call:
     print(f"cell ended {elapsed:.2f} s after the interrupt")
     alive = kc.execute_interactive("print(6 * 7)", timeout=30)
     assert alive["content"]["status"] == "ok"
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "table.move({}, 1, 1 << 40, 1)",
+        "local s = ('x'):rep(4e6) while true do sha256_hex(s) end",
+        "local s = ('9'):rep(1e7) while true do tonumber(s) end",
+    ],
+)
+def test_sigint_reaches_c_functions_of_every_kind(body: str) -> None:
+    sb = LuaSandbox("return { transform_request = function(r) " + body + " end }", limits=PATIENT)
+    _later(0.3, lambda: os.kill(os.getpid(), signal.SIGINT))
+    with pytest.raises(KeyboardInterrupt):
+        sb.call("transform_request", "{}")

@@ -1,10 +1,10 @@
-"""The shape cache of the sandbox's json.decode (stream hot path) against the general decoder.
+"""The sandbox's json.decode in the stream hot path against the general decoder.
 
-In ``transform_stream_chunk`` json.decode learns each chunk's shape and decodes later chunks of
-that shape with one pattern match (see ``notebook_llm/lua/json.lua``). The general decoder, used
-by every other hook, is the reference: for any text, valid or not, the hot path must give the
-same value (types, nulls, [] vs {}) or the same error message, with nulls decoded to nil (the
-default) and to json.null (``{null = json.null}``).
+In ``transform_stream_chunk`` the codec does not record key order (Python parses the result,
+see ``notebook_llm/lua/json.lua``); every other hook does. For any text, valid or not, the two
+must give the same value (types, nulls, [] vs {}) or the same error message, with nulls decoded
+to nil (the default) and to json.null (``{null = json.null}``). (These cases were written for a
+shape cache, since deleted; they still hold the decoder to the same values.)
 """
 
 from __future__ import annotations
@@ -69,10 +69,7 @@ def test_a_learned_shape_decodes_later_chunks() -> None:
     sb = LuaSandbox(SCRIPT_ONE, name="shapes")
     texts = [CHUNK.replace("%s", f"tok{i} ") for i in range(50)]
     assert hot(sb, texts) == general(sb, texts)
-    stats = sb.json_stats()
     # text 1 only notes its outline, text 2 (the outline seen again) is learned, the rest hit
-    assert stats["learned"] == 1
-    assert stats["hits"] == 48
 
 
 def test_a_shape_is_learned_the_second_time_its_outline_is_seen() -> None:
@@ -86,16 +83,12 @@ def test_a_shape_is_learned_the_second_time_its_outline_is_seen() -> None:
     usage = '{"id":"chatcmpl-1","choices":[],"usage":{"prompt_tokens":1,"completion_tokens":2}}'
     texts = [role, CHUNK.replace("%s", "a"), CHUNK.replace("%s", "b"), finish, usage]
     assert hot(sb, texts) == general(sb, texts)
-    assert sb.json_stats()["learned"] == 1  # the text deltas' shape, at its second text
     more = [CHUNK.replace("%s", f"t{i}") for i in range(5)]
     assert hot(sb, more) == general(sb, more)
-    assert sb.json_stats()["hits"] == 5
     # A value holding structural characters makes its text's outline look new: that shape is
     # learned from the next text whose outline was seen before.
     odd = ['{"x":"a, b","y":1}', '{"x":"c","y":1}', '{"x":"d","y":2}', '{"x":"e","y":3}']
     assert hot(sb, odd) == general(sb, odd)
-    assert sb.json_stats()["learned"] == 2  # from the third
-    assert sb.json_stats()["hits"] == 5 + 1  # the fourth
 
 
 def test_padding_of_any_length_fits_the_shape() -> None:
@@ -110,7 +103,6 @@ def test_padding_of_any_length_fits_the_shape() -> None:
         for i in range(30)
     ]
     assert hot(sb, texts) == general(sb, texts)
-    assert sb.json_stats() == {"hits": 28, "learned": 1, "paused": 0, "prefix": 26}
 
 
 def test_values_of_another_type_fall_back_to_the_general_decoder() -> None:
@@ -129,7 +121,6 @@ def test_values_of_another_type_fall_back_to_the_general_decoder() -> None:
     ]
     texts = [base, base, *variants]
     assert hot(sb, texts) == general(sb, texts)
-    assert sb.json_stats()["hits"] >= 2  # the same-shape variant and the trailing whitespace
 
 
 @pytest.mark.parametrize(
@@ -188,8 +179,6 @@ def test_escaped_quotes_in_values(content: str, ok: bool) -> None:
     out = hot(sb, texts)
     assert out == general(sb, texts)
     assert ("ok" in json.loads(out[2])) is ok
-    if ok and "\\q" not in content:  # a text holding "\q" anywhere leaves \" to the general path
-        assert sb.json_stats()["hits"] == 1
 
 
 @pytest.mark.parametrize(
@@ -237,17 +226,12 @@ def test_duplicate_keys_are_never_learned() -> None:
             canonical('{"ok":[{"a":4}],"kept":[{"a":4}]}'),
         ]
     )
-    assert sb.json_stats()["learned"] == 0
 
 
 def test_shapes_pause_when_every_text_differs() -> None:
     sb = LuaSandbox(SCRIPT_ONE, name="shapes")
     texts = [f'{{"k{i}":1}}' for i in range(200)]
     assert hot(sb, texts) == general(sb, texts)
-    stats = sb.json_stats()
-    assert stats["hits"] == 0
-    assert stats["paused"] == 1
-    assert stats["learned"] < 30  # learning stops while paused
 
 
 def test_other_hooks_use_the_general_decoder_and_keep_key_order() -> None:
@@ -260,7 +244,6 @@ def test_other_hooks_use_the_general_decoder_and_keep_key_order() -> None:
     text = '{"zeta":1,"alpha":{"y":1,"b":2},"mid":[]}'
     hot(sb, [text, text, text])  # learn the shape in the hot path, and use it once
     assert sb.call("rt", text) == text
-    assert sb.json_stats()["hits"] == 1  # only the hot path's second text
 
 
 def test_a_long_digit_run_before_junk_does_not_hang() -> None:
@@ -377,8 +360,6 @@ def test_invalid_texts_count_as_misses() -> None:
     good = ['["x",1,1,1]', '["x",1.5,1,1]', '["x",1,1.5,1]']
     bad = ['["' + "a" * 50 + r"\x" + '",1,1,1]'] * 100
     assert hot(sb, good + bad) == general(sb, good + bad)
-    assert sb.json_stats()["learned"] >= 1
-    assert sb.json_stats()["paused"] == 1
 
 
 # ---------------------------------------------------------------------------- prefix builders
@@ -392,7 +373,6 @@ def test_texts_sharing_a_prefix_skip_it_with_a_prefix_builder() -> None:
     assert hot(sb, texts) == general(sb, texts)
     # text 2 is learned, texts 3 and 4 decode with the full shape (4 makes the prefix builder
     # from 3 and 4), and the rest with the prefix builder.
-    assert sb.json_stats() == {"hits": 38, "learned": 1, "paused": 0, "prefix": 36}
 
 
 def test_a_changed_prefix_value_falls_back_to_the_full_shape() -> None:
@@ -422,7 +402,6 @@ def test_a_changed_prefix_value_falls_back_to_the_full_shape() -> None:
     assert json.loads(out[-1])["ok"][0]["id"] == LONG_ID
     delta = json.loads(out[-4])["ok"][0]["choices"][0]["delta"]
     assert delta == {"content": "a\nb\u00e9/"}
-    assert sb.json_stats()["prefix"] >= 7
 
 
 def test_a_prefix_holding_an_escape_is_not_used() -> None:
@@ -430,8 +409,6 @@ def test_a_prefix_holding_an_escape_is_not_used() -> None:
     escaped = LONG_ID + "\\n"
     texts = [CHUNK.replace("chatcmpl-1", escaped).replace("%s", f"tok{i} ") for i in range(10)]
     assert hot(sb, texts) == general(sb, texts)
-    assert sb.json_stats()["hits"] == 8
-    assert sb.json_stats()["prefix"] == 0
 
 
 PREFIX_VALUES = st.sampled_from(

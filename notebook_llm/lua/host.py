@@ -1,26 +1,35 @@
-"""Python side of the Lua sandbox built-ins: HTTP bridge, logging, hashing and the CPU budget.
+"""Python side of the Lua sandbox built-ins: HTTP, logging, hashing and the CPU budget.
 
 Every callable here is handed to the trusted setup chunk (``sandbox.lua``), which keeps it in an
 upvalue and wraps it in a Lua function that checks and converts its arguments first. So these
 callables only ever receive ``str`` arguments (UTF-8 checked, binary data as hex) and only return
 ``str``/``bool``/``None``; they never raise (an exception crossing into Lua would become a Lua
 error object carrying a Python object, i.e. a way out of the sandbox).
+
+``http_get`` / ``http_post`` are not callables: the hook yields the request to the sandbox's
+caller, which answers it (:class:`TransportHttp` on the engine's transport, awaited; or an
+:class:`HttpBridge` in a synchronous call) and resumes the hook with the envelope.
 """
 
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import hmac
-import json
 import logging
-import threading
 import time
 from collections.abc import Callable
 from typing import Any, Protocol, runtime_checkable
 
-from ..secrets import redact
+import httpx
 
+from ..errors import LlmError
+from ..secrets import redact
+from ..wire.limits import DEFAULT_LIMITS
+from ..wire.transport import network_client
+
+#: The contract's timeout of one ``http_get`` / ``http_post`` (the hook's wall budget bounds it too).
 HTTP_TIMEOUT_SECONDS = 30.0
 
 LogCallback = Callable[[str, str], None]
@@ -37,67 +46,76 @@ _LEVELS = {
 
 @runtime_checkable
 class HttpBridge(Protocol):
-    """How ``http_get``/``http_post`` reach the network. Both return ``(status, body_text)``."""
+    """A synchronous stand-in for the network, for :meth:`LuaSandbox.call` (tests, tools that
+    run a hook outside the engine). Both return ``(status, body_text)``."""
 
     def get(self, url: str) -> tuple[int, str]: ...
 
     def post(self, url: str, body: str) -> tuple[int, str]: ...
 
 
-class HttpxBridge:
-    """Default bridge: a shared synchronous ``httpx.Client`` with a 30 s timeout."""
-
-    def __init__(self, timeout: float = HTTP_TIMEOUT_SECONDS) -> None:
-        self._timeout = timeout
-        self._client: Any = None
-        self._lock = threading.Lock()
-
-    def _get_client(self) -> Any:
-        with self._lock:
-            if self._client is None:
-                import httpx
-
-                self._client = httpx.Client(timeout=self._timeout, follow_redirects=True)
-            return self._client
-
-    def get(self, url: str) -> tuple[int, str]:
-        resp = self._get_client().get(url)
-        return resp.status_code, resp.text
-
-    def post(self, url: str, body: str) -> tuple[int, str]:
-        resp = self._get_client().post(
-            url, content=body.encode("utf-8"), headers={"Content-Type": "application/json"}
-        )
-        return resp.status_code, resp.text
-
-    def close(self) -> None:
-        with self._lock:
-            if self._client is not None:
-                self._client.close()
-                self._client = None
+OpenClient = Callable[[], tuple[httpx.AsyncClient, bool]]
 
 
-class DisabledHttp:
-    """A bridge that refuses every request (``http_get`` returns an error envelope)."""
-
-    def get(self, url: str) -> tuple[int, str]:
-        raise RuntimeError("HTTP is disabled for this adapter")
-
-    def post(self, url: str, body: str) -> tuple[int, str]:
-        raise RuntimeError("HTTP is disabled for this adapter")
+def envelope_error(url: str, message: str) -> dict[str, Any]:
+    return {"url": url, "error": message}
 
 
-_default_bridge: HttpxBridge | None = None
-_default_lock = threading.Lock()
+class TransportHttp:
+    """``http_get`` / ``http_post`` on the engine's transport, for :meth:`LuaSandbox.acall`.
 
+    ``open_client`` gives the client of the stream the hook belongs to and whether the caller
+    must close it (``http_request.open_client``: the engine's transport, its recorder or its
+    replayer), so a Recorder records these requests with the stream and a Replayer answers them
+    without the network. The body is read up to ``max_body_bytes`` decoded bytes. Never raises:
+    every failure is the contract's ``{"url", "error"}`` envelope.
+    """
 
-def default_http() -> HttpxBridge:
-    """The process-wide default bridge (created on first use)."""
-    global _default_bridge
-    with _default_lock:
-        if _default_bridge is None:
-            _default_bridge = HttpxBridge()
-        return _default_bridge
+    def __init__(
+        self,
+        open_client: OpenClient | None = None,
+        *,
+        max_body_bytes: int = DEFAULT_LIMITS.max_body_bytes,
+        timeout: httpx.Timeout | float = HTTP_TIMEOUT_SECONDS,
+    ) -> None:
+        self._open = open_client
+        self.max_body_bytes = max_body_bytes
+        self.timeout = timeout if isinstance(timeout, httpx.Timeout) else httpx.Timeout(timeout)
+
+    async def request(self, method: str, url: str, body: str | None) -> dict[str, Any]:
+        try:
+            if self._open is not None:
+                client, owned = self._open()
+            else:
+                client, owned = network_client(timeout=self.timeout), True
+            async with contextlib.AsyncExitStack() as stack:
+                if owned:
+                    await stack.enter_async_context(client)
+                request = client.build_request(
+                    method,
+                    url,
+                    content=None if body is None else body.encode("utf-8"),
+                    headers={"content-type": "application/json"} if body is not None else None,
+                    timeout=self.timeout,
+                )
+                response = await client.send(request, stream=True, follow_redirects=True)
+                try:
+                    buf = bytearray()
+                    async for piece in response.aiter_bytes():  # decoded (gzip, br, ...)
+                        buf += piece
+                        if len(buf) > self.max_body_bytes:
+                            mib = self.max_body_bytes / (1024 * 1024)
+                            return envelope_error(
+                                url, f"the answer is larger than the {mib:g} MiB limit on a body"
+                            )
+                finally:
+                    await response.aclose()
+                text = buf.decode(response.encoding or "utf-8", "replace")
+                return {"url": url, "status": int(response.status_code), "body": text}
+        except LlmError as exc:  # e.g. a replay without a recording of this request
+            return envelope_error(url, redact(exc.message))
+        except Exception as exc:
+            return envelope_error(url, redact(str(exc)) or type(exc).__name__)
 
 
 class Budget:
@@ -188,6 +206,9 @@ class Host:
         self.budget = budget
         self.http = http
         self.log_callback = log
+        #: Bytes the Lua state may still allocate (set by the sandbox): a result that does not
+        #: fit is not handed back (the Lua side then raises "not enough memory").
+        self.room: Callable[[], int] = lambda: 1 << 62
         self.set_name(name)
 
     def set_name(self, name: str) -> None:
@@ -198,15 +219,30 @@ class Host:
         return {
             "check": self.budget.check,
             "log": self.log,
-            "http_get": self.http_get,
-            "http_post": self.http_post,
-            "hmac_sha256_hex": hmac_sha256_hex,
-            "sha256_hex": sha256_hex,
-            "base64_encode": base64_encode,
+            "hmac_sha256_hex": self.hmac_sha256_hex,
+            "sha256_hex": self.sha256_hex,
+            "base64_encode": self.base64_encode,
         }
 
+    def fits(self, text: str) -> str | None:
+        """``text`` if it fits in the room left in the Lua state, else ``None``."""
+        return text if len(text) + 4096 <= self.room() else None
+
+    # The built-ins that return a new string: lupa pushes it inside the callback, where a failed
+    # allocation would jump over Python's frames, so only a result that fits is handed back.
+
+    def base64_encode(self, data_hex: str) -> str | None:
+        return self.fits(base64_encode(data_hex))
+
+    def sha256_hex(self, data_hex: str) -> str | None:
+        return self.fits(sha256_hex(data_hex))
+
+    def hmac_sha256_hex(self, key_hex: str, msg_hex: str) -> str | None:
+        return self.fits(hmac_sha256_hex(key_hex, msg_hex))
+
     def log(self, level: str, msg: str) -> None:
-        t0 = time.thread_time()
+        # Its time is the script's (a loop of log calls must meet the budget); the Lua side
+        # cuts a message at 16 KiB.
         try:
             msg = redact(msg)
             self.logger.log(_LEVELS.get(level.lower(), logging.INFO), "%s", msg)
@@ -216,42 +252,32 @@ class Host:
             pass
         except KeyboardInterrupt:
             self.budget.interrupt()
-        finally:
-            self.budget.excluded += time.thread_time() - t0
 
-    def _http(self, method: str, url: str, body: str | None) -> str:
+    def sync_answer(self, method: str, url: str, body: str | None) -> dict[str, Any]:
+        """The answer to a hook's request in a synchronous call: from the ``HttpBridge`` given
+        to the sandbox, else an error (the network is reached only through the engine)."""
         if self.budget.wall_exceeded():
-            return json.dumps(
-                {
-                    "url": url,
-                    "error": f"the adapter call ran out of its {self.budget.wall_limit:g} s",
-                }
+            return envelope_error(
+                url, f"the adapter call ran out of its {self.budget.wall_limit:g} s"
+            )
+        if self.http is None:
+            return envelope_error(
+                url, f"{method} needs the engine: this hook was called without an HTTP transport"
             )
         t0 = time.thread_time()
         try:
-            bridge = self.http if self.http is not None else default_http()
             if body is None:
-                status, text = bridge.get(url)
+                status, text = self.http.get(url)
             else:
-                status, text = bridge.post(url, body)
-            envelope: dict[str, Any] = {"url": url, "status": int(status), "body": str(text)}
+                status, text = self.http.post(url, body)
+            return {"url": url, "status": int(status), "body": str(text)}
         except Exception as exc:
-            envelope = {"url": url, "error": redact(str(exc)) or type(exc).__name__}
+            return envelope_error(url, redact(str(exc)) or type(exc).__name__)
         except KeyboardInterrupt:
             self.budget.interrupt()
-            envelope = {"url": url, "error": "interrupted"}
+            return envelope_error(url, "interrupted")
         finally:
             self.budget.excluded += time.thread_time() - t0
-        try:
-            return json.dumps(envelope, ensure_ascii=False)
-        except Exception as exc:  # pragma: no cover - str/int only
-            return json.dumps({"url": url, "error": f"{method}: {exc}"})
-
-    def http_get(self, url: str) -> str:
-        return self._http("GET", url, None)
-
-    def http_post(self, url: str, body: str) -> str:
-        return self._http("POST", url, body)
 
 
 # Hash helpers: the Lua wrappers pass every argument hex-encoded so binary strings survive.

@@ -66,13 +66,42 @@ def script_meta(sandbox: LuaSandbox) -> dict[str, Any]:
 
 
 def prepare_request(sandbox: LuaSandbox, options: GenerateOptions, adapter: str) -> HttpRequest:
-    """Run ``transform_request`` in ``sandbox`` and build the URL and headers around its body."""
+    """Run ``transform_request`` in ``sandbox`` and build the URL and headers around its body.
+    Synchronous (a hook's ``http_get`` gets an error answer); streams use
+    :func:`aprepare_request`."""
+    meta, streaming, request = _request_of(sandbox, options)
+    body = _checked_body(sandbox.call("transform_request", request), options, adapter)
+    url = request_url(options, meta, streaming, adapter)
+    args = _headers_hook_args(meta, options, url, body)
+    built = sandbox.call("build_headers", args) if args is not None else None
+    headers = request_headers(options, meta, streaming, built, adapter)
+    return HttpRequest(url, headers, body, streaming)
+
+
+async def aprepare_request(
+    sandbox: LuaSandbox, options: GenerateOptions, adapter: str
+) -> HttpRequest:
+    """:func:`prepare_request` with the hooks awaited (:meth:`LuaSandbox.acall`): their
+    ``http_get`` / ``http_post`` go out on the stream's transport while the loop runs on."""
+    meta, streaming, request = _request_of(sandbox, options)
+    body = _checked_body(await sandbox.acall("transform_request", request), options, adapter)
+    url = request_url(options, meta, streaming, adapter)
+    args = _headers_hook_args(meta, options, url, body)
+    built = await sandbox.acall("build_headers", args) if args is not None else None
+    headers = request_headers(options, meta, streaming, built, adapter)
+    return HttpRequest(url, headers, body, streaming)
+
+
+def _request_of(sandbox: LuaSandbox, options: GenerateOptions) -> tuple[dict[str, Any], bool, str]:
     # The metadata of this stream's own state: a reload meanwhile cannot pair the old script
     # with the new endpoint or hooks.
     meta = script_meta(sandbox)
     streaming = "transform_stream_chunk" in meta["hooks"]
     request = build_request(options, stream=streaming)
-    body = sandbox.call("transform_request", json.dumps(request, ensure_ascii=False))
+    return meta, streaming, json.dumps(request, ensure_ascii=False)
+
+
+def _checked_body(body: Any, options: GenerateOptions, adapter: str) -> str:
     if not isinstance(body, str):
         raise LlmError(
             f"adapter {adapter!r}: transform_request must return a JSON string, got {type(body).__name__}",
@@ -90,10 +119,23 @@ def prepare_request(sandbox: LuaSandbox, options: GenerateOptions, adapter: str)
             adapter=adapter,
             hook="transform_request",
         ) from None
-    body = apply_max_tokens_field(body, doc, options)
-    url = request_url(options, meta, streaming, adapter)
-    headers = request_headers(sandbox, options, meta, url, body, streaming, adapter)
-    return HttpRequest(url, headers, body, streaming)
+    return apply_max_tokens_field(body, doc, options)
+
+
+def _headers_hook_args(
+    meta: dict[str, Any], options: GenerateOptions, url: str, body: str
+) -> dict[str, Any] | None:
+    """``build_headers``' argument, or ``None`` when the script has no such hook."""
+    if "build_headers" not in meta["hooks"]:
+        return None
+    return {
+        "url": url,
+        "method": "POST",
+        "body": body,
+        "api_key": options.api_key or "",
+        "timestamp": int(time.time()),
+        "source": {"name": options.provider},
+    }
 
 
 def request_url(
@@ -115,32 +157,20 @@ def request_url(
 
 
 def request_headers(
-    sandbox: LuaSandbox,
     options: GenerateOptions,
     meta: dict[str, Any],
-    url: str,
-    body: str,
     streaming: bool,
+    built: Any,
     adapter: str,
 ) -> dict[str, str]:
-    """The request's headers (see the module docstring for who adds the key)."""
+    """The request's headers (see the module docstring for who adds the key); ``built`` is what
+    the script's ``build_headers`` returned."""
     headers = {"content-type": "application/json"}
     if streaming:
         headers["accept"] = "text/event-stream, application/x-ndjson"
     headers.update({str(k): str(v) for k, v in (meta.get("headers") or {}).items()})
     headers.update(options.headers)
     if "build_headers" in meta["hooks"]:
-        built = sandbox.call(
-            "build_headers",
-            {
-                "url": url,
-                "method": "POST",
-                "body": body,
-                "api_key": options.api_key or "",
-                "timestamp": int(time.time()),
-                "source": {"name": options.provider},
-            },
-        )
         if built is not None and not isinstance(built, dict):
             raise LlmError(
                 f"adapter {adapter!r}: build_headers must return a table of strings",

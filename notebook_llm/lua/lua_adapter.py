@@ -46,15 +46,16 @@ from ..wire.http_errors import error_from_http
 from ..wire.limits import DEFAULT_LIMITS, WireLimits
 from ..wire.slots import request_slot, yield_slot
 from .contract import ChunkMapper
+from .host import TransportHttp
 from .http_request import (
     DEFAULT_TIMEOUT,
     HttpRequest,
+    aprepare_request,
     open_client,
-    prepare_request,
     script_meta,
     with_max_tokens_hint,
 )
-from .response_mapping import TransportGuard, map_whole_body
+from .response_mapping import TransportGuard, amap_whole_body, map_whole_body
 from .runtime import LuaLimits, LuaSandbox
 from .stream_pipeline import StreamPipeline, drain
 
@@ -200,9 +201,10 @@ class LuaAdapter(LlmAdapter):
 
     # ------------------------------------------------------------------ requests
 
-    def _prepare(self, sandbox: LuaSandbox, options: GenerateOptions) -> HttpRequest:
-        """This stream's URL, headers and body (:func:`~.http_request.prepare_request`)."""
-        return prepare_request(sandbox, options, self.name)
+    async def _prepare(self, sandbox: LuaSandbox, options: GenerateOptions) -> HttpRequest:
+        """This stream's URL, headers and body (:func:`~.http_request.aprepare_request`: the
+        hooks' ``http_get`` / ``http_post`` on the stream's transport)."""
+        return await aprepare_request(sandbox, options, self.name)
 
     def _client(self, options: GenerateOptions | None = None) -> tuple[httpx.AsyncClient, bool]:
         """An HTTP client for this stream, and whether the caller owns (must close) it
@@ -230,7 +232,9 @@ class LuaAdapter(LlmAdapter):
             source = self.source
         sandbox = self._sandbox(source)  # one Lua state per stream
         sandbox.set_stop(current_stop())  # a Stop / kernel interrupt ends a running hook
-        url, headers, body, streaming = self._prepare(sandbox, options)
+        # The hooks' http_get / http_post: on this stream's transport (recorded, replayed), awaited
+        sandbox.set_http(TransportHttp(lambda: self._client(options), timeout=self.timeout))
+        url, headers, body, streaming = await self._prepare(sandbox, options)
         mapper = ChunkMapper(provider=options.provider, adapter=self.name)
         client, owned = self._client(options)
         caps = self.wire_limits
@@ -307,7 +311,9 @@ class LuaAdapter(LlmAdapter):
         await yield_slot()
         if whole is not None:
             with guard:  # the same mapping of errors as during the exchange
-                last = self._map_whole(sandbox, whole, options)
+                last = await amap_whole_body(
+                    sandbox, whole, provider=options.provider, adapter=self.name
+                )
             if guard.tail:
                 last += guard.tail
         if last:

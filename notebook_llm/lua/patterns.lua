@@ -35,6 +35,7 @@
 local string, error, pcall, type, tostring, tonumber, math_type, pack, unpack, huge, select =
   string, error, pcall, type, tostring, tonumber, math.type, table.pack, table.unpack, math.huge,
   select
+local rawget, rawlen = rawget, rawlen
 local c_find, c_match, c_gmatch, c_gsub, c_rep = string.find, string.match, string.gmatch,
   string.gsub, string.rep
 local byte, char, sub, concat = string.byte, string.char, string.sub, table.concat
@@ -53,7 +54,7 @@ local MAXCAPTURES = 32
 -- check runs (it raises once the budget is used up).
 local debt = 0
 local budget_check, go_heavy = function() end, function() end
-local HEAVY = 4 * 1024 * 1024 -- a string this big: the sandbox then checks every 100 instructions
+local HEAVY = 1024 * 1024 -- a string this big: the sandbox's hook interval may need to shrink
 local function charge(steps)
   debt = debt + steps
   if debt > DEBT_STEPS then
@@ -607,8 +608,13 @@ local function gsub(s, p, repl, max_n)
       .. tr .. ")", 2)
   end
   if max_n ~= nil and math_type(max_n) ~= "integer" then max_n = checkint(max_n, 4, "gsub") end
-  if #s < (caps[p] or cap_of(p)) then return c_gsub(s, p, repl, max_n) end
-  local steps = cost(p, #s)
+  -- A replacement string is expanded at every match, %0..%9 copying the match or a capture:
+  -- at most (#s + 1) * #repl bytes in all, which the pattern's bound does not count.
+  local expand = tr == "string" and (#s + 1) * #repl or 0
+  if #s < (caps[p] or cap_of(p)) and expand <= CHEAP_STEPS then
+    return c_gsub(s, p, repl, max_n)
+  end
+  local steps = cost(p, #s) + expand
   if steps <= STEP_LIMIT then
     charge(steps)
     return c_gsub(s, p, repl, max_n)
@@ -657,7 +663,7 @@ local function rep(s, n, sep)
   if n > 4096 then -- bytes copied
     local bytes = (#s + (sep and #sep or 0)) * n
     charge(bytes // 16)
-    if bytes > HEAVY then go_heavy() end
+    if bytes > HEAVY then go_heavy(bytes) end
   end
   return c_rep(s, n, sep)
 end
@@ -669,10 +675,57 @@ local c_upper, c_lower, c_reverse, c_format, c_sub = string.upper, string.lower,
   string.format, string.sub
 local BIG = 65536
 
+-- A merge sort the count hook can stop, for a sort whose C comparisons would take too long in
+-- one call: the default order compares strings byte by byte, so n long strings cost
+-- n log n times their length inside table.sort.
+local function lua_sort(t, n, comp)
+  local a, b = {}, {}
+  for i = 1, n do a[i] = t[i] end
+  local less = comp or function(x, y) return x < y end
+  local width = 1
+  while width < n do
+    local i = 1
+    while i <= n do
+      local mid, hi = i + width, i + 2 * width
+      if mid > n + 1 then mid = n + 1 end
+      if hi > n + 1 then hi = n + 1 end
+      local l, r, k = i, mid, i
+      while l < mid and r < hi do
+        if less(a[r], a[l]) then b[k] = a[r]; r = r + 1 else b[k] = a[l]; l = l + 1 end
+        k = k + 1
+      end
+      while l < mid do b[k] = a[l]; l = l + 1; k = k + 1 end
+      while r < hi do b[k] = a[r]; r = r + 1; k = k + 1 end
+      i = hi
+    end
+    a, b = b, a
+    width = width * 2
+  end
+  for i = 1, n do t[i] = a[i] end
+end
+
 local function sort(t, comp)
   if type(t) == "table" then
-    local n = #t
-    if n > 4096 then charge(n * 24) end -- n log n comparisons
+    local n = rawlen(t)
+    if n > 1 then
+      local per = 8 -- a comparator: one call from C per comparison
+      if comp == nil then
+        local longest = 0
+        for i = 1, n do
+          local v = rawget(t, i)
+          if type(v) == "string" and #v > longest then longest = #v end
+        end
+        per = longest // 64 + 1
+      end
+      local levels = 1
+      while (1 << levels) < n do levels = levels + 1 end
+      local steps = n * levels * per
+      if steps > STEP_LIMIT then
+        if comp == nil and per > 1 then go_heavy(per * 64) end
+        return lua_sort(t, #t, comp)
+      end
+      if steps > CHEAP_STEPS then charge(steps) end
+    end
   end
   return c_sort(t, comp)
 end
@@ -680,28 +733,122 @@ local function sized(f, div) -- charged by the length of the first argument
   return function(s, ...)
     if type(s) == "string" and #s > BIG then
       charge(#s // div)
-      if #s > HEAVY then go_heavy() end
+      if #s > HEAVY then go_heavy(#s) end
     end
     return f(s, ...) -- a tail call: a C error then names the function (see sandbox.lua)
   end
 end
 local function format(fmt, ...)
+  if type(fmt) == "string" and #fmt > 4096 then charge(#fmt) end
   for i = 1, select("#", ...) do
     local v = select(i, ...)
     if type(v) == "string" and #v > BIG then
       charge(#v // 8)
-      if #v > HEAVY then go_heavy() end
+      if #v > HEAVY then go_heavy(#v) end
     end
   end
   return c_format(fmt, ...)
 end
-local function concat_(t, ...) -- the parts' sizes are known once it is done
-  local r = c_concat(t, ...)
+local function concat_(t, sep, i, j) -- the parts' sizes are known once it is done
+  local a = math_type(i) == "integer" and i or 1
+  local b = math_type(j) == "integer" and j or (type(t) == "table" and rawlen(t) or 0)
+  if b - a > 4096 then charge(2 * (b - a)) end
+  local r = c_concat(t, sep, i, j)
   if #r > BIG then
     charge(#r // 8)
-    if #r > HEAVY then go_heavy() end
+    if #r > HEAVY then go_heavy(0) end
   end
   return r
+end
+
+-- C functions whose time grows with a count they are given (elements to move, values to push
+-- or read, arguments): charged by that count; table.move runs in windows, so that even
+-- table.move({}, 1, 1 << 40, 1), which moves nothing 2^40 times, is stopped by the budget.
+local c_move, c_insert, c_remove, c_unpack = table.move, table.insert, table.remove, table.unpack
+local c_byte, c_char, c_pack, c_unpack_s, c_packsize = string.byte, string.char, string.pack,
+  string.unpack, string.packsize
+local c_utf8_char, c_codepoint = utf8.char, utf8.codepoint
+local c_max, c_min = math.max, math.min
+local rawlen, rawequal = rawlen, rawequal
+local MOVE_WINDOW = 1 << 16
+local maxinteger = math.maxinteger
+
+local function move(a1, f, e, t, a2)
+  c_move(a1, f, f - 1, t, a2) -- the C function's own argument checks, moving nothing
+  f, e, t = checkint(f, 2, "move"), checkint(e, 3, "move"), checkint(t, 4, "move")
+  if e < f or e - f < MOVE_WINDOW then return c_move(a1, f, e, t, a2) end
+  if not (f > 0 or e < maxinteger + f) then
+    error("bad argument #3 to 'move' (too many elements to move)", 2)
+  end
+  local n = e - f + 1
+  if t > maxinteger - n + 1 then error("bad argument #4 to 'move' (destination wrap around)", 2) end
+  local dest = a2 == nil and a1 or a2
+  if t > e or t <= f or (a2 ~= nil and a1 ~= a2) then -- forward, as C does
+    local i = f
+    while i <= e do
+      local j = e - i < MOVE_WINDOW and e or i + MOVE_WINDOW - 1
+      charge(2 * (j - i + 1))
+      c_move(a1, i, j, t + (i - f), dest)
+      i = j + 1
+    end
+  else -- overlapping, destination after the source: backward
+    local j = e
+    while j >= f do
+      local i = j - f < MOVE_WINDOW and f or j - MOVE_WINDOW + 1
+      charge(2 * (j - i + 1))
+      c_move(a1, i, j, t + (i - f), dest)
+      j = i - 1
+    end
+  end
+  return dest
+end
+
+local function count_of(v) -- a table's raw length, for charging (no metamethod runs twice)
+  return type(v) == "table" and rawlen(v) or 0
+end
+local function insert(t, ...)
+  if select("#", ...) >= 2 then charge(count_of(t)) end -- shifts the elements after pos
+  return c_insert(t, ...)
+end
+local function remove(t, ...)
+  charge(count_of(t))
+  return c_remove(t, ...)
+end
+local function unpack_(t, i, j) -- pushes up to a million values (the stack's limit)
+  local a = math_type(i) == "integer" and i or 1
+  local b = math_type(j) == "integer" and j or count_of(t)
+  if b - a > 4096 then charge(2 * (b - a)) end
+  return c_unpack(t, i, j)
+end
+local function sliced(f, div) -- string.byte, utf8.codepoint: push one value per byte / char
+  return function(s, i, j)
+    if type(s) == "string" and j ~= nil and #s > 4096 then charge(#s // div) end
+    return f(s, i, j)
+  end
+end
+local function counted(f) -- string.char, utf8.char, math.max, math.min: O(number of arguments)
+  return function(...)
+    local n = select("#", ...)
+    if n > 4096 then charge(2 * n) end
+    return f(...)
+  end
+end
+local function pack_size(fmt)
+  return type(fmt) == "string" and #fmt or 0
+end
+local function pack_s(fmt, ...)
+  charge(pack_size(fmt) + select("#", ...))
+  local r = c_pack(fmt, ...)
+  if #r > BIG then charge(#r // 16) end -- padding and "c<n>" items write bytes no argument had
+  return r
+end
+local function unpack_s(fmt, s, ...)
+  charge(pack_size(fmt) + (type(s) == "string" and #s // 16 or 0))
+  return c_unpack_s(fmt, s, ...)
+end
+local function packsize(fmt)
+  charge(pack_size(fmt))
+  return c_packsize(fmt)
 end
 
 return {
@@ -709,10 +856,21 @@ return {
     find = find, match = match_, gmatch = gmatch, gsub = gsub, rep = rep,
     upper = sized(c_upper, 8), lower = sized(c_lower, 8), reverse = sized(c_reverse, 8),
     sub = sized(c_sub, 16), format = format,
+    byte = sliced(c_byte, 1), char = counted(c_char), pack = pack_s, unpack = unpack_s,
+    packsize = packsize,
   },
-  table = { sort = sort, concat = concat_ },
-  utf8 = { len = sized(c_utf8_len, 4), offset = sized(c_utf8_offset, 4) },
+  table = {
+    sort = sort, concat = concat_, move = move, insert = insert, remove = remove,
+    unpack = unpack_, pack = counted(table.pack),
+  },
+  utf8 = {
+    len = sized(c_utf8_len, 4), offset = sized(c_utf8_offset, 4), char = counted(c_utf8_char),
+    codepoint = sliced(c_codepoint, 1),
+  },
+  math = { max = counted(c_max), min = counted(c_min) },
 }, {
+  -- Work of a C call, in matcher steps (~7 ns each): past DEBT_STEPS the budget is checked.
+  charge = function(steps) charge(steps) end,
   -- For tests: the largest subject length + 1 the C path takes for a pattern; and a switch that
   -- sends every search to the Lua matcher (to compare it with C).
   cap = cap_of,

@@ -40,6 +40,22 @@ def map_whole_body(sandbox: LuaSandbox, raw: bytes, *, provider: str, adapter: s
         out = sandbox.call("transform_response", text)
     except LlmError as err:
         raise blame_provider_if_not_json(err, text) from None
+    return _whole_body_events(out, text, provider=provider, adapter=adapter)
+
+
+async def amap_whole_body(
+    sandbox: LuaSandbox, raw: bytes, *, provider: str, adapter: str
+) -> list[Event]:
+    """:func:`map_whole_body` with the hook awaited (its ``http_get`` on the stream's transport)."""
+    text = raw.decode("utf-8", errors="replace")
+    try:
+        out = await sandbox.acall("transform_response", text)
+    except LlmError as err:
+        raise blame_provider_if_not_json(err, text) from None
+    return _whole_body_events(out, text, provider=provider, adapter=adapter)
+
+
+def _whole_body_events(out: Any, text: str, *, provider: str, adapter: str) -> list[Event]:
     resp = json_object_output(out, adapter, "transform_response")
     events = map_response(resp, provider=provider, adapter=adapter)
     if not has_block(events):  # an answer with nothing in it: did the body hold text?

@@ -26,7 +26,13 @@ payload, which measured about a third of the per-chunk cost):
 * Stop: the same check asks the stream's ``StopSignal`` (:meth:`LuaSandbox.set_stop`) and, for
   calls in the main thread, notices SIGINT (:class:`_SigintRelay`) -> ``ABORTED`` /
   ``KeyboardInterrupt`` after the call.
-* Memory: ``LuaRuntime(max_memory=...)`` for the whole state. -> ``ADAPTER_MEMORY``.
+* Memory: ``LuaRuntime(max_memory=...)`` for the whole state. -> ``ADAPTER_MEMORY``. lupa pushes
+  the arguments and reads the results outside any protected call, where a failed allocation is
+  a Lua PANIC that aborts the process; so the cap must never bite there. Before a call, what is
+  pushed is checked against the room left in the state (-> ``INPUT_TOO_LARGE``, naming what was
+  too big); when the room is thin the cap is lifted for the push, and an entry point of
+  ``sandbox.lua`` that finds the state near the cap turns it on first and lifts it again before
+  it returns (:meth:`LuaSandbox._arm`). Far from the cap nothing is switched.
 * Stack overflow / any other Lua error -> ``ADAPTER_ERROR`` naming adapter, hook and line.
 
 After a limit error the sandbox stays USABLE: the error unwinds the Lua stack normally, so the state
@@ -39,12 +45,14 @@ the GIL while Lua runs). One sandbox is not meant for concurrent calls; lupa ser
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import functools
 import importlib
 import json
 import signal
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import resources
@@ -54,7 +62,7 @@ from lupa import lua54
 
 from ..cancel import StopSignal
 from ..errors import ErrorCode, LlmError
-from .host import Budget, Host, HttpBridge, LogCallback
+from .host import Budget, Host, HttpBridge, LogCallback, TransportHttp, envelope_error
 from .lines import line_of as _line_of
 
 DEFAULT_ENDPOINT = "/chat/completions"
@@ -118,6 +126,24 @@ def _builtin(name: str) -> bytes:
     return _compile(text, f"=nbllm.{name}", name in ("patterns.lua", "sandbox.lua"))
 
 
+#: What a hook's argument is, for the message when it does not fit in the state.
+_INPUTS = {
+    "transform_request": "the request (the prompt, history and tool results)",
+    "build_headers": "the request",
+    "transform_response": "the response body",
+    "transform_stream_chunk": "a stream event",
+}
+
+
+def _nbytes(text: str, room: int) -> int:
+    """The UTF-8 size of ``text``, encoded only when its length alone cannot settle whether it
+    fits in ``room`` (at most 4 bytes a character)."""
+    n = len(text)
+    if n * 4 <= room or text.isascii():
+        return n
+    return len(text.encode("utf-8", "surrogatepass"))
+
+
 def _deny_attribute(obj: Any, attr_name: Any, is_setting: bool) -> Any:
     raise AttributeError("Python attribute access is not available in the sandbox")
 
@@ -131,6 +157,10 @@ def _tuple(result: Any) -> tuple[Any, Any, Any, Any]:
 # ---------------------------------------------------------------------------- interrupts
 
 _MAIN_IDENT = threading.main_thread().ident
+
+#: Room kept free around a crossing into Lua (lupa's own allocations outside protected calls:
+#: a registry reference for a returned table, a global name, the stack).
+_MARGIN = 256 * 1024
 _SigHandler = Callable[[int, Any], Any]
 
 
@@ -217,6 +247,7 @@ class LuaSandbox:
         self._log = log
         self._budget = Budget(self.limits.cpu_seconds, self.limits.wall_seconds)
         self._stop: StopSignal | None = None
+        self._ahttp: TransportHttp | None = None
         self._host = Host(self._name, self._budget, http, log)
         self._meta: dict[str, Any] = {}
 
@@ -244,6 +275,17 @@ class LuaSandbox:
             max_memory=self.limits.memory_bytes,
             attribute_filter=_deny_attribute,
         )
+        self._lua = lua
+        cap_bytes = self.limits.memory_bytes
+        set_max = lua.set_max_memory
+
+        def cap(on: bool) -> None:
+            set_max(cap_bytes if on else 0)
+
+        # Within this of the cap, an entry point switches it (see _arm and sandbox.lua).
+        near_kb = (int(lua.get_max_memory(total=True) or 0) - _MARGIN) / 1024
+
+        self._host.room = self._room
         g = lua.globals()
         load = g.load
         json_lib, json_control = load(_builtin("json.lua"), "=nbllm.json", "b")(
@@ -259,16 +301,18 @@ class LuaSandbox:
                 "interval": int(self.limits.hook_interval),
                 # ~640 bytes of stack and CallInfo per frame: stop recursion well before the cap.
                 "max_depth": max(200, min(200_000, self.limits.memory_bytes // 640)),
+                "cap": cap,
+                "near_kb": near_kb,
                 **self._host.callables(),
             }
         )
         entry = load(_builtin("sandbox.lua"), "=nbllm.sandbox", "b")(cfg)
-        self._lua = lua
         self._entry_call = entry.call
         self._entry_call_each = entry.call_each
         self._entry_has = entry.has
         self._entry_decode = entry.decode
-        self._lua_json_stats = entry.json_stats
+        self._entry_resume = entry.resume
+        self._entry_abandon = entry.abandon
 
         self._budget.begin()
         status, value, line, _tb = _tuple(entry.load(code, self._chunkname))
@@ -324,15 +368,95 @@ class LuaSandbox:
         ``dict``/``list`` as a JSON-marked table (nested ``None`` -> ``json.null``). The result:
         strings, numbers, booleans and ``nil`` (``None``) as they are; a table is converted
         through the JSON codec (object -> ``dict``, array -> ``list``, ``json.null`` -> ``None``).
-        Raises ``LlmError`` ``ADAPTER_ERROR`` / ``ADAPTER_TIMEOUT`` / ``ADAPTER_MEMORY``.
+        Raises ``LlmError`` ``ADAPTER_ERROR`` / ``ADAPTER_TIMEOUT`` / ``ADAPTER_MEMORY`` /
+        ``INPUT_TOO_LARGE``.
+
+        The hook's ``http_get`` / ``http_post`` are answered by the ``HttpBridge`` given to the
+        sandbox, else with an error envelope: the engine calls hooks with :meth:`acall`, which
+        sends them on its transport.
         """
+        result = self._start(hook, args)
+        while result[0] == "http":
+            method, url, body = result[1:4]
+            answer = self._host.sync_answer(str(method), str(url), body)
+            result = self._continue(hook, self._fitted(answer))
+        return self._result(hook, result)
+
+    async def acall(self, hook: str, *args: Any) -> Any:
+        """:meth:`call`, with the hook's ``http_get`` / ``http_post`` sent on the transport set
+        with :meth:`set_http` and awaited, so the event loop runs on meanwhile. Each request is
+        bounded by what is left of the hook's wall budget; a Stop (the task is cancelled) gives
+        up the hook call."""
+        result = self._start(hook, args)
+        try:
+            while result[0] == "http":
+                method, url, body = result[1:4]
+                answer = await self._async_answer(str(method), str(url), body)
+                result = self._continue(hook, self._fitted(answer))
+        except BaseException:  # CancelledError (Stop), KeyboardInterrupt: the hook is over
+            self._abandon()
+            raise
+        return self._result(hook, result)
+
+    def set_http(self, http: TransportHttp | None) -> None:
+        """The transport :meth:`acall` sends a hook's requests on (the stream's)."""
+        self._ahttp = http
+
+    async def _async_answer(self, method: str, url: str, body: str | None) -> dict[str, Any]:
+        budget = self._budget
+        remaining = budget.wall_limit - (time.monotonic() - budget.wall_start)
+        if remaining <= 0:
+            budget.over_wall = budget.over = True
+            return envelope_error(url, f"the adapter call ran out of its {budget.wall_limit:g} s")
+        http = self._ahttp if self._ahttp is not None else TransportHttp()
+        paused = time.thread_time()  # what runs on this thread meanwhile is not the hook's
+        try:
+            async with asyncio.timeout(remaining):
+                return await http.request(method, url, body)
+        except TimeoutError:
+            budget.over_wall = budget.over = True
+            return envelope_error(url, f"the adapter call ran out of its {budget.wall_limit:g} s")
+        finally:
+            budget.excluded += time.thread_time() - paused
+
+    def _fitted(self, answer: dict[str, Any]) -> str:
+        text = json.dumps(answer, ensure_ascii=False)
+        if len(text) + 4096 > self._room():
+            mib = len(text) / (1024 * 1024)
+            text = json.dumps(
+                envelope_error(
+                    str(answer.get("url")),
+                    f"the answer ({mib:.1f} MiB) does not fit in the adapter's memory limit",
+                )
+            )
+        return text
+
+    def _start(self, hook: str, args: tuple[Any, ...]) -> tuple[Any, ...]:
+        self._check_room(hook, args)
         self._budget.begin()
+        lua_args = [self._to_lua(hook, a) for a in args]
+        if any(isinstance(a, dict | list | tuple) for a in args):  # decoding them used room
+            strings = sum(4 * len(a) for a in args if isinstance(a, str))
+            self._arm(self._room(), strings)
+        return self._enter(hook, self._entry_call, hook, *lua_args)
+
+    def _continue(self, hook: str, answer: str) -> tuple[Any, ...]:
+        self._arm(self._room(), len(answer.encode("utf-8")))
+        return self._enter(hook, self._entry_resume, answer)
+
+    def _abandon(self) -> None:
+        self._budget.stopped = self._budget.over = True  # its <close> handlers end at once
+        self._arm(self._room(), 0)
+        with contextlib.suppress(Exception):
+            self._enter("", self._entry_abandon)
+
+    def _enter(self, hook: str, fn: Any, *args: Any) -> tuple[Any, ...]:
+        """One crossing into Lua: the SIGINT relay and the memory cap around ``fn(*args)``."""
         main = threading.get_ident() == _MAIN_IDENT
         if main:
             _enter_main(self._budget)
         try:
-            lua_args = [self._to_lua(a) for a in args]
-            result = self._entry_call(hook, *lua_args)
+            result = fn(*args)
         except LlmError:
             raise
         except Exception as exc:  # raised outside the protected call (e.g. out of memory)
@@ -341,8 +465,15 @@ class LuaSandbox:
             if main:
                 _SigintRelay.budget = None
         if self._budget.interrupted:  # a kernel interrupt arrived during the call
+            self._arm(self._room(), 0)
+            with contextlib.suppress(Exception):
+                self._entry_abandon()
             raise KeyboardInterrupt
-        status, value, line, _tb = _tuple(result)
+        items = list(result) if isinstance(result, tuple) else [result]
+        return (*items, *(None,) * (4 - len(items)))
+
+    def _result(self, hook: str, result: tuple[Any, ...]) -> Any:
+        status, value, line = result[0], result[1], result[2]
         if status == "ok" and not self._budget.over:
             return value
         if status == "json" and not self._budget.over:
@@ -362,15 +493,38 @@ class LuaSandbox:
         With ``parsed``, when every result is ``""`` or an object text that the sandbox's
         ``json.encode`` wrote (``return json.encode(out)``), the objects come back parsed, as
         dicts, from one ``json.loads`` of the whole batch (the encoder's output is valid JSON
-        by construction). Otherwise the results are strings, as without it."""
+        by construction). Otherwise the results are strings, as without it.
+
+        A batch that does not fit in the room left in the state goes in parts; one item that
+        does not fit is ``INPUT_TOO_LARGE``."""
+        room = self._room()
+        chars = sum(map(len, items))  # the common case is decided at C speed
+        if 4 * chars + 64 * len(items) <= room // 4:
+            self._arm(room, 4 * chars + 64 * len(items))
+        else:
+            total = sum(_nbytes(item, room) + 64 for item in items)
+            if total > room // 4:  # garbage may hold the room: collect it before deciding
+                self._lua.gccollect()
+                room = self._room()
+            if total > room // 4 and len(items) > 1:  # the items, their results and the join
+                half = len(items) // 2
+                first, failed = self.call_each(hook, items[:half], parsed=parsed)
+                if failed is not None:
+                    return first, failed
+                rest, failed = self.call_each(hook, items[half:], parsed=parsed)
+                return first + rest, failed
+            try:
+                self._check_room(hook, items)
+            except LlmError as err:
+                return [], err
         self._budget.begin()
         main = threading.get_ident() == _MAIN_IDENT
         if main:
             _enter_main(self._budget)
         try:
-            status, value, line, _tb, results, count, joined, array = self._entry_call_each(
-                hook, self._lua.table_from(items), parsed
-            )
+            got = self._entry_call_each(hook, self._lua.table_from(items), parsed)
+            got = (*got, *(None,) * (8 - len(got)))  # a failure outside the hook returns two
+            status, value, line, _tb, results, count, joined, array = got
         except Exception as exc:  # raised outside the protected call (e.g. out of memory)
             return [], self._call_error(hook, self._classify(exc), str(exc), None)
         finally:
@@ -378,7 +532,7 @@ class LuaSandbox:
                 _SigintRelay.budget = None
         if self._budget.interrupted:  # a kernel interrupt arrived during the call
             raise KeyboardInterrupt
-        count = int(count)
+        count = int(count or 0)
         out: list[Any] = []
         if array:
             # Never fails (the encoder's own output); if it did, the strings go the path below.
@@ -412,24 +566,58 @@ class LuaSandbox:
             log=self._log,
         )
 
-    def json_stats(self) -> dict[str, int]:
-        """Counters of the sandbox's ``json.decode`` shape cache (see ``json.lua``): texts decoded
-        by a learned shape, shapes learned, times the cache paused itself for missing, and the
-        hits (among ``hits``) of a shape's prefix builder."""
-        counts = self._lua_json_stats()
-        names = ("hits", "learned", "paused", "prefix")
-        return {k: int(v) for k, v in zip(names, counts, strict=True)}
-
     def __repr__(self) -> str:
         return f"<LuaSandbox adapter={self._name!r}>"
 
     # ------------------------------------------------------------------ helpers
 
-    def _to_lua(self, value: Any) -> Any:
+    def _arm(self, room: int, push: int) -> None:
+        """The cap on for a crossing that pushes ``push`` bytes, unless it could bite during
+        the push or the pull of the results (outside any protected call): then lifted, and the
+        entry point turns it on (it finds the state near the cap)."""
+        self._lua.set_max_memory(self.limits.memory_bytes if room > push + _MARGIN else 0)
+
+    def _room(self) -> int:
+        """Bytes the state may still allocate under its cap."""
+        return int(self.limits.memory_bytes - (self._lua.get_memory_used() or 0))
+
+    def _check_room(self, hook: str, args: Any) -> None:
+        """``INPUT_TOO_LARGE`` when the strings among ``args`` (a dict or list counts as its
+        JSON text) do not fit in the room left in the state: pushing them would fail outside
+        any protected call."""
+        room = self._room()
+        total = 0
+        for a in args:
+            if isinstance(a, str):
+                total += _nbytes(a, room)
+            elif isinstance(a, dict | list | tuple):
+                total += _nbytes(json.dumps(a, ensure_ascii=False, default=str), room)
+        if total > room // 2:
+            self._lua.gccollect()  # garbage may hold the room
+            room = self._room()
+        if total <= room:
+            self._arm(room, total)
+            return
+        what = _INPUTS.get(hook, "its input")
+        mib = 1024 * 1024
+        raise LlmError(
+            f"adapter '{self._name}' hook '{hook}': {what} is {total / mib:.1f} MiB, more than "
+            f"the adapter's memory limit of {self.limits.memory_bytes / mib:g} MiB can hold "
+            f"({max(room, 0) / mib:.1f} MiB free); send less",
+            ErrorCode.INPUT_TOO_LARGE,
+            adapter=self._name,
+            hook=hook,
+        )
+
+    def _to_lua(self, hook: str, value: Any) -> Any:
         if value is None or isinstance(value, str | bool | int | float):
             return value
         if isinstance(value, dict | list | tuple):
-            return self._entry_decode(json.dumps(value, ensure_ascii=False, allow_nan=False))
+            text = json.dumps(value, ensure_ascii=False, allow_nan=False)
+            table, status, msg = _tuple(self._entry_decode(text))[:3]
+            if table is None:
+                raise self._call_error(hook, str(status), msg, None)
+            return table
         raise LlmError(
             f"cannot pass a {type(value).__name__} to adapter '{self._name}'",
             ErrorCode.ADAPTER_ERROR,

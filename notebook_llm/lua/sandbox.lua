@@ -10,12 +10,23 @@ local set_keep_order, set_written = cfg.json_control.set_keep_order, cfg.json_co
 local interval = cfg.interval
 local max_depth = cfg.max_depth
 local DEPTH_MSG = "stack overflow (more than " .. max_depth .. " nested calls)"
-local py_check, py_log, py_http_get, py_http_post = cfg.check, cfg.log, cfg.http_get, cfg.http_post
+local py_check, py_log = cfg.check, cfg.log
 local py_hmac, py_sha256, py_b64 = cfg.hmac_sha256_hex, cfg.sha256_hex, cfg.base64_encode
+-- lupa pushes arguments and pulls results OUTSIDE any protected call, and an allocation that
+-- fails there is a Lua PANIC (abort). So the memory cap must not bite there: Python checks what
+-- it pushes against the room left, and lifts the cap for the push when the room is thin; an
+-- entry point that finds the state within NEAR_KB of the cap turns it on (py_cap(true)) first
+-- and lifts it again before it returns, so that the pulls cannot fail either. Far from the cap
+-- (the common case) nothing is switched: no call into Python. A value pushed while the cap was
+-- lifted only makes the next allocation fail, inside the protected call (ADAPTER_MEMORY).
+local py_cap = cfg.cap
+local near_kb = cfg.near_kb
 
 local debug_sethook, debug_getinfo, debug_traceback = debug.sethook, debug.getinfo, debug.traceback
 local co_create, co_running, co_resume, co_close = coroutine.create, coroutine.running,
   coroutine.resume, coroutine.close
+local co_yield, co_status, co_isyieldable = coroutine.yield, coroutine.status,
+  coroutine.isyieldable
 local xpcall, pcall, error, type, tostring, load, setmetatable, getmetatable, select, next =
   xpcall, pcall, error, type, tostring, load, setmetatable, getmetatable, select, next
 local rawequal = rawequal
@@ -40,10 +51,20 @@ local hot = setmetatable({}, { __mode = "k" })
 local handler, run -- forward: exempt from the hook once over budget (they report the timeout)
 
 -- A state holding big strings may copy megabytes in ONE instruction (s .. t, s == t): 10,000 of
--- them between two checks took 23 s for 20 MiB strings. Holding more than HEAVY_KB, a coroutine
--- is hooked every FINE instructions, and Python is asked once the CPU clock moved 2 ms.
-local HEAVY_KB, FINE = 16 * 1024, 100
-local heavy = setmetatable({}, { __mode = "k" })
+-- them between two checks took 23 s for 20 MiB strings. So the hook's interval shrinks as the
+-- state grows: above LIGHT_KB, about SPAN_KB / (state size) instructions (at least FINE), so
+-- that the bytes such instructions can touch between two checks stay about the same (~0.1 s of
+-- copying); and while it is shorter than `interval`, Python is asked only once the CPU clock
+-- moved 2 ms (a hook call that does not ask Python costs a few hundred nanoseconds).
+local LIGHT_KB, SPAN_KB, FINE = 256, 500000, 10
+local function interval_for(kb)
+  if kb <= LIGHT_KB then return interval end
+  local n = SPAN_KB // kb
+  if n < FINE then return FINE end
+  if n > interval then return interval end
+  return n
+end
+local every = setmetatable({}, { __mode = "k" }) -- coroutine -> its interval, when not `interval`
 local last_clock = 0
 local os_clock = os.clock
 
@@ -53,7 +74,7 @@ hook = function()
     debug_sethook()
     return
   end
-  if not timed_out and heavy[co_running()] then
+  if not timed_out and every[co_running()] then
     local now = os_clock()
     if now - last_clock < 0.002 then return end
     last_clock = now
@@ -67,11 +88,11 @@ hook = function()
     error(TIMEOUT, 0)
   end
   local co = co_running()
-  if hot[co] then hot[co] = nil; debug_sethook(co, hook, "", interval) end
-  local big = raw_collectgarbage("count") > HEAVY_KB
-  if big ~= (heavy[co] or false) then
-    heavy[co] = big or nil
-    debug_sethook(co, hook, "", big and FINE or interval)
+  local want = interval_for(raw_collectgarbage("count"))
+  if hot[co] or want ~= (every[co] or interval) then
+    hot[co] = nil
+    every[co] = want ~= interval and want or nil
+    debug_sethook(co, hook, "", want)
   end
   -- Deep recursion: stop it before the stack's growth hits the memory cap (Lua's own
   -- "stack overflow" comes at 1e6 slots, later than 64 MiB of frames).
@@ -80,20 +101,26 @@ end
 
 -- The same check for patterns.lua's C calls that may take milliseconds each: one VM instruction
 -- may be such a call, and the count hook above only fires every `interval` instructions.
-cfg.pattern_control.set_check(function()
+local function check_now()
   if running and (timed_out or py_check()) then
     timed_out = true
     local co = co_running()
     if not hot[co] then hot[co] = true; debug_sethook(co, hook, "", 1) end
     error(TIMEOUT, 0)
   end
-end, function() -- a wrapper made or took a big string: check finely from now on
+end
+cfg.pattern_control.set_check(check_now, function(bytes) -- a wrapper makes a big string
   local co = co_running()
-  if running and not timed_out and not heavy[co] and not hot[co] then
-    heavy[co] = true
-    debug_sethook(co, hook, "", FINE)
+  if running and not timed_out and not hot[co] then
+    local want = interval_for(raw_collectgarbage("count") + bytes / 1024)
+    if want < (every[co] or interval) then
+      every[co] = want
+      debug_sethook(co, hook, "", want)
+    end
   end
 end)
+local charge = cfg.pattern_control.charge
+cfg.json_control.set_charge(charge)
 
 -------------------------------------------------------------------------------- sandbox env
 local env = {}
@@ -107,20 +134,64 @@ local function sb_create(f)
   return co
 end
 
+-------------------------------------------------------------------------------- HTTP requests
+-- http_get / http_post do not call Python: the hook runs in a coroutine of entry.call's, and the
+-- built-in yields the request (HTTP marks it; a script cannot make that table) up to there.
+-- Python sends it on the engine's transport, awaiting it on its event loop, and resumes the hook
+-- with the answer. A script's own coroutines pass such a yield up and its answer back down
+-- (sb_resume). Where no yield can reach entry.call (a stream chunk's hook, or under a C function
+-- such as a sort comparator or a gsub replacement), the built-in answers with an error.
+local HTTP = {}
+local hook_co -- the coroutine of the hook call entry.call is running, if any
+
+local function sb_resume(co, ...)
+  local r = pack(co_resume(co, ...))
+  while r[1] and r[2] == HTTP and co_status(co) == "suspended" do
+    local answer = co_yield(HTTP, r[3], r[4], r[5])
+    r = pack(co_resume(co, answer))
+  end
+  return unpack(r, 1, r.n)
+end
+
+-- A script's yield outside its own coroutines stays what it was before hooks ran in one.
+local function sb_yield(...)
+  if hook_co ~= nil and co_running() == hook_co then
+    error("attempt to yield from outside a coroutine", 2)
+  end
+  return co_yield(...)
+end
+
+local function http_request(method, url, body)
+  if hook_co == nil or not co_isyieldable() then
+    local where = hook_co == nil
+      and "here (only in build_headers, transform_request and transform_response)"
+      or "inside a function called by a C function (table.sort, string.gsub, a metamethod)"
+    return json.encode(json.object({ url = url, error = method .. " is not available " .. where }))
+  end
+  return co_yield(HTTP, method, url, body)
+end
+
 local function sb_wrap(f)
   local co = sb_create(f)
   return function(...)
-    local r = pack(co_resume(co, ...))
+    local r = pack(sb_resume(co, ...))
     if r[1] then return unpack(r, 2, r.n) end
     co_close(co)
     error(r[2], 0)
   end
 end
 
+-- The parser is one C call, and some sources take it quadratic time (4 MB of `goto l ::l::`
+-- ran for minutes): a chunk is at most MAX_CHUNK bytes, and its parse is charged.
+local MAX_CHUNK = 64 * 1024
 local function sb_load(chunk, chunkname, mode, fenv)
   if type(chunk) ~= "string" then
     return nil, "load: only source text strings can be loaded in the sandbox"
   end
+  if #chunk > MAX_CHUNK then
+    return nil, "load: a chunk is limited to " .. MAX_CHUNK .. " bytes in the sandbox"
+  end
+  charge(#chunk + (#chunk * #chunk) // 8192)
   if byte(chunk, 1) == 27 then return nil, "load: binary chunks are not allowed in the sandbox" end
   if mode ~= nil and mode ~= "t" and mode ~= "bt" then
     return nil, "load: only text mode is allowed in the sandbox"
@@ -132,8 +203,24 @@ end
 -- hook that is still inside the hook, where hooks are off: a looping handler would never be
 -- stopped. So the script's handler runs after the stack has unwound, under the budget (without
 -- the debug library a script cannot tell the difference).
+-- pcall: at most MAX_PCALLS nested. Lua's own limit (200 C levels) does not hold inside a
+-- coroutine, where hooks run (see entry.call): after an error is caught there, the frames below
+-- go on without their C levels counted, so `local function f() pcall(f) pcall(f) end` grew to
+-- tens of thousands of levels and took minutes to unwind after its budget ran out.
+local MAX_PCALLS = 190
+local pcalls = 0
+local function leave(...)
+  pcalls = pcalls - 1
+  return ...
+end
+local function sb_pcall(f, ...)
+  if pcalls >= MAX_PCALLS then return false, "stack overflow (too many nested pcall)" end
+  pcalls = pcalls + 1
+  return leave(pcall(f, ...))
+end
+
 local function sb_xpcall(f, msgh, ...)
-  local r = pack(pcall(f, ...))
+  local r = pack(sb_pcall(f, ...))
   if r[1] then return unpack(r, 1, r.n) end
   local ok, v = pcall(msgh, r[2])
   if ok then return false, v end
@@ -150,17 +237,43 @@ local function sb_setmetatable(t, mt)
 end
 
 local gc_allowed = { count = true, collect = true, step = true, isrunning = true }
+-- A full collection or a big step is one C call whose time grows with the state: the budget
+-- is checked after it (a loop of them is then stopped like any other).
+local function gc_done(...)
+  check_now()
+  return ...
+end
 local function sb_collectgarbage(opt, ...)
   opt = opt or "collect"
   if not gc_allowed[opt] then
     error("collectgarbage('" .. tostring(opt) .. "') is not allowed in the sandbox", 2)
   end
+  if opt == "collect" or opt == "step" then return gc_done(raw_collectgarbage(opt, ...)) end
   return raw_collectgarbage(opt, ...)
+end
+
+-- tonumber reads a numeral in time linear in its length, in one C call: charged.
+local raw_tonumber = tonumber
+local function sb_tonumber(v, ...)
+  if type(v) == "string" and #v > 4096 then charge(#v // 4) end
+  return raw_tonumber(v, ...)
+end
+
+-- os.date: strftime once per conversion of the format, in one C call; no real format is long.
+local raw_date = os.date
+local MAX_DATE_FORMAT = 1024
+local function sb_date(fmt, ...)
+  if type(fmt) == "string" and #fmt > MAX_DATE_FORMAT then
+    error("bad argument #1 to 'date' (format longer than " .. MAX_DATE_FORMAT .. " bytes)", 2)
+  end
+  if type(fmt) == "string" then charge(#fmt * 30) end -- ~0.2 us a conversion
+  return raw_date(fmt, ...)
 end
 
 local function text(what, s)
   if type(s) == "number" then s = tostring(s) end
   if type(s) ~= "string" then error(what .. " expected a string, got " .. type(s), 3) end
+  if #s > 65536 then charge(#s // 4) end
   if not utf8_len(s) then error(what .. " expected UTF-8 text", 3) end
   return s
 end
@@ -169,6 +282,7 @@ end
 -- most scripts never sign or hash anything. Kept only once whole: a build stopped by the
 -- CPU or memory limit must not leave a partial table for the next call.
 local hexmap
+local HEX_WINDOW = 32768
 local function tohex(s)
   if type(s) ~= "string" then error("tohex expected a string, got " .. type(s), 2) end
   if not hexmap then
@@ -176,12 +290,23 @@ local function tohex(s)
     for i = 0, 255 do m[char(i)] = format("%02x", i) end
     hexmap = m
   end
-  return (gsub(s, ".", hexmap))
+  if #s <= HEX_WINDOW then return (gsub(s, ".", hexmap)) end
+  -- One C gsub over megabytes cannot be stopped: windows of HEX_WINDOW bytes, each charged.
+  local parts = {}
+  for i = 1, #s, HEX_WINDOW do
+    charge(HEX_WINDOW * 4)
+    parts[#parts + 1] = gsub(sub(s, i, i + HEX_WINDOW - 1), ".", hexmap)
+  end
+  return concat(parts)
 end
 
+-- A log line is cut at MAX_LOG bytes: the Python side (redaction, the sink) costs time per byte.
+local MAX_LOG = 16 * 1024
 local function sb_log(level, msg, ...)
   if msg == nil and select("#", ...) == 0 then level, msg = "info", level end
   level, msg = tostring(level), tostring(msg)
+  if #level > 64 then level = sub(level, 1, 64) end
+  if #msg > MAX_LOG then msg = sub(msg, 1, MAX_LOG) .. " ... (" .. #msg .. " bytes)" end
   if not utf8_len(msg) then msg = gsub(msg, "[\128-\255]", "?") end
   if not utf8_len(level) then level = "info" end
   py_log(level, msg)
@@ -200,15 +325,16 @@ for _, k in ipairs({ "assert", "error", "ipairs", "next", "pairs", "pcall", "raw
   env[k] = _G[k]
 end
 env.print = sb_print
+env.pcall = sb_pcall
 env.xpcall = sb_xpcall
 env.setmetatable = sb_setmetatable
 env.load = sb_load
 env.loadstring = sb_load -- Lua 5.1 / gopher-lua compatibility
-env.unpack = unpack -- Lua 5.1 compatibility
+env.unpack = cfg.safe_string.table.unpack -- Lua 5.1 compatibility (the charged one)
 env.collectgarbage = sb_collectgarbage
 env.dofile, env.loadfile, env.require = deny("dofile"), deny("loadfile"), deny("require")
 env.coroutine = {
-  create = sb_create, wrap = sb_wrap, resume = co_resume, yield = coroutine.yield,
+  create = sb_create, wrap = sb_wrap, resume = sb_resume, yield = sb_yield,
   status = coroutine.status, running = co_running, isyieldable = coroutine.isyieldable,
   close = co_close,
 }
@@ -236,24 +362,43 @@ math.pow = math.pow or function(a, b) return a ^ b end
 math.mod = math.mod or math.fmod
 env.math = math
 env.utf8 = utf8
-env.os = { time = os.time, date = os.date, clock = os.clock, difftime = os.difftime }
+env.os = { time = os.time, date = sb_date, clock = os.clock, difftime = os.difftime }
+env.tonumber = sb_tonumber
 -- Scripts get their own copy of the json table: replacing json.encode in a script must not
 -- change the codec this trusted code uses to hand results back to Python.
 local script_json = {}
 for k, v in next, json do script_json[k] = v end
 env.json = script_json
 env.log = sb_log
-env.http_get = function(url) return py_http_get(text("http_get", url)) end
+-- A Python callable's result is pushed by lupa inside the callback, where a failed allocation
+-- would jump over Python's frames: Python hands back only a result that fits in the room left
+-- (with a margin), else nil, which raises "not enough memory" here.
+local function host(f, ...)
+  local r = f(...)
+  if r == nil then error(NOMEM, 0) end
+  return r
+end
+env.http_get = function(url) return http_request("GET", text("http_get", url)) end
 env.http_post = function(url, body)
-  return py_http_post(text("http_post", url), text("http_post", body == nil and "" or body))
+  return http_request("POST", text("http_post", url), text("http_post", body == nil and "" or body))
 end
+-- The Python side takes time per byte too (hex decoding, hashing): charged, so that a loop of
+-- them over megabytes is stopped at the budget's next check.
 env.hmac_sha256_hex = function(key, msg)
-  return py_hmac(tohex(text("hmac_sha256_hex", key)), tohex(text("hmac_sha256_hex", msg)))
+  key, msg = tohex(text("hmac_sha256_hex", key)), tohex(text("hmac_sha256_hex", msg))
+  charge(#key + #msg)
+  return host(py_hmac, key, msg)
 end
-env.sha256_hex = function(s) return py_sha256(tohex(text("sha256_hex", s))) end
+env.sha256_hex = function(s)
+  s = tohex(text("sha256_hex", s))
+  charge(#s)
+  return host(py_sha256, s)
+end
 env.base64_encode = function(s)
   if type(s) ~= "string" then error("base64_encode expected a string, got " .. type(s), 2) end
-  return py_b64(tohex(s))
+  s = tohex(s)
+  charge(#s)
+  return host(py_b64, s)
 end
 env.tohex = tohex
 env._G = env
@@ -333,13 +478,10 @@ end
 run = function(fn, ...)
   timed_out = false
   running = true
-  if raw_collectgarbage("count") > HEAVY_KB then -- e.g. a big response body as the argument
-    heavy[co_running()] = true
-    debug_sethook(hook, "", FINE)
-  else
-    heavy[co_running()] = nil
-    debug_sethook(hook, "", interval)
-  end
+  pcalls = 0
+  local want = interval_for(raw_collectgarbage("count")) -- e.g. a big response body
+  every[co_running()] = want ~= interval and want or nil
+  debug_sethook(hook, "", want)
   local r = pack(xpcall(fn, handler, ...))
   running = false
   debug_sethook() -- this thread stops checking; the next run() installs the hook again
@@ -409,18 +551,57 @@ local function call_hook(name, ...)
   return fn(...)
 end
 
---- Call adapter[name](...) under the budget; returns status, value, line, traceback.
+-- Resume the hook call's coroutine: "http", method, url, body when it asks for a request, else
+-- status, value, line, traceback (status "ok"/"json" with the value on success).
+local call_kind = "ok"
+local function step(...)
+  local co = hook_co
+  local r = pack(co_resume(co, ...))
+  if r[1] and r[2] == HTTP and co_status(co) == "suspended" then
+    return "http", r[3], r[4], r[5]
+  end
+  hook_co = nil
+  running = false
+  if not r[1] then return "error", tostring(r[2]) end -- cannot happen: run() catches
+  local status, v, line, tb = r[2], r[3], r[4], r[5]
+  if status == "ok" then return call_kind, v end
+  return status, v, line, tb
+end
+
+--- Call adapter[name](...) under the budget; returns status, value, line, traceback, or
+--- "http", method, url, body: the hook waits for that request's answer (entry.resume).
 function entry.call(name, ...)
   set_keep_order(name ~= "transform_stream_chunk")
+  if hook_co ~= nil then co_close(hook_co) end -- a call Python gave up on
+  call_kind = "ok"
   -- The result is converted inside run(), under the budget: converting reads the script's tables.
-  local kind = "ok"
-  local status, v, line, tb = run(function(...)
-    local value
-    kind, value = converted(call_hook(name, ...))
-    return value
-  end, ...)
-  if status == "ok" then return kind, v end
-  return status, v, line, tb
+  hook_co = co_create(function(...)
+    return run(function(...)
+      local value
+      call_kind, value = converted(call_hook(name, ...))
+      return value
+    end, ...)
+  end)
+  return step(...)
+end
+
+--- Hand the waiting hook call the answer to its request (the envelope's JSON text).
+function entry.resume(answer)
+  if hook_co == nil then return "error", "no hook call is waiting for an answer" end
+  running = true
+  return step(answer)
+end
+
+--- Give up the waiting hook call (Stop while its request was on the way): its coroutine is
+--- closed, which runs its pending to-be-closed variables under the budget.
+function entry.abandon()
+  if hook_co == nil then return "ok" end
+  local co = hook_co
+  hook_co = nil
+  running = true
+  co_close(co)
+  running = false
+  return "ok"
 end
 
 --- Call adapter[name](item) for each item of an array under ONE budget (the stream payloads of
@@ -521,16 +702,39 @@ function entry.has(name)
   return convert(run(function() return type(adapter[name]) == "function" end))
 end
 
---- Counters of json.decode's shape cache (hits, learned, paused, prefix hits), for tests and
---- diagnostics.
-entry.json_stats = cfg.json_control.stats
-
 local KEEP_NULL = { null = json.null }
 
 --- Decode trusted JSON (call arguments built by Python) into marked tables.
 function entry.decode(s)
   set_keep_order(true) -- arguments keep their key order (tool schemas), whatever ran before
   return json.decode(s, KEEP_NULL) -- Python's None stays json.null: the value passes as it is
+end
+
+-- Every entry point runs with the memory cap on, and near the cap lifts it before it returns
+-- (see py_cap).
+-- The results stay in fixed locals: no table is built between the call and the lift.
+local function capped(f)
+  return function(...)
+    if raw_collectgarbage("count") > near_kb then py_cap(true) end
+    local ok, a, b, c, d, e, g, h, i = pcall(f, ...)
+    if raw_collectgarbage("count") > near_kb then py_cap(false) end
+    if not ok then
+      if a == NOMEM then return "memory", NOMEM end
+      return "error", type(a) == "string" and a or "error in the sandbox"
+    end
+    return a, b, c, d, e, g, h, i
+  end
+end
+for _, k in ipairs({ "load", "call", "call_each", "meta", "has", "resume", "abandon" }) do
+  entry[k] = capped(entry[k])
+end
+local raw_decode = entry.decode
+entry.decode = function(s) -- its result is a table, or the failure as status and message
+  if raw_collectgarbage("count") > near_kb then py_cap(true) end
+  local ok, v = pcall(raw_decode, s)
+  if raw_collectgarbage("count") > near_kb then py_cap(false) end
+  if ok then return v end
+  return nil, v == NOMEM and "memory" or "error", v
 end
 
 -- Strip the real globals: nothing below is reachable from the sandbox env anyway, but lupa's
