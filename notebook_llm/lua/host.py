@@ -208,7 +208,8 @@ class Host:
     def log(self, level: str, msg: str) -> None:
         t0 = time.thread_time()
         try:
-            msg = redact(msg)
+            # every field a sink sees is redacted: the level string is the script's too
+            level, msg = redact(str(level)), redact(str(msg))
             self.logger.log(_LEVELS.get(level.lower(), logging.INFO), "%s", msg)
             if self.log_callback is not None:
                 self.log_callback(level, msg)

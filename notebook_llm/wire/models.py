@@ -15,7 +15,7 @@ import httpx
 
 from ..errors import ErrorCode, LlmError
 from ..protocol import ModelInfo
-from ..secrets import redact
+from ..secrets import redact, shorten
 from .http_errors import error_from_http
 from .transport import network_client
 
@@ -75,7 +75,7 @@ async def fetch_openai_models(
     except ValueError:
         raise LlmError(
             f"{provider} answered GET /models with something that is not JSON: "
-            f"{redact(raw[:200].decode('utf-8', 'replace'))!r}",
+            f"{shorten(raw[:4096].decode('utf-8', 'replace'), 200)!r}",
             ErrorCode.MALFORMED_RESPONSE,
             provider=provider,
         ) from None
