@@ -32,6 +32,11 @@ _base64: re.Pattern[str] | None = None
 _encoded: re.Pattern[str] | None = None
 #: The shortest piece of a key hidden when it sits where a text was cut (see ``_cut_pieces``).
 MIN_FRAGMENT = 6
+#: Longer values are not keys (a stray ``.env`` value, a pasted file) and are not registered.
+MAX_SECRET = 16 * 1024
+#: Secrets longer than this (no API key is; a stray value from a ``.env`` may be) are hidden as
+#: typed and URL-quoted only: their escaped spellings would make a regex of megabytes.
+MAX_SPELLED = 512
 
 # Header names whose values are credentials.
 SENSITIVE_HEADERS = frozenset(
@@ -46,28 +51,33 @@ _BEARER_OPEN = re.compile(r"(?i)bearer\s+$")
 def register_secret(value: str | None) -> None:
     """Remember a secret value so that :func:`redact` hides it: as typed, URL-quoted (as it
     appears in an ``{api_key}`` endpoint), in base64 (a Basic auth header), with characters
-    escaped (JSON, URL, HTML) and as a piece left where a text was cut. Short values are
-    ignored."""
+    escaped (JSON, URL, HTML) and as a piece left where a text was cut. Short values and
+    values too long to be a key are ignored."""
     global _pattern, _encoded, _base64
-    if not value or len(value) < 6:
+    if not value or len(value) < 6 or len(value) > MAX_SECRET:
         return
     with _lock:
         if value in _secrets:
             return
-        _raw.add(value)
+        if len(value) <= MAX_SPELLED:
+            _raw.add(value)
+            _b64_cores.update(_base64_cores(value))
         _secrets.add(value)
         _secrets.add(urllib.parse.quote(value, safe=""))
         _secrets.add(urllib.parse.quote_plus(value))
-        _b64_cores.update(_base64_cores(value))
         # Longest first so that a key containing another key is replaced whole.
         ordered = sorted(_secrets, key=len, reverse=True)
         # in any case: an upper-cased key (a provider code made ours) is still the key
         _pattern = re.compile("|".join(re.escape(s) for s in ordered), re.IGNORECASE)
         cores = "|".join(re.escape(c) for c in sorted(_b64_cores, key=len, reverse=True))
-        _base64 = re.compile(f"[A-Za-z0-9+/_-]*(?:{cores})[A-Za-z0-9+/_-]*=*") if cores else None
+        _base64 = re.compile(cores) if cores else None
         spelled = sorted(_raw, key=len, reverse=True)
-        _encoded = re.compile(
-            "|".join("".join(_any_spelling(c) for c in s) for s in spelled), re.IGNORECASE
+        _encoded = (
+            None
+            if not spelled
+            else re.compile(
+                "|".join("".join(_any_spelling(c) for c in s) for s in spelled), re.IGNORECASE
+            )
         )
 
 
@@ -125,7 +135,7 @@ def redact(text: str) -> str:
     pattern = _pattern
     if pattern is not None:
         if _base64 is not None:
-            text = _base64.sub(REDACTED, text)
+            text = _hide_base64_words(_base64, text)
         text = pattern.sub(REDACTED, text)
         encoded = _encoded
         if encoded is not None and ("\\" in text or "%" in text or "&#" in text):
@@ -136,6 +146,28 @@ def redact(text: str) -> str:
     if "earer" in text:
         text = _BEARER.sub(lambda m: m.group(1) + REDACTED, text)
     return text
+
+
+_BASE64_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/_-")
+
+
+def _hide_base64_words(cores: re.Pattern[str], text: str) -> str:
+    """``text`` with each base64 word that holds a key's base64 core replaced whole (its first
+    and last characters encode the key's first and last bytes too). Why not one regex with
+    ``[A-Za-z0-9+/]*`` around the cores: on a long base64 run it backtracks quadratically."""
+    spans: list[tuple[int, int]] = []
+    for m in cores.finditer(text):
+        start, end = m.span()
+        if spans and start < spans[-1][1]:
+            continue
+        while start > 0 and text[start - 1] in _BASE64_CHARS:
+            start -= 1
+        while end < len(text) and text[end] in _BASE64_CHARS:
+            end += 1
+        while end < len(text) and text[end] == "=":
+            end += 1
+        spans.append((start, end))
+    return _replace_spans(text, spans)
 
 
 _ELLIPSES = ("…", "...")
@@ -181,9 +213,25 @@ def _cut_pieces(text: str) -> str:
                     hide.append((start, piece_end))
                     break
                 at = text.rfind(tail, start, at + MIN_FRAGMENT - 1)
-    for begin, finish in sorted(hide, reverse=True):
-        text = text[:begin] + REDACTED + text[finish:]
-    return text
+    return _replace_spans(text, hide)
+
+
+def _replace_spans(text: str, spans: list[tuple[int, int]]) -> str:
+    """``text`` with each of ``spans`` (merged where they overlap) replaced by ``***``, in one
+    pass (replacing them one by one copies the text once per span)."""
+    if not spans:
+        return text
+    out: list[str] = []
+    at = 0
+    for begin, finish in sorted(spans):
+        if finish <= at:
+            continue
+        out.append(text[at : max(at, begin)])
+        if begin >= at:
+            out.append(REDACTED)
+        at = finish
+    out.append(text[at:])
+    return "".join(out)
 
 
 def shorten(text: str, limit: int, marker: str = "…") -> str:
