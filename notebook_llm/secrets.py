@@ -314,8 +314,11 @@ class RedactingFilter(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         if _pattern is not None or "=" in str(record.msg) or record.args:
-            record.msg = redact(record.getMessage())
-            record.args = None
+            message = record.getMessage()
+            hidden = redact(message)
+            if hidden != message:  # a record with nothing to hide keeps its args
+                record.msg = hidden
+                record.args = None
         return True
 
 

@@ -299,3 +299,21 @@ async def test_every_field_a_log_sink_sees_is_redacted(caplog: pytest.LogCapture
     await asyncio.wait_for(_drain(engine.stream("l", prompt="hi")), 10)
     assert len(seen) >= 2
     assert_no_piece(repr(seen) + caplog.text)
+
+
+async def test_the_error_type_and_request_id_a_provider_echoes_are_redacted() -> None:
+    def handler(request: httpx.Request) -> httpx.Response:
+        key = request.headers["authorization"].removeprefix("Bearer ")
+        body = {"error": {"message": "no", "type": key, "code": key.upper()}, "request_id": key}
+        return httpx.Response(401, json=body, headers={"x-request-id": "id-" + key})
+
+    engine = Engine(
+        config_file=False, env_file=False, retries=0, transport=httpx.MockTransport(handler)
+    )
+    engine.add_provider("o", adapter="openai", base_url="http://x.test/v1", model="m", api_key=KEY)
+    with pytest.raises(LlmError) as info:
+        await asyncio.wait_for(engine.complete("o", prompt="hi"), 10)
+    err = info.value
+    everything = f"{err!s} {err!r} {err.code} {err.details} {err.request_id}"
+    for form in (KEY, KEY.upper()):
+        assert_no_piece(everything, form)

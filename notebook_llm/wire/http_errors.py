@@ -256,9 +256,10 @@ def error_from_http(
         code_for_status(status, text),
         status=status,
         retry_after=retry_after,
-        request_id=request_id,
+        # the provider's own strings, shown with the error: redacted like its message
+        request_id=shorten(str(request_id), 200) if request_id else None,
         provider=provider,
-        details={"error_type": label} if label else None,
+        details={"error_type": shorten(str(label), 200)} if label else None,
     )
 
 
