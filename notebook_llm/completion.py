@@ -106,12 +106,12 @@ class Completion:
         return self.text
 
     def __repr__(self) -> str:
-        from .secrets import redact
+        from .secrets import redact, shorten
 
         finish = self.finish.kind if self.finish else None
         usage = self.usage if self.usage is not None else "<usage not reported>"
         return redact(
-            f"Completion(text={self.text[:200]!r}{'...' if len(self.text) > 200 else ''}, "
+            f"Completion(text={shorten(self.text, 200, '...')!r}, "
             f"tool_calls={[t.name for t in self.tool_calls]}, usage={usage}, finish={finish!r}, "
             f"provider={self.provider!r}, model={self.model!r})"
         )

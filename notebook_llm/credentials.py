@@ -17,11 +17,13 @@ nothing out.
 
 from __future__ import annotations
 
+import io
+import logging
 import os
 from pathlib import Path
 
 from .errors import ErrorCode, LlmError
-from .providers import FileConfig, ProviderConfig
+from .providers import FileConfig, ProviderConfig, notice
 from .secrets import Secret, register_secret
 
 
@@ -95,15 +97,61 @@ def key_hint(provider: str, config: ProviderConfig) -> str:
     )
 
 
+#: The largest ``.env`` read: a few keys fit in a few hundred bytes.
+MAX_ENV_BYTES = 1024 * 1024
+
+
 def read_env_file(path: Path) -> dict[str, str]:
-    """Keys from a ``.env`` file, without putting them into ``os.environ``."""
-    if not path.is_file():
-        return {}
+    """Keys from a ``.env`` file, without putting them into ``os.environ``.
+
+    A file that cannot be used (unreadable, not UTF-8, huge) is one line on stderr and no keys;
+    lines python-dotenv cannot parse are counted in one line, not warned about one by one.
+    """
     try:
+        if not path.is_file():
+            return {}
         from dotenv import dotenv_values
     except ImportError:  # pragma: no cover - python-dotenv is a dependency
         return {}
-    values = {k: v for k, v in dotenv_values(path).items() if v}
+    except OSError:
+        return {}
+    try:
+        with path.open("rb") as fh:
+            raw = fh.read(MAX_ENV_BYTES + 1)
+        if len(raw) > MAX_ENV_BYTES:
+            notice(f"{path} is more than {MAX_ENV_BYTES:,} bytes: not a .env file; it is ignored")
+            return {}
+        text = raw.decode("utf-8-sig")
+        skipped = _Skipped()
+        dotenv_log = logging.getLogger("dotenv.main")
+        dotenv_log.addFilter(skipped)
+        try:
+            parsed = dotenv_values(stream=io.StringIO(text))
+        finally:
+            dotenv_log.removeFilter(skipped)
+    except UnicodeDecodeError as exc:
+        notice(f"{path} is not UTF-8 text (byte {exc.start}): it is ignored; save it as UTF-8")
+        return {}
+    except Exception as exc:  # any other fault of the file: one line, never a traceback
+        notice(f"cannot read {path} ({type(exc).__name__}): it is ignored")
+        return {}
+    if skipped.lines:
+        where = ", ".join(str(n) for n in skipped.lines[:5])
+        notice(f"{path}: {len(skipped.lines)} line(s) could not be read (line {where}); skipped")
+    values = {k: v for k, v in parsed.items() if v}
     for value in values.values():
         register_secret(value)
     return values
+
+
+class _Skipped(logging.Filter):
+    """Swallows python-dotenv's one warning per unparsable line, keeping the line numbers."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lines: list[int] = []
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        number = record.args[-1] if isinstance(record.args, tuple) and record.args else None
+        self.lines.append(number if isinstance(number, int) else 0)
+        return False

@@ -29,7 +29,9 @@ because OpenAI's own API refuses ``max_tokens`` for its reasoning models.
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import sys
 import tomllib
 from dataclasses import dataclass, field, replace
@@ -272,16 +274,59 @@ def notice(line: str) -> None:
         print(f"notebook_llm: {line}", file=sys.stderr)
 
 
+#: The largest config file read: a config is a few hundred bytes; a file this big is not one.
+MAX_CONFIG_BYTES = 1024 * 1024
+
+
 def load_file_config(path: Path | None = None) -> FileConfig:
-    """Read the TOML config file (missing file = empty config; a broken one is a clear error)."""
+    """Read the TOML config file (missing file = empty config; a broken one is a clear error).
+
+    Whatever the file holds, the only exception is ``LlmError(INVALID_OPTIONS)`` with one line
+    naming the file and what to fix (the session engine then ignores the file): a wrong type at
+    any level, bytes that are not UTF-8 or not TOML, nesting too deep to read, a huge file.
+    """
     named = path is None and bool(os.environ.get("NOTEBOOK_LLM_CONFIG"))
     path = path or config_path()
-    if not path.is_file():
-        if named:
-            notice(f"NOTEBOOK_LLM_CONFIG names {path}, which is not a file: no config file is used")
-        return FileConfig()
     try:
-        raw = path.read_bytes()
+        if not path.is_file():
+            if named:
+                notice(
+                    f"NOTEBOOK_LLM_CONFIG names {path}, which is not a file: no config file is used"
+                )
+            return FileConfig()
+        return _load_file_config(path)
+    except LlmError:
+        raise
+    except RecursionError:
+        raise LlmError(
+            f"config file {path} is nested too deeply to read; a config needs a few levels of "
+            "tables at most",
+            ErrorCode.INVALID_OPTIONS,
+        ) from None
+    except Exception as exc:  # any other fault of the file: one line, never a traceback
+        raise LlmError(
+            f"cannot read config file {path}: {type(exc).__name__}: {exc}",
+            ErrorCode.INVALID_OPTIONS,
+        ) from None
+
+
+def _load_file_config(path: Path) -> FileConfig:
+    size = path.stat().st_size
+    if size > MAX_CONFIG_BYTES:
+        raise LlmError(
+            f"config file {path} is {size:,} bytes, more than the {MAX_CONFIG_BYTES:,} a config "
+            "file may have: is it the right file?",
+            ErrorCode.INVALID_OPTIONS,
+        )
+    try:
+        with path.open("rb") as fh:
+            raw = fh.read(MAX_CONFIG_BYTES + 1)
+        if len(raw) > MAX_CONFIG_BYTES:  # grew meanwhile, or a size stat does not report
+            raise LlmError(
+                f"config file {path} is more than the {MAX_CONFIG_BYTES:,} bytes a config file "
+                "may have: is it the right file?",
+                ErrorCode.INVALID_OPTIONS,
+            )
         data = tomllib.loads(raw.decode("utf-8"))
     except UnicodeDecodeError as exc:
         line = raw[: exc.start].count(b"\n") + 1
@@ -339,12 +384,47 @@ def load_file_config(path: Path | None = None) -> FileConfig:
             )
         for key, value in table.items():
             _check_type(path, f"[providers.{name}]", key, value, _KEY_TYPES.get(key))
+        _check_request_parts(path, name, table)
     prices = {
         str(model): (float(v[0]), float(v[1]))
         for model, v in data.get("prices", {}).items()
         if isinstance(v, list | tuple) and len(v) == 2
     }
     return FileConfig(defaults.get("provider"), defaults.get("model"), providers, prices)
+
+
+#: A header name (an HTTP token) and a header value (no line breaks or NUL).
+_HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
+_HEADER_VALUE = re.compile(r"[^\r\n\x00]*")
+
+
+def _check_request_parts(path: Path, name: str, table: dict[str, Any]) -> None:
+    """What goes into every request must be sendable: checked here, so a bad header or an
+    ``extra_body`` that has no JSON form (a TOML date) is one line at start, not a failure of
+    each request."""
+    for header, value in (table.get("headers") or {}).items():
+        if not _HEADER_NAME.fullmatch(header) or not _HEADER_VALUE.fullmatch(value):
+            raise LlmError(
+                f"{path}: [providers.{name}] headers {header!r} is not a valid HTTP header "
+                "(a name of letters, digits and -, a value on one line)",
+                ErrorCode.INVALID_OPTIONS,
+            )
+    if "extra_body" in table:
+        try:
+            json.dumps(table["extra_body"], allow_nan=False)
+        except (TypeError, ValueError) as exc:
+            raise LlmError(
+                f"{path}: [providers.{name}] extra_body must hold JSON values only (strings, "
+                f"numbers, booleans, lists, tables; no dates, no nan/inf): {exc}",
+                ErrorCode.INVALID_OPTIONS,
+            ) from None
+    base_url = table.get("base_url")
+    if base_url is not None and not re.match(r"(?i)https?://[^\s/]", base_url):
+        raise LlmError(
+            f"{path}: [providers.{name}] base_url must be an http:// or https:// URL, not "
+            f"{base_url!r}",
+            ErrorCode.INVALID_OPTIONS,
+        )
 
 
 def resolve_provider_config(

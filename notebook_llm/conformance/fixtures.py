@@ -80,7 +80,7 @@ def _sniff(path: Path, body: bytes) -> Framing:
         try:
             [json.loads(ln) for ln in lines]
             return "ndjson"
-        except ValueError:
+        except (ValueError, RecursionError):
             pass
     return "json"
 
@@ -103,11 +103,43 @@ def load_fixture(path: str | Path) -> Fixture:
     if not meta_path.exists():
         meta_path = p.with_suffix(".meta.json")
     if meta_path.exists() and meta_path != p:
-        meta = json.loads(meta_path.read_text("utf-8"))
-        status = int(meta.get("status", status))
-        ctype = str(meta.get("content_type", ctype))
-        headers = {str(k): str(v) for k, v in (meta.get("headers") or {}).items()}
+        meta = read_json(meta_path, "fixture metadata")
+        if not isinstance(meta, dict):
+            raise _bad(meta_path, 'must be a JSON object such as {"status": 429}')
+        status = meta.get("status", status)
+        if not isinstance(status, int) or isinstance(status, bool) or not 100 <= status <= 599:
+            raise _bad(meta_path, f"status must be an HTTP status (100-599), not {status!r}")
+        ctype = meta.get("content_type", ctype)
+        if not isinstance(ctype, str):
+            raise _bad(meta_path, "content_type must be a string")
+        raw_headers = meta.get("headers") or {}
+        if not isinstance(raw_headers, dict) or not all(
+            isinstance(v, str) for v in raw_headers.values()
+        ):
+            raise _bad(meta_path, "headers must be an object of strings")
+        headers = {str(k): v for k, v in raw_headers.items()}
     return Fixture(p, body, framing, status, ctype, headers)
+
+
+def read_json(path: Path, what: str) -> Any:
+    """The JSON in ``path``; a file that cannot be read or parsed is one ``LlmError`` line
+    (never a bare ``ValueError``, ``UnicodeDecodeError`` or ``RecursionError``)."""
+    try:
+        return json.loads(path.read_text("utf-8"))
+    except OSError as exc:
+        raise _bad(path, f"({what}) cannot be read ({exc.strerror or exc})") from None
+    except UnicodeDecodeError:
+        raise _bad(path, f"({what}) is not UTF-8 text") from None
+    except RecursionError:
+        raise _bad(path, f"({what}) is nested too deeply to read") from None
+    except ValueError as exc:
+        raise _bad(path, f"({what}) is not valid JSON ({exc})") from None
+    except MemoryError:
+        raise _bad(path, f"({what}) is too large to read") from None
+
+
+def _bad(path: Path, problem: str) -> LlmError:
+    return LlmError(f"{path}: {problem}", ErrorCode.INVALID_OPTIONS)
 
 
 def is_recording(path: Path) -> bool:
@@ -116,8 +148,8 @@ def is_recording(path: Path) -> bool:
         return False
     try:
         with path.open(encoding="utf-8") as fh:
-            first = json.loads(fh.readline() or "null")
-    except (OSError, ValueError):
+            first = json.loads(fh.readline(1 << 20) or "null")
+    except (OSError, ValueError, RecursionError):
         return False
     return isinstance(first, dict) and "notebook_llm_recording" in first
 
@@ -177,11 +209,14 @@ def find_fixtures(paths: Iterable[str | Path]) -> list[Path]:
 
 def load_expected(path: str | Path) -> dict[str, dict[str, Any]]:
     """Expected results: ``{fixture file name or stem: {...}}``, or one ``{...}`` for all (``*``)."""
-    data = json.loads(Path(path).read_text("utf-8"))
+    data = read_json(Path(path), "expected results")
     if not isinstance(data, dict):
         raise LlmError(f"{path}: expected a JSON object", ErrorCode.INVALID_OPTIONS)
     if data and set(data) <= EXPECTED_KEYS:
         return {"*": data}
+    for k, v in data.items():
+        if not isinstance(v, dict):
+            raise _bad(Path(path), f"the entry {k!r} must be an object of expected results")
     return {str(k): dict(v) for k, v in data.items()}
 
 
@@ -194,5 +229,5 @@ def expected_for(fixture: Fixture, table: Mapping[str, Mapping[str, Any]] | None
                 return table[key]
     sidecar = fixture.path.with_name(fixture.path.stem + ".expected.json")
     if sidecar.exists():
-        return json.loads(sidecar.read_text("utf-8"))
+        return read_json(sidecar, "expected results")
     return None

@@ -29,7 +29,7 @@ from ..protocol import (
     ToolCallDelta,
     Usage,
 )
-from ..secrets import redact
+from ..secrets import redact, shorten
 from ..validate import validate_stream
 from .requests import RequestResult
 
@@ -283,7 +283,7 @@ def event_rows(events: Sequence[Event]) -> list[tuple[int, str, str, str]]:
 
 def summarize(completion: Completion) -> str:
     """One line: text, reasoning, tool calls, usage and finish of a completion."""
-    parts = [f"text {completion.text[:60]!r}" + ("…" if len(completion.text) > 60 else "")]
+    parts = [f"text {shorten(completion.text, 61)!r}"]
     if completion.reasoning:
         parts.append(f"reasoning {len(completion.reasoning)} chars")
     for call in _tool_calls(completion):

@@ -45,6 +45,7 @@ Decisions (the contract is silent or the reference kernel is wrong; the request 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -66,6 +67,7 @@ from ..protocol import (
     ToolCallDelta,
     Usage,
 )
+from ..secrets import redact
 from .request import build_request
 
 __all__ = ["FINISH_KINDS", "ChunkMapper", "build_request", "map_response"]
@@ -105,6 +107,9 @@ _PROVIDER_CODES: dict[str, str] = {
 }
 
 _KNOWN_CODES = frozenset(c.value for c in ErrorCode)
+#: What a provider's own code may look like to become ours (upper-cased): a short name, not
+#: a sentence, markup or a pasted value.
+_CODE_SHAPE = re.compile(r"[A-Z][A-Z0-9_.-]{0,63}")
 _USAGE_KEYS = ("prompt", "completion", "total", "cache_read", "cache_write", "reasoning_tokens")
 
 
@@ -333,14 +338,15 @@ class ChunkMapper:
         message = str(value.get("message") or "the provider reported an error in the stream")
         status = _as_int(value.get("status"))
         raw = value.get("code") or value.get("type")
-        provider_code = str(raw) if raw is not None else None
+        # redacted before it is upper-cased into our code (an upper-cased key is not found)
+        provider_code = redact(str(raw)) if raw is not None else None
         if provider_code and provider_code.upper() in _KNOWN_CODES:
             code: str = provider_code.upper()
         elif provider_code and provider_code.lower() in _PROVIDER_CODES:
             code = _PROVIDER_CODES[provider_code.lower()]
         elif status is not None:
             code = code_for_status(status, message)
-        elif provider_code:
+        elif provider_code and _CODE_SHAPE.fullmatch(provider_code.upper()):
             code = provider_code.upper()
         else:
             code = ErrorCode.SERVER
@@ -419,7 +425,8 @@ class ChunkMapper:
         if raw is not None:
             kind = FINISH_KINDS.get(raw) or FINISH_KINDS.get(raw.lower())
             if kind is None:
-                code = "".join(ch if ch.isalnum() else "_" for ch in raw.upper())
+                shaped = "".join(ch if ch.isalnum() else "_" for ch in redact(raw).upper())
+                code = shaped if _CODE_SHAPE.fullmatch(shaped) else ErrorCode.SERVER
                 return FinishReason(
                     "error", self._fail(f"the model stopped with finish reason {raw!r}", code)
                 )

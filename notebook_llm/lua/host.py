@@ -244,7 +244,8 @@ class Host:
         # Its time is the script's (a loop of log calls must meet the budget); the Lua side
         # cuts a message at 16 KiB.
         try:
-            msg = redact(msg)
+            # every field a sink sees is redacted: the level string is the script's too
+            level, msg = redact(str(level)), redact(str(msg))
             self.logger.log(_LEVELS.get(level.lower(), logging.INFO), "%s", msg)
             if self.log_callback is not None:
                 self.log_callback(level, msg)

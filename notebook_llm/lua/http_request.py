@@ -32,6 +32,7 @@ import httpx
 
 from ..errors import ErrorCode, LlmError
 from ..protocol import GenerateOptions
+from ..secrets import shorten
 from ..wire.transport import network_client, scoped_client
 from .request import build_request
 from .runtime import LuaSandbox
@@ -114,7 +115,7 @@ def _checked_body(body: Any, options: GenerateOptions, adapter: str) -> str:
     except ValueError as exc:
         raise LlmError(
             f"adapter {adapter!r}: transform_request returned invalid JSON ({exc}); "
-            f"it must return json.encode(...) of the request, got {body[:60]!r}",
+            f"it must return json.encode(...) of the request, got {shorten(body, 60)!r}",
             ErrorCode.ADAPTER_ERROR,
             adapter=adapter,
             hook="transform_request",

@@ -21,7 +21,7 @@ import httpx
 
 from ..errors import ErrorCode, LlmError
 from ..protocol import Event
-from ..secrets import redact
+from ..secrets import redact, shorten
 from ..wire.transport import MalformedResponse
 from .contract import ChunkMapper, map_response
 from .dropped_text import DroppedText, has_block, judge_events
@@ -88,7 +88,7 @@ def blame_provider_if_not_json(err: LlmError, payload: str) -> LlmError:
         json.loads(payload)
     except ValueError:
         return LlmError(
-            f"the provider sent a body or stream line that is not valid JSON: {redact(payload[:200])!r} "
+            f"the provider sent a body or stream line that is not valid JSON: {shorten(payload, 200)!r} "
             f"(the adapter said: {err.message})",
             ErrorCode.MALFORMED_RESPONSE,
             adapter=err.adapter,
@@ -148,7 +148,7 @@ def _parse_json_output(value: Any, adapter: str, hook: str) -> Any:
         return json.loads(value)
     except json.JSONDecodeError as exc:
         raise LlmError(
-            f"adapter {adapter!r}: {hook} returned invalid JSON ({exc.msg} at {exc.pos}): {value[:200]!r}",
+            f"adapter {adapter!r}: {hook} returned invalid JSON ({exc.msg} at {exc.pos}): {shorten(value, 200)!r}",
             ErrorCode.ADAPTER_ERROR,
             adapter=adapter,
             hook=hook,

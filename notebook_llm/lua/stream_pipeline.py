@@ -26,7 +26,7 @@ import httpx
 
 from ..errors import ErrorCode, LlmError
 from ..protocol import Event
-from ..secrets import redact
+from ..secrets import shorten
 from ..wire.limits import DEFAULT_LIMITS, WireLimits
 from ..wire.ndjson import NDJSONDecoder
 from ..wire.sse import SSEDecoder
@@ -91,7 +91,7 @@ class StreamPipeline:
         self.checked_format = True
         if first[:1] not in ("{", "["):
             raise LlmError(
-                "the response was announced as NDJSON but is not: " + redact(first[:300]),
+                "the response was announced as NDJSON but is not: " + shorten(first, 300),
                 ErrorCode.MALFORMED_RESPONSE,
             )
 
@@ -162,7 +162,7 @@ class StreamPipeline:
                         ErrorCode.EMPTY_RESPONSE,
                     )
                 raise LlmError(
-                    "the response was announced as a stream but is not SSE: " + redact(text[:300]),
+                    "the response was announced as a stream but is not SSE: " + shorten(text, 300),
                     ErrorCode.MALFORMED_RESPONSE,
                 )
         if not self.mapper.finished:

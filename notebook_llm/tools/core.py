@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import contextvars
 import dataclasses
 import enum
 import functools
 import inspect
 import json
+import threading
 import typing
 from collections.abc import Callable
 from typing import Any, overload
@@ -171,7 +174,23 @@ class Tool:
     # ------------------------------------------------------------------ running
 
     def prepare(self, arguments_json: str) -> tuple[dict[str, Any] | None, str | None]:
-        """Parse and check the model's arguments: ``(kwargs, None)`` or ``(None, problem)``."""
+        """Parse and check the model's arguments: ``(kwargs, None)`` or ``(None, problem)``.
+
+        Never raises: arguments nested too deeply to parse or check, a hand-written schema the
+        validator trips on, and a hint whose type refuses the value all come back as a problem
+        for the model to fix.
+        """
+        try:
+            return self._prepare(arguments_json)
+        except RecursionError:
+            return None, (
+                f"the arguments for tool {self.name!r} are nested too deeply to read; send a "
+                "flatter JSON object matching the tool's parameters"
+            )
+        except Exception as exc:
+            return None, f"invalid arguments for tool {self.name!r}: {error_text(exc)}"
+
+    def _prepare(self, arguments_json: str) -> tuple[dict[str, Any] | None, str | None]:
         text = (arguments_json or "").strip()
         try:
             value = json.loads(text) if text else {}
@@ -187,47 +206,45 @@ class Tool:
             )
         problems = check(value, self.parameters)
         if problems:
+            expected = json.dumps(self.parameters, ensure_ascii=False, default=str)
             return None, (
                 f"invalid arguments for tool {self.name!r}: "
                 + "; ".join(problems)
-                + f". Expected parameters schema: {json.dumps(self.parameters, ensure_ascii=False)}"
+                + f". Expected parameters schema: {expected}"
             )
         try:
             kwargs = {
                 k: coerce(v, self._hints.get(k, inspect.Parameter.empty)) for k, v in value.items()
             }
-        except (TypeError, ValueError) as exc:
+        except RecursionError:
+            raise
+        except Exception as exc:  # a dataclass or model constructor may raise anything
             return None, f"invalid arguments for tool {self.name!r}: {exc}"
         return kwargs, None
 
     async def call(self, kwargs: dict[str, Any]) -> Any:
         """Run the function with checked ``kwargs``: async functions are awaited, sync ones run
-        in a worker thread (so they do not block the event loop); exceptions propagate."""
+        in a thread of their own (so they do not block the event loop).
+
+        Whatever the function raises comes out as an ordinary exception: a ``BaseException``
+        it raises itself (``SystemExit``, ``GeneratorExit``, its own ``CancelledError`` or
+        ``KeyboardInterrupt``) and ``StopIteration`` are wrapped in :class:`ToolExit`. What
+        still propagates is a real stop: the cancellation of the calling task, and a
+        ``KeyboardInterrupt`` raised on the main thread (where a kernel interrupt lands).
+        """
         args: list[Any] = []
         named = dict(kwargs)
         for p in self._signature.parameters.values():
             if p.kind is p.POSITIONAL_ONLY and p.name in named:
                 args.append(named.pop(p.name))
-        try:
-            if _is_async(self.fn):
-                result = await self.fn(*args, **named)
-            else:
-                result = await asyncio.to_thread(_no_exit, self.fn, *args, **named)
-                if inspect.isawaitable(result):
-                    result = await result
-        except (SystemExit, KeyboardInterrupt) as exc:
-            # A tool's sys.exit() (argparse on bad arguments, too) or its own KeyboardInterrupt
-            # is the tool's failure, not the kernel's: left as is, asyncio re-raises both out of
-            # the event loop, which ends the kernel or leaves the turn waiting forever.
-            raise ToolExit(exc) from None
-        return result
+        return await run_user_code(self.fn, *args, **named)
 
     async def invoke(self, arguments_json: str) -> tuple[str, bool]:
         """Run the tool on the model's JSON arguments: ``(result text, is_error)``.
 
-        Invalid JSON, arguments that do not fit the schema, and exceptions raised by the
-        function all come back as an error text for the model, never as an exception
-        (``asyncio.CancelledError`` does propagate).
+        Invalid JSON, arguments that do not fit the schema, exceptions raised by the function
+        and results that cannot be turned into text all come back as an error text for the
+        model, never as an exception (a real stop, see :meth:`call`, does propagate).
         """
         kwargs, problem = self.prepare(arguments_json)
         if kwargs is None:
@@ -236,34 +253,127 @@ class Tool:
             result = await self.call(kwargs)
         except Exception as exc:
             return error_text(exc), True
-        try:
-            return format_result(result), False
-        except (TypeError, ValueError) as exc:
-            return f"the result of tool {self.name!r} could not be turned into text: {exc}", True
+        return result_text(self.name, result)
+
+
+def result_text(name: str, value: Any) -> tuple[str, bool]:
+    """``(text, is_error)`` for a tool's return value; never raises (short of a real stop).
+
+    A value that cannot be turned into text (a circular structure, one nested too deeply, an
+    object whose ``__str__`` or ``model_dump`` fails) is the tool's error, said as such.
+    """
+    try:
+        return format_result(value), False
+    except RecursionError:
+        return f"the result of tool {name!r} is nested too deeply to be turned into text", True
+    except BaseException as exc:
+        if is_real_stop(exc):
+            raise
+        return f"the result of tool {name!r} could not be turned into text: {error_text(exc)}", True
 
 
 class ToolExit(Exception):
-    """A tool raised ``SystemExit`` or ``KeyboardInterrupt``; reported like any exception."""
+    """A tool raised a ``BaseException`` of its own (``SystemExit``, ``KeyboardInterrupt``,
+    ``GeneratorExit``, ``CancelledError``) or ``StopIteration``; reported like any exception.
 
-    def __init__(self, original: SystemExit | KeyboardInterrupt) -> None:
+    Left as they are, asyncio re-raises the first two out of the event loop (which ends the
+    kernel or leaves the turn waiting forever), fails the step on the others, and cannot put
+    ``StopIteration`` into a future at all (the await then never ends).
+    """
+
+    def __init__(self, original: BaseException) -> None:
         self.original = original
         super().__init__(error_text(original))
 
 
-def _no_exit(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-    """Run ``fn`` in a worker thread, turning its ``SystemExit`` into an ordinary exception
-    before the executor hands it to asyncio."""
+def is_real_stop(exc: BaseException) -> bool:
+    """Whether ``exc`` is a stop from outside the user's code rather than the code's own raise.
+
+    A ``CancelledError`` is real when the running task has been asked to cancel; a
+    ``KeyboardInterrupt`` is real when raised on the main thread, where Python delivers
+    SIGINT (a worker thread or the background loop's thread never receives it).
+    """
+    if isinstance(exc, asyncio.CancelledError):
+        try:
+            task = asyncio.current_task()
+        except RuntimeError:  # no running loop: not a task's cancellation
+            return False
+        return task is not None and task.cancelling() > 0
+    if isinstance(exc, KeyboardInterrupt):
+        return threading.current_thread() is threading.main_thread()
+    return False
+
+
+async def run_user_code(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """Run user code (a tool, a confirm function): a coroutine function is awaited, anything
+    else runs in a daemon thread of its own and an awaitable it returns is awaited.
+
+    Why a thread per call rather than ``asyncio.to_thread``: the loop's default executor has a
+    handful of workers, and tools that hang (or that a Stop left running) would fill it, after
+    which every later ``to_thread`` on that loop, name resolution included, waits forever.
+    """
     try:
-        return fn(*args, **kwargs)
-    except (SystemExit, KeyboardInterrupt) as exc:
+        if _is_async(fn):
+            return await fn(*args, **kwargs)
+        result = await _in_thread(fn, *args, **kwargs)
+        if inspect.isawaitable(result):
+            result = await result
+        return result
+    except ToolExit:
+        raise
+    except StopIteration as exc:
         raise ToolExit(exc) from None
+    except BaseException as exc:
+        if isinstance(exc, Exception) or is_real_stop(exc):
+            raise
+        raise ToolExit(exc) from None
+
+
+def _in_thread(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> asyncio.Future[Any]:
+    """``fn(*args, **kwargs)`` in a new daemon thread, as a future of this loop.
+
+    Everything the function raises reaches the future: a ``BaseException`` raised in a worker
+    thread is always the code's own, so it is wrapped in :class:`ToolExit`, which a future
+    accepts (``StopIteration`` is refused by ``Future.set_exception``).
+    """
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[Any] = loop.create_future()
+    context = contextvars.copy_context()
+
+    def settle(value: Any, error: BaseException | None) -> None:
+        if future.done():  # cancelled meanwhile (Stop): the result is dropped
+            return
+        if error is None:
+            future.set_result(value)
+        else:
+            future.set_exception(error)
+
+    def run() -> None:
+        value: Any = None
+        error: BaseException | None = None
+        try:
+            value = context.run(fn, *args, **kwargs)
+        except Exception as exc:
+            error = ToolExit(exc) if isinstance(exc, StopIteration) else exc
+        except BaseException as exc:
+            error = ToolExit(exc)
+        with contextlib.suppress(RuntimeError):  # the loop is closed: nobody is waiting
+            loop.call_soon_threadsafe(settle, value, error)
+        del value, error
+
+    name = getattr(fn, "__name__", type(fn).__name__)
+    threading.Thread(target=run, name=f"notebook_llm-tool-{name}", daemon=True).start()
+    return future
 
 
 def error_text(exc: BaseException) -> str:
     """How a tool's exception is reported to the model: ``"ValueError: message"``."""
     if isinstance(exc, ToolExit):
         exc = exc.original
-    message = str(exc)
+    try:
+        message = str(exc)
+    except Exception:  # an exception whose __str__ fails still has a name
+        message = ""
     return f"{type(exc).__name__}: {message}" if message else type(exc).__name__
 
 

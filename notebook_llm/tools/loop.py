@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import inspect
 import logging
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterable, Sequence
@@ -46,7 +45,7 @@ from ..protocol import (
     ToolCallBlock,
     ToolResultBlock,
 )
-from .core import Tool, ToolExit, _no_exit, as_tool, error_text, format_result
+from .core import Tool, as_tool, error_text, result_text, run_user_code
 
 if TYPE_CHECKING:
     from ..engine import Engine
@@ -73,17 +72,14 @@ def _tool_table(tools: Iterable[Tool | Callable[..., Any]]) -> dict[str, Tool]:
     return table
 
 
+#: How long a stopped step waits for its tasks to wind down before it leaves them behind: a
+#: tool that catches ``CancelledError`` and goes on must not hold the loop after a Stop.
+_CANCEL_GRACE = 1.0
+
+
 async def _confirmed(confirm: ConfirmFn, call: ToolCallBlock) -> bool:
-    try:
-        if inspect.iscoroutinefunction(confirm):
-            answer: Any = await confirm(call)
-        else:
-            answer = await asyncio.to_thread(_no_exit, confirm, call)
-            if inspect.isawaitable(answer):
-                answer = await answer
-    except (SystemExit, KeyboardInterrupt) as exc:  # user code must not end the kernel
-        raise ToolExit(exc) from None
-    return bool(answer)
+    # user code: whatever it raises of its own (sys.exit too) is an ordinary exception here
+    return bool(await run_user_code(confirm, call))
 
 
 class _StepRunner:
@@ -95,8 +91,10 @@ class _StepRunner:
         table: dict[str, Tool],
         concurrency: int,
         confirm: ConfirmFn | None,
+        tool_timeout: float | None = None,
     ) -> None:
         self.calls = list(calls)
+        self.tool_timeout = tool_timeout
         self.table = table
         self.semaphore = asyncio.Semaphore(max(1, concurrency))
         self.confirm = confirm
@@ -114,11 +112,20 @@ class _StepRunner:
             for call in self.calls:
                 await self._start(call)
             if self.tasks:
-                await asyncio.gather(*self.tasks)
+                # return_exceptions: one call's failure must not end the others' wait
+                await asyncio.gather(*self.tasks, return_exceptions=True)
         finally:
             self.queue.put_nowait(None)
 
     async def _start(self, call: ToolCallBlock) -> None:
+        try:
+            await self._start_call(call)
+        except Exception as exc:  # never lose a call: it is reported, the others go on
+            if call.id not in self.results:
+                text = f"the tool call could not be started: {error_text(exc)}"
+                self._finish(call, ToolOutcome(call.id, call.name, text, True, "error"))
+
+    async def _start_call(self, call: ToolCallBlock) -> None:
         t = self.table.get(call.name)
         if t is None:
             known = ", ".join(sorted(self.table)) or "none"
@@ -150,14 +157,9 @@ class _StepRunner:
     async def _run(self, t: Tool, call: ToolCallBlock, kwargs: dict[str, Any]) -> None:
         started = time.perf_counter()
         try:
-            value = await t.call(kwargs)
-            text, is_error = format_result(value), False
-        except asyncio.CancelledError:
+            text, is_error = await self._call(t, kwargs)
+        finally:
             self.semaphore.release()
-            raise
-        except Exception as exc:
-            text, is_error = error_text(exc), True
-        self.semaphore.release()
         self._finish(
             call,
             ToolOutcome(
@@ -169,6 +171,31 @@ class _StepRunner:
                 time.perf_counter() - started,
             ),
         )
+
+    async def _call(self, t: Tool, kwargs: dict[str, Any]) -> tuple[str, bool]:
+        """The call's ``(text, is_error)``. The call runs as a task of its own, so a stop or the
+        timeout ends the wait at once, even for a tool that ignores its cancellation."""
+        work = asyncio.ensure_future(t.call(kwargs))
+        try:
+            done, _ = await asyncio.wait({work}, timeout=self.tool_timeout)
+        except asyncio.CancelledError:
+            work.cancel()
+            raise
+        if not done:
+            work.cancel()
+            return (
+                f"tool {t.name!r} did not finish within {self.tool_timeout:g} s "
+                f"(tool_timeout={self.tool_timeout:g}) and was abandoned",
+                True,
+            )
+        try:
+            value = work.result()
+        except asyncio.CancelledError:
+            # the call's own task was cancelled from inside (the tool cancelled itself)
+            return f"tool {t.name!r} was cancelled", True
+        except Exception as exc:
+            return error_text(exc), True
+        return result_text(t.name, value)
 
     def result_blocks(self) -> list[ToolResultBlock]:
         """The results in the model's order; calls that never finished are reported as stopped."""
@@ -194,6 +221,7 @@ async def stream_tools(
     stop_signal: StopSignal | None = None,
     messages: Sequence[Message] | None = None,
     prompt: str | None = None,
+    tool_timeout: float | None = None,
     transcript: list[Message] | None = None,
     **complete_kwargs: Any,
 ) -> AsyncIterator[LoopEvent]:
@@ -205,6 +233,9 @@ async def stream_tools(
     each call runs, one at a time in the model's order; a declined call is not run and the model
     is told so (``ToolOutcome(status="skipped")``); ``confirm=True`` raises ``INVALID_OPTIONS``
     here (the notebook layer maps it to its Run/Skip buttons and passes a callable).
+    ``tool_timeout``: seconds one call may run before it is abandoned and the model told so
+    (``None``, the default: no limit; Stop still ends a call that hangs). A thread cannot be
+    killed: a sync tool that never returns goes on in its own daemon thread, its result dropped.
     ``transcript``: a list the loop appends its messages to (assistant turns, tool results) as
     it goes, for callers that keep a history. Other keywords (``system``, ``temperature``,
     ``max_tokens``...) go to :meth:`Engine.stream` on every step.
@@ -240,6 +271,7 @@ async def _loop(
     stop_signal: StopSignal | None,
     messages: Sequence[Message] | None,
     prompt: str | None,
+    tool_timeout: float | None,
     state: _LoopState | None,
     kwargs: dict[str, Any],
 ) -> AsyncGenerator[LoopEvent, None]:
@@ -252,6 +284,11 @@ async def _loop(
     confirm_fn = confirm if callable(confirm) else None
     if max_steps < 1:
         raise LlmError(f"max_steps must be at least 1, not {max_steps}", ErrorCode.INVALID_OPTIONS)
+    if tool_timeout is not None and not tool_timeout > 0:
+        raise LlmError(
+            f"tool_timeout must be a positive number of seconds or None, not {tool_timeout!r}",
+            ErrorCode.INVALID_OPTIONS,
+        )
     if "tools" in kwargs:
         raise LlmError("tools= given twice", ErrorCode.INVALID_OPTIONS)
     table = _tool_table(tools)
@@ -308,7 +345,7 @@ async def _loop(
         assistant = completion.message()
         conversation.append(assistant)
         state.transcript.append(assistant)
-        runner = _StepRunner(calls, table, concurrency, confirm_fn)
+        runner = _StepRunner(calls, table, concurrency, confirm_fn, tool_timeout)
         dispatcher = asyncio.ensure_future(runner.dispatch())
         try:
             while True:
@@ -318,11 +355,14 @@ async def _loop(
                 yield item
         finally:
             # Stopped, or the consumer went away: cancel what still runs (threads finish on
-            # their own; their results are dropped).
-            for task in [dispatcher, *runner.tasks]:
+            # their own; their results are dropped). The wait is bounded: a confirm function
+            # or a tool that swallows its cancellation is left behind, not waited for.
+            pending = [t for t in [dispatcher, *runner.tasks] if not t.done()]
+            for task in pending:
                 task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await asyncio.gather(dispatcher, *runner.tasks, return_exceptions=True)
+            if pending:
+                with contextlib.suppress(asyncio.CancelledError):
+                    await asyncio.wait(pending, timeout=_CANCEL_GRACE)
         for call in runner.calls:
             if call.id not in runner.results:
                 yield ToolOutcome(call.id, call.name, STOPPED, True, "error")
@@ -359,6 +399,7 @@ _LOOP_OPTIONS = (
     "stop_signal",
     "messages",
     "prompt",
+    "tool_timeout",
 )
 
 
@@ -388,6 +429,7 @@ async def run_tools(
     stop_signal: StopSignal | None = None,
     messages: Sequence[Message] | None = None,
     prompt: str | None = None,
+    tool_timeout: float | None = None,
     on_event: Callable[[LoopEvent], None] | None = None,
     **complete_kwargs: Any,
 ) -> Completion:

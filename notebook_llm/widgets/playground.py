@@ -43,7 +43,7 @@ from ..errors import ErrorCode, LlmError
 from ..lua.loader import ADAPTER_TEMPLATE as TEMPLATE
 from ..lua.lua_adapter import LuaAdapter
 from ..protocol import Event
-from ..secrets import redact
+from ..secrets import redact, shorten
 from .adapter_view import Rich, error_view, report_html
 
 __all__ = ["MOCK", "AdapterPlayground"]
@@ -215,7 +215,7 @@ class AdapterPlayground:
 def _events_table(events: Sequence[Event]) -> str:
     rows = "".join(
         f"<tr><td>{p}</td><td>{html.escape(t)}</td><td>{html.escape(i)}</td>"
-        f"<td>{html.escape(redact(d[:200]))}</td></tr>"
+        f"<td>{html.escape(shorten(d, 200))}</td></tr>"
         for p, t, i, d in event_rows(events)
     )
     return (

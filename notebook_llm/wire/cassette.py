@@ -61,9 +61,14 @@ class Exchange:
     body: bytes
     complete: bool = True
     used: bool = field(default=False, compare=False)
+    #: ``match_key()`` worked out once, when the exchange is read (a request nested too deeply
+    #: to compare is then a fault of the file, not of a later replayed request).
+    _key: tuple[str, str, str] | None = field(default=None, compare=False, repr=False)
 
     def match_key(self) -> tuple[str, str, str]:
-        return (self.method.upper(), self.path, _canonical(self.request))
+        if self._key is None:
+            self._key = (self.method.upper(), self.path, _canonical(self.request))
+        return self._key
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -86,22 +91,59 @@ class Exchange:
 
     @classmethod
     def from_json(cls, obj: dict[str, Any]) -> Exchange:
+        """An exchange from its JSON form; ``ValueError`` naming the field that is wrong."""
         if "body_base64" in obj:
-            body = base64.b64decode(obj["body_base64"])
+            encoded = _field(obj, "body_base64", str)
+            try:
+                body = base64.b64decode(encoded, validate=True)
+            except ValueError:
+                raise ValueError("body_base64 is not base64") from None
         else:
-            body = str(obj.get("body", "")).encode("utf-8")
-        request = obj["request"] if "request" in obj else obj.get("request_text")
-        url = str(obj.get("url", ""))
-        return cls(
-            method=str(obj.get("method", "POST")),
+            body = _field(obj, "body", str, "").encode("utf-8")
+        request = obj["request"] if "request" in obj else _field(obj, "request_text", str, None)
+        url = _field(obj, "url", str, "")
+        method = _field(obj, "method", str)
+        if not method.isalpha():
+            raise ValueError(f"method must be an HTTP method such as POST, not {method!r}")
+        try:
+            path = _field(obj, "path", str, "") or httpx.URL(url).path
+        except (httpx.InvalidURL, TypeError, ValueError):
+            raise ValueError(f"url {url[:80]!r} is not a URL") from None
+        status = _field(obj, "status", int, 200)
+        if isinstance(status, bool) or not 100 <= status <= 599:
+            raise ValueError(f"status must be an HTTP status (100-599), not {status!r}")
+        headers = _field(obj, "headers", dict, {}) or {}
+        for k, v in headers.items():
+            if not isinstance(v, str | int | float) or isinstance(v, bool):
+                raise ValueError(f"headers {k!r} must be a string, not {type(v).__name__}")
+        exchange = cls(
+            method=method,
             url=url,
-            path=str(obj.get("path") or httpx.URL(url).path),
+            path=path,
             request=request,
-            status=int(obj.get("status", 200)),
-            headers={str(k): str(v) for k, v in (obj.get("headers") or {}).items()},
+            status=status,
+            headers={str(k): str(v) for k, v in headers.items()},
             body=body,
-            complete=bool(obj.get("complete", True)),
+            complete=_field(obj, "complete", bool, True),
         )
+        exchange.match_key()
+        return exchange
+
+
+_JSON_NAMES = {str: "a string", int: "a number", bool: "true or false", dict: "an object"}
+_MISSING = object()
+
+
+def _field(obj: dict[str, Any], name: str, kind: type, default: Any = _MISSING) -> Any:
+    """``obj[name]`` checked to be of JSON type ``kind`` (``null`` counts as missing)."""
+    value = obj.get(name)
+    if value is None:
+        if default is _MISSING:
+            raise ValueError(f"{name} is missing")
+        return default
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        raise ValueError(f"{name} must be {_JSON_NAMES[kind]}, not {type(value).__name__}")
+    return value
 
 
 def _strip_strings(obj: Any) -> Any:
@@ -171,7 +213,9 @@ def load_exchanges(path: str | Path) -> list[Exchange]:
 def _read_recording(p: Path) -> tuple[list[Exchange], list[str]]:
     """The exchanges of recording ``p`` and warnings about it (no header, no exchanges)."""
     try:
-        text = p.read_text(encoding="utf-8")
+        text = p.read_text(encoding="utf-8-sig")  # (a BOM an editor added is not an error)
+    except MemoryError:
+        raise LlmError(f"recording {p} is too large to read", ErrorCode.REPLAY_FILE) from None
     except OSError as exc:
         raise LlmError(
             f"cannot read recording {p}: {exc.strerror}", ErrorCode.REPLAY_FILE
@@ -187,31 +231,55 @@ def _read_recording(p: Path) -> tuple[list[Exchange], list[str]]:
             raise LlmError(
                 f"recording {p} is not valid JSON: {exc}", ErrorCode.REPLAY_FILE
             ) from None
+        except RecursionError:
+            raise LlmError(
+                f"recording {p} is nested too deeply to read", ErrorCode.REPLAY_FILE
+            ) from None
+        if not isinstance(items, list):
+            raise LlmError(f"recording {p} is not a list of exchanges", ErrorCode.REPLAY_FILE)
+        numbered = [(f"item {i}", obj) for i, obj in enumerate(items, 1)]
     else:
-        for number, line in enumerate(text.splitlines(), 1):
+        numbered = []
+        # "\n" only: str.splitlines() would also split at \u2028, \x1c..., which JSON allows
+        # raw inside a string, and so break a good line in two
+        for number, line in enumerate(text.split("\n"), 1):
             if not line.strip():
                 continue
             try:
-                items.append(json.loads(line))
+                item = json.loads(line)
             except json.JSONDecodeError as exc:
                 raise LlmError(
                     f"recording {p}, line {number}: not a JSON object ({exc.msg})",
                     ErrorCode.REPLAY_FILE,
                 ) from None
+            except RecursionError:
+                raise LlmError(
+                    f"recording {p}, line {number}: nested too deeply to read",
+                    ErrorCode.REPLAY_FILE,
+                ) from None
+            items.append(item)
+            numbered.append((f"line {number}", item))
     warnings = []
     if not any(isinstance(obj, dict) and "notebook_llm_recording" in obj for obj in items) and not (
         stripped.startswith("[")
     ):
         warnings.append(f"{p} has no notebook_llm_recording header: is it a recording?")
-    try:
-        exchanges = [
-            Exchange.from_json(obj) for obj in items if isinstance(obj, dict) and "method" in obj
-        ]
-    except (KeyError, TypeError, ValueError) as exc:
-        raise LlmError(
-            f"recording {p} holds an exchange that cannot be read: {type(exc).__name__}: {exc}",
-            ErrorCode.REPLAY_FILE,
-        ) from None
+    exchanges = []
+    for where, obj in numbered:
+        if not isinstance(obj, dict) or "method" not in obj:
+            continue
+        try:
+            exchanges.append(Exchange.from_json(obj))
+        except RecursionError:
+            raise LlmError(
+                f"recording {p}, {where}: the exchange is nested too deeply to read",
+                ErrorCode.REPLAY_FILE,
+            ) from None
+        except Exception as exc:  # any wrong field: one line with where it is
+            raise LlmError(
+                f"recording {p}, {where}: an exchange that cannot be read: {exc}",
+                ErrorCode.REPLAY_FILE,
+            ) from None
     if not exchanges:
         warnings.append(f"{p} holds no exchanges: every request will be a REPLAY_MISS")
     return exchanges, warnings

@@ -29,6 +29,7 @@ from datetime import UTC
 from typing import Any
 
 from ..errors import LlmError, code_for_status
+from ..secrets import shorten
 
 __all__ = [
     "backoff_delay",
@@ -164,10 +165,8 @@ def _message_from_json(obj: dict[str, Any]) -> str | None:
 
 
 def _truncate(text: str) -> str:
-    text = _WHITESPACE.sub(" ", text).strip()
-    if len(text) > MAX_MESSAGE_CHARS:
-        return text[: MAX_MESSAGE_CHARS - 1] + "…"
-    return text
+    # redacted before it is cut: a key cut in two is no longer found, and its start would stay
+    return shorten(_WHITESPACE.sub(" ", text).strip(), MAX_MESSAGE_CHARS)
 
 
 def provider_error_message(body: bytes | str) -> str | None:
@@ -257,9 +256,10 @@ def error_from_http(
         code_for_status(status, text),
         status=status,
         retry_after=retry_after,
-        request_id=request_id,
+        # the provider's own strings, shown with the error: redacted like its message
+        request_id=shorten(str(request_id), 200) if request_id else None,
         provider=provider,
-        details={"error_type": label} if label else None,
+        details={"error_type": shorten(str(label), 200)} if label else None,
     )
 
 

@@ -16,7 +16,7 @@ import httpx
 
 from ..errors import ErrorCode, LlmError
 from ..protocol import ModelInfo
-from ..secrets import redact
+from ..secrets import redact, shorten
 from .body import read_body, read_error_body
 from .http_errors import error_from_http
 from .limits import DEFAULT_LIMITS
@@ -85,7 +85,7 @@ async def fetch_openai_models(
     except ValueError:
         raise LlmError(
             f"{provider} answered GET /models with something that is not JSON: "
-            f"{redact(raw[:200].decode('utf-8', 'replace'))!r}",
+            f"{shorten(raw[:4096].decode('utf-8', 'replace'), 200)!r}",
             ErrorCode.MALFORMED_RESPONSE,
             provider=provider,
         ) from None

@@ -97,7 +97,12 @@ class Recorder:
     ) -> None:
         url, path = _redacted_url(request.url)
         text = body.decode("utf-8", errors="strict") if _is_utf8(body) else None
-        stored = redact(text).encode("utf-8") if text is not None else body
+        # not UTF-8: redacted as latin-1, which maps every byte to one character and back
+        stored = (
+            redact(text).encode("utf-8")
+            if text is not None
+            else redact(body.decode("latin-1")).encode("latin-1")
+        )
         self._writer.write(
             Exchange(
                 method=request.method,

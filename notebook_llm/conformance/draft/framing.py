@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from ...errors import ErrorCode, LlmError
-from ...secrets import redact
+from ...secrets import shorten
 from ...wire.limits import DEFAULT_LIMITS
 from ...wire.ndjson import NDJSONDecoder
 from ...wire.sse import SSEDecoder
@@ -179,7 +179,7 @@ def parse_body(raw: bytes, label: str = "the body") -> Body:
             body = _fill(Body("ndjson", size=len(raw)), lines, [None] * len(lines))
             if len(lines) < 2 or not any(p.value is not None for p in body.payloads):
                 raise LlmError(
-                    f"{label} is not SSE, NDJSON or JSON (it starts {redact(text[:60])!r}): "
+                    f"{label} is not SSE, NDJSON or JSON (it starts {shorten(text, 60)!r}): "
                     "give a recorded response body",
                     ErrorCode.MALFORMED_RESPONSE,
                 )
