@@ -210,3 +210,17 @@ def test_close_empties_then_closes_every_model_of_the_view(
     states = " ".join(d for kind, d in comms if kind != "comm_msg")
     assert "Paragraph" not in states  # text is never in any state
     assert "thinking" not in states
+
+
+def test_the_running_token_estimate_counts_characters_when_a_delta_holds_several_tokens() -> None:
+    """A server that sends several tokens per delta (the mock sends 1-3) showed a fraction of its
+    rate while streaming: the estimate counted deltas. It is now at least the text's length / 4."""
+    from notebook_llm.protocol import BlockStart, TextDelta
+    from notebook_llm.widgets.stream_view import StreamView
+
+    view = StreamView("m")
+    view.handle(BlockStart(index=0, block_type="text"))
+    for _ in range(10):
+        view.handle(TextDelta(index=0, text="forty chars of answer in one delta here."))
+    view._update_stats()
+    assert view.stats.output_tokens == 100  # 400 characters / 4, not 10 deltas

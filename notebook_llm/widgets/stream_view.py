@@ -92,6 +92,7 @@ class StreamView:
         self._last_flush = float("-inf")
         self._last_stats = float("-inf")
         self._deltas = 0
+        self._delta_chars = 0  # text of the deltas, for the running token estimate
         self._texts: dict[tuple[int, int], TextBlock] = {}  # in stream order
         self._cards: dict[tuple[int, int], ToolCard] = {}
         self._cards_by_id: dict[str, ToolCard] = {}
@@ -206,9 +207,11 @@ class StreamView:
             self._start_block(event)
         elif isinstance(event, TextDelta):
             self._deltas += 1
+            self._delta_chars += len(event.text)
             self._panel(event.index).append(event.text)
         elif isinstance(event, ReasoningDelta):
             self._deltas += 1
+            self._delta_chars += len(event.text)
             self.reasoning.append(event.text)
         elif isinstance(event, ToolCallDelta):
             self._deltas += 1
@@ -314,7 +317,10 @@ class StreamView:
         s = self.stats
         now = self.clock()
         if s.estimated:
-            s.output_tokens = self._deltas
+            # Until the usage event: a delta is at least one token, and a token is about four
+            # characters of English (a server that sends several tokens per delta, as the mock
+            # does, would otherwise show a fraction of its rate).
+            s.output_tokens = max(self._deltas, -(-self._delta_chars // 4))
         else:
             s.input_tokens = self.usage.input_tokens
             s.output_tokens = self.usage.output_tokens
