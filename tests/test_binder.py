@@ -113,3 +113,22 @@ def test_binder_environment_runs_the_quickstart(tmp_path: Path) -> None:
     joined = "\n".join(texts)
     assert "Result of get_weather: 18°C and sunny in Lisbon" in joined
     assert "finished: aborted" in joined
+
+    # The typed-data notebook (pydantic, pandas, matplotlib) runs there too.
+    typed = tmp_path / "typed_data.out.ipynb"
+    _run(
+        [
+            str(python),
+            "-c",
+            RUN,
+            str(ROOT / "notebooks" / "typed_data.ipynb"),
+            str(tmp_path),
+            str(typed),
+        ],
+        env,
+        tmp_path,
+        timeout=300,
+    )
+    for cell in nbformat.read(typed, as_version=4).cells:
+        for output in cell.get("outputs", []):
+            assert output.get("output_type") != "error", output
