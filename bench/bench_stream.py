@@ -27,7 +27,7 @@ the end-to-end time).
 
 Bodies: ``uniform`` is the issue's workload (short plain tokens); ``varied`` is LLM-like text
 where a fifth of the tokens hold JSON escapes (newlines, quotes, backslashes) or non-ASCII
-characters, which the sandbox's json.decode shape cache must handle too.
+characters, which the sandbox's json.decode must handle on its slower path.
 
 Also prints the time to load and to reload an adapter.
 """
