@@ -58,11 +58,6 @@ def request_slots(count: int) -> Iterator[None]:
         _slots.reset(token)
 
 
-def holds_slots() -> bool:
-    """Whether this task runs inside :func:`request_slots` (a batch)."""
-    return _slots.get() is not None
-
-
 @contextlib.asynccontextmanager
 async def request_slot() -> AsyncIterator[None]:
     """Hold one of the enclosing :func:`request_slots` for the block (no-op outside one)."""

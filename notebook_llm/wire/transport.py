@@ -50,12 +50,6 @@ DEFAULT_LIMITS = httpx.Limits(max_connections=100, max_keepalive_connections=20,
 LOOPBACK_HOSTS = frozenset({"localhost", "127.0.0.1", "::1"})
 
 
-def proxy_in_env() -> bool:
-    """Whether ``HTTP_PROXY``, ``HTTPS_PROXY`` or ``ALL_PROXY`` (any case) names a proxy."""
-    found = urllib.request.getproxies_environment()
-    return any(found.get(scheme) for scheme in ("http", "https", "all"))
-
-
 class MalformedResponse(httpx.RemoteProtocolError):
     """The server's bytes are not HTTP/1.1 (a bad status line, header or chunk-size line, a
     transfer coding other than chunked): ``MALFORMED_RESPONSE``, not a cut connection."""
