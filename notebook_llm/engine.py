@@ -7,11 +7,14 @@ part and wires them together; the parts know nothing of each other:
 * adapters by name, loading, hot reload, unload and overrides: :mod:`notebook_llm.catalog`;
 * provider routes: :mod:`notebook_llm.registry`, provider settings: :mod:`notebook_llm.providers`;
 * API keys, ``.env`` and the hint when one is missing: :mod:`notebook_llm.credentials`;
+* checking the caller's options and building the
+  :class:`~notebook_llm.protocol.GenerateOptions` an adapter receives:
+  :mod:`notebook_llm.request_options`;
 * one guarded request and THE retry loop: :mod:`notebook_llm.streaming`;
 * record/replay taps (per engine, no globals): :mod:`notebook_llm.wire.tap`.
 
-What stays here is the request itself: checking the caller's options and building the
-:class:`~notebook_llm.protocol.GenerateOptions` an adapter receives (route, key, transport).
+What stays here is the wiring of one request: the route, the provider settings, the key and
+the transport it runs with.
 Nothing here knows about notebooks; the magics and widgets consume the events it yields.
 """
 

@@ -10,8 +10,8 @@ one engine's requests travel behind another's back.
 context, routed by the environment's proxies (:class:`NetworkTransport`). Every client
 notebook_llm opens is built by :func:`network_client` on it (a batch's pool,
 :func:`connection_pool`; the background loop's shared client; a stream's own client;
-``list_models``), and a recording wraps the same transport, so a proxy applies to every request
-in one way. A transport given by the engine or the adapter (``Engine(transport=...)``, a
+``list_models``), and a recording wraps a network transport too, so a proxy applies to every
+request in one way. A transport given by the engine or the adapter (``Engine(transport=...)``, a
 recorder, a replayer) is used as given.
 """
 
@@ -34,7 +34,7 @@ _ssl_context: ssl.SSLContext | None = None
 
 
 def shared_ssl_context() -> ssl.SSLContext:
-    """One SSL context for the process: building one loads the CA bundle (tens of ms)."""
+    """One SSL context for the process: building one loads the CA bundle, which is slow."""
     global _ssl_context
     with _ssl_context_lock:
         if _ssl_context is None:
