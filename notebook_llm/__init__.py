@@ -102,7 +102,7 @@ __all__ = [
 
 
 #: Where each public name lives, imported on first access (PEP 562): ``import notebook_llm`` and
-#: ``%load_ext notebook_llm`` load no engine, httpx, lupa or widgets (issue 16, goal 3).
+#: ``%load_ext notebook_llm`` load no engine, httpx, lupa or widgets.
 _LAZY: dict[str, tuple[str, str]] = {
     "LlmAdapter": (".base_adapter", "LlmAdapter"),
     "amap": (".batch", "amap"),

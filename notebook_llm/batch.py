@@ -47,8 +47,6 @@ log = logging.getLogger("notebook_llm.batch")
 ProgressFn = Callable[[int, int], None]
 #: One slot of the result list.
 BatchResult = Completion | LlmError
-#: A prompt: text, one message, or a conversation.
-Prompt = str | Message | Sequence[Message]
 
 
 def _engine(engine: Engine | None) -> Engine:

@@ -104,11 +104,6 @@ async def sleep_unless_stopped(delay: float, stop: StopSignal | None) -> bool:
     return not stop.is_set()
 
 
-def is_stop_cancellation(exc: BaseException, stop: StopSignal | None) -> bool:
-    """Whether a ``CancelledError`` was caused by ``stop.set()``."""
-    return stop is not None and stop.is_set() and isinstance(exc, asyncio.CancelledError)
-
-
 #: How often :func:`until_stopped` looks at the signal (seconds).
 STOP_POLL = 0.05
 

@@ -7,11 +7,14 @@ part and wires them together; the parts know nothing of each other:
 * adapters by name, loading, hot reload, unload and overrides: :mod:`notebook_llm.catalog`;
 * provider routes: :mod:`notebook_llm.registry`, provider settings: :mod:`notebook_llm.providers`;
 * API keys, ``.env`` and the hint when one is missing: :mod:`notebook_llm.credentials`;
+* checking the caller's options and building the
+  :class:`~notebook_llm.protocol.GenerateOptions` an adapter receives:
+  :mod:`notebook_llm.request_options`;
 * one guarded request and THE retry loop: :mod:`notebook_llm.streaming`;
 * record/replay taps (per engine, no globals): :mod:`notebook_llm.wire.tap`.
 
-What stays here is the request itself: checking the caller's options and building the
-:class:`~notebook_llm.protocol.GenerateOptions` an adapter receives (route, key, transport).
+What stays here is the wiring of one request: the route, the provider settings, the key and
+the transport it runs with.
 Nothing here knows about notebooks; the magics and widgets consume the events it yields.
 """
 
@@ -40,7 +43,6 @@ from .request_options import (
     check_reasoning,
     check_request,
     response_format_of,
-    stop_sequences_of,
 )
 from .secrets import Secret
 from .streaming import RetryPolicy, attempts
@@ -355,7 +357,6 @@ class Engine:
         extra_body: dict[str, Any] | None = None,
         stop_signal: StopSignal | None = None,
         retries: int | None = None,
-        stop: Sequence[str] | None = None,
         schema: Any = None,
         images: Any = None,
         timeouts: Timeouts | None = None,
@@ -369,13 +370,12 @@ class Engine:
         Retryable errors that happen before the first event are retried with backoff, by the
         engine's one retry policy (``Engine(retries=, retry_base=, retry_cap=)``); ``retries``
         overrides the count for this call only. ``stop_sequences``: strings the model stops
-        before (``stop=`` is its deprecated name; ``stop_signal`` ends a running stream).
+        before (``stop_signal`` ends a running stream).
         ``schema``: a pydantic model, dataclass or JSON Schema dict the answer must follow
         (:mod:`notebook_llm.structured`); an answer that does not validate ends the stream with
         ``finish{error: SCHEMA_MISMATCH}``. ``images``: a path, bytes, PIL image, matplotlib
         Figure or URL (or a list of them) sent with the prompt (:mod:`notebook_llm.images`).
         """
-        stop_sequences = stop_sequences_of(stop_sequences, stop)
         checked = None
         if schema is not None:
             from .structured import as_schema
@@ -432,10 +432,8 @@ class Engine:
         """
         retries = kwargs.pop("retries", None)
         stop_signal = kwargs.pop("stop_signal", None)
-        stop = kwargs.pop("stop", None)
         schema_retries = int(kwargs.pop("schema_retries", 0) or 0)
         opts = {k: kwargs.pop(k, None) for k in OPTION_NAMES}
-        opts["stop_sequences"] = stop_sequences_of(opts["stop_sequences"], stop)
         if kwargs:
             raise TypeError(f"complete() got unexpected keyword arguments: {', '.join(kwargs)}")
         checked = None

@@ -24,7 +24,7 @@ Codes (``ErrorCode``) and where they come from:
     registry             NO_ADAPTER, DUPLICATE_ADAPTER, INVALID_ADAPTER
     Lua adapters         ADAPTER_ERROR, ADAPTER_TIMEOUT, ADAPTER_MEMORY
     protocol             INVARIANT (a stream broke one of the five rules)
-    tools                TOOL_ERROR, TOOL_STEP_LIMIT
+    tools                TOOL_STEP_LIMIT
     record/replay        REPLAY_MISS (a request with no recorded answer), REPLAY_FILE (a
                          recording that is missing, unreadable or not JSON; with its line)
     anything else        UNKNOWN, or a provider finish reason upper-cased (CONTENT_FILTER, ...)
@@ -70,7 +70,6 @@ class ErrorCode(StrEnum):
     ADAPTER_TIMEOUT = "ADAPTER_TIMEOUT"
     ADAPTER_MEMORY = "ADAPTER_MEMORY"
     INVARIANT = "INVARIANT"
-    TOOL_ERROR = "TOOL_ERROR"
     TOOL_STEP_LIMIT = "TOOL_STEP_LIMIT"
     REPLAY_MISS = "REPLAY_MISS"
     REPLAY_FILE = "REPLAY_FILE"

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -248,11 +248,3 @@ class Budget:
     def note(self) -> str:
         """The footer's part: ``spent $0.0012 of $1.00 budget``."""
         return f"spent {money(self.spent)} of {money(self.cap)} budget"
-
-
-def total_of(results: Iterable[Any], engine: Engine, provider: str, model: str | None) -> float:
-    """Dollars spent by the completions among ``results`` (errors and unknown prices: 0)."""
-    price = price_of(engine, provider, model)
-    if price is None:
-        return 0.0
-    return sum(cost(r.usage, price) for r in results if getattr(r, "usage", None) is not None)

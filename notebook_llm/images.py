@@ -27,7 +27,7 @@ import re
 import sys
 import urllib.parse
 import warnings
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from os import PathLike
 from pathlib import Path
 from typing import Any
@@ -293,8 +293,3 @@ def _shrunk(text: str) -> str:
     if sniff(data) is None:
         return text
     return f"<image sha256:{hashlib.sha256(data).hexdigest()[:16]} {len(data)} bytes>"
-
-
-def texts_and_images(items: Iterable[Any]) -> list[str]:
-    """Descriptions of a list of blocks' images (for ``%llm history`` and plain views)."""
-    return [describe(b) for b in items if isinstance(b, ImageBlock)]

@@ -43,11 +43,6 @@ def set_price(
     _session[(provider, model)] = (float(input_per_million), float(output_per_million))
 
 
-def clear_prices() -> None:
-    """Forget every price set with :func:`set_price`."""
-    _session.clear()
-
-
 def price_for(
     model: str | None, provider: str | None = None, engine: Engine | None = None
 ) -> Price | None:

@@ -19,7 +19,6 @@ A stream is a sequence of events obeying five rules (checked by
 from __future__ import annotations
 
 import json
-import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias
@@ -483,14 +482,6 @@ class GenerateOptions:
     #: The request's time limits (deadline, longest wait for an event); ``None``: the defaults
     #: of :mod:`notebook_llm.wire.deadline`.
     timeouts: Timeouts | None = None
-
-    @property
-    def stop(self) -> list[str] | None:
-        """Deprecated name of :attr:`stop_sequences` (kept for adapters written before 0.2)."""
-        warnings.warn(
-            "GenerateOptions.stop is deprecated: use stop_sequences", DeprecationWarning, 2
-        )
-        return self.stop_sequences
 
     def __repr__(self) -> str:  # never show the key
         return (

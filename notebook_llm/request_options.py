@@ -11,7 +11,6 @@ before a missing key, as it always was).
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -41,24 +40,6 @@ OPTION_NAMES = (
     "images",
     "timeouts",
 )
-
-
-def stop_sequences_of(
-    stop_sequences: Sequence[str] | None, stop: Sequence[str] | None
-) -> Sequence[str] | None:
-    """``stop_sequences``, or the deprecated ``stop=`` spelling of it (one warning)."""
-    if stop is None:
-        return stop_sequences
-    warnings.warn(
-        "stop= is deprecated: use stop_sequences= (a StopSignal is stop_signal=)",
-        DeprecationWarning,
-        3,
-    )
-    if stop_sequences is not None:
-        raise LlmError(
-            "give stop_sequences= only (stop= is its deprecated name)", ErrorCode.INVALID_OPTIONS
-        )
-    return stop
 
 
 def check_request(

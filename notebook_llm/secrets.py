@@ -123,11 +123,6 @@ def _any_spelling(char: str) -> str:
     return "(?:" + "|".join(forms) + ")"
 
 
-def known_secrets() -> frozenset[str]:
-    with _lock:
-        return frozenset(_secrets)
-
-
 def redact(text: str) -> str:
     """Return ``text`` with known secrets, bearer tokens and key query parameters hidden."""
     if not text:

@@ -8,8 +8,6 @@ The retry policy is the engine's (``Engine(retries=, retry_base=, retry_cap=)``;
 by default). Its loop in ``streaming.attempts`` is the only one; ``map(retries=N)`` and
 ``stream(retries=N)`` set the count for one call, they never add a loop on top, so a failing
 prompt is sent at most ``1 + retries`` times.
-
-Kept tiny on purpose: the later redesign (issue 15) moves ``Turn``, pricing and sources here.
 """
 
 from __future__ import annotations

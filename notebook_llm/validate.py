@@ -1,15 +1,12 @@
 """Checking streams against the five rules (:class:`StreamValidator`, :func:`validate_stream`).
 
-Folding events into a result lives in :mod:`notebook_llm.completion`; ``Completion`` and
-``assemble`` are re-exported here so an older ``from notebook_llm.validate import Completion``
-keeps working.
+Folding events into a result lives in :mod:`notebook_llm.completion`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
-from .completion import Completion, assemble
 from .errors import ErrorCode, LlmError
 from .protocol import (
     BlockEnd,
@@ -22,7 +19,7 @@ from .protocol import (
     Usage,
 )
 
-__all__ = ["Completion", "StreamValidator", "assemble", "validate_stream"]
+__all__ = ["StreamValidator", "validate_stream"]
 
 _DELTA_BLOCK_TYPE = {
     "text-delta": "text",

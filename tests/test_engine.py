@@ -14,7 +14,6 @@ from notebook_llm import (
     BlockEnd,
     BlockStart,
     Engine,
-    ErrorCode,
     Event,
     Finish,
     FinishReason,
@@ -390,16 +389,12 @@ async def test_a_failing_cleanup_does_not_replace_the_outcome(engine: Engine) ->
     assert (await engine.complete("bc", prompt="x")).text == "fine"
 
 
-def test_stop_is_the_deprecated_name_of_stop_sequences(engine: Engine) -> None:
-    # "stop" had two meanings (stop sequences beside stop_signal); the old keyword still works.
+def test_stop_sequences_reach_the_adapter_and_stop_is_no_keyword(engine: Engine) -> None:
+    # "stop" had two meanings (stop sequences beside stop_signal); only stop_sequences= is left.
     adapter = ScriptedAdapter(text_stream("ok"))
     engine.add_provider("p", adapter=adapter, model="m1")
-    with pytest.warns(DeprecationWarning, match="stop_sequences"):
+    engine.complete_sync("p", prompt="c", stop_sequences=["END"])
+    assert adapter.calls[0].stop_sequences == ["END"]
+    assert not hasattr(adapter.calls[0], "stop")
+    with pytest.raises(TypeError, match="stop"):
         engine.complete_sync("p", prompt="c", stop=["END"])
-    opts = adapter.calls[0]
-    assert opts.stop_sequences == ["END"]
-    with pytest.warns(DeprecationWarning, match="stop_sequences"):
-        assert opts.stop == ["END"]
-    with pytest.warns(DeprecationWarning, match="stop_sequences"), pytest.raises(LlmError) as err:
-        engine.complete_sync("p", prompt="c", stop=["A"], stop_sequences=["B"])
-    assert err.value.code == ErrorCode.INVALID_OPTIONS

@@ -415,11 +415,3 @@ def test_ollama_request_conversion() -> None:
     assert wire.is_stream("ollama", body)
     assert not wire.is_stream("openai", {})
     assert "done!" in generate(chat).text
-
-
-def test_old_mock_usage_name_still_works_with_a_deprecation_warning() -> None:
-    """``mock.Usage`` was renamed ``MockTokenCounts`` (one meaning for "usage", issue 15)."""
-    import notebook_llm.mock as mock
-
-    with pytest.warns(DeprecationWarning, match="MockTokenCounts"):
-        assert mock.Usage is MockTokenCounts

@@ -106,11 +106,10 @@ def test_lazy_names_are_the_real_objects_and_listed_by_dir() -> None:
         notebook_llm.no_such_name  # type: ignore[attr-defined]  # noqa: B018
 
 
-def test_completion_lives_in_completion_py_and_validate_still_exports_it() -> None:
-    """Issue 15: ``Completion``/``assemble`` moved from ``validate.py`` to ``completion.py``;
-    the root names point at the new home and the old import path still gives the same objects."""
-    from notebook_llm import completion, validate
+def test_completion_lives_in_completion_py() -> None:
+    """``Completion``/``assemble`` live in ``completion.py``; the root names point there."""
+    from notebook_llm import completion
 
-    assert notebook_llm.Completion is completion.Completion is validate.Completion
-    assert notebook_llm.assemble is completion.assemble is validate.assemble
+    assert notebook_llm.Completion is completion.Completion
+    assert notebook_llm.assemble is completion.assemble
     assert completion.Completion.__module__ == "notebook_llm.completion"

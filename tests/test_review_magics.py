@@ -9,14 +9,14 @@ import pytest
 from IPython.core.interactiveshell import InteractiveShell
 from IPython.utils.capture import capture_output
 
-from notebook_llm import Engine
+from notebook_llm import Engine, pricing
 from notebook_llm.chat import set_default_engine
 from notebook_llm.mock.shared import shared_server
-from notebook_llm.pricing import clear_prices
 
 
 @pytest.fixture
-def shell() -> Iterator[InteractiveShell]:
+def shell(monkeypatch: pytest.MonkeyPatch) -> Iterator[InteractiveShell]:
+    monkeypatch.setattr(pricing, "_session", {})  # prices set by a test end with it
     eng = Engine(config_file=False, env_file=False, retries=0)
     set_default_engine(eng)
     ip = InteractiveShell.instance()
@@ -29,7 +29,6 @@ def shell() -> Iterator[InteractiveShell]:
     yield ip
     ip.run_line_magic("unload_ext", "notebook_llm")
     set_default_engine(None)
-    clear_prices()
 
 
 def run(ip: InteractiveShell, line: str, cell: str | None = None) -> Any:

@@ -18,11 +18,11 @@ import pytest
 from PIL import Image
 
 import notebook_llm
-from notebook_llm import Engine, ErrorCode, LlmError
+from notebook_llm import Engine, ErrorCode, LlmError, pricing
 from notebook_llm.estimate import Budget
 from notebook_llm.images import describe, figure_png, image_block, thumbnail_data_url
 from notebook_llm.mock import MockServer
-from notebook_llm.pricing import clear_prices, set_price
+from notebook_llm.pricing import set_price
 from notebook_llm.protocol import ImageBlock
 from notebook_llm.structured import as_schema
 
@@ -30,10 +30,10 @@ map_ = notebook_llm.map
 
 
 @pytest.fixture
-def srv() -> Iterator[MockServer]:
+def srv(monkeypatch: pytest.MonkeyPatch) -> Iterator[MockServer]:
+    monkeypatch.setattr(pricing, "_session", {})  # prices set by a test end with it
     with MockServer() as server:
         yield server
-    clear_prices()
 
 
 @pytest.fixture

@@ -18,8 +18,8 @@ from notebook_llm import Engine, Event, Finish, GenerateOptions, LlmError, Messa
 from notebook_llm.conformance import (
     CheckReport,
     RequestCase,
-    _render_text,
     check_requests,
+    render_text,
 )
 from notebook_llm.lua.lua_adapter import LuaAdapter
 from notebook_llm.mock.server import MockServer
@@ -263,7 +263,7 @@ def test_conformance_request_display_redacts(
         assert_clean(r.url, r.headers, r.body_json(), r)
         assert "sk-conformance-kit-0000" not in r.url + json.dumps(r.headers)
     report = CheckReport(adapter.name, adapter.version, adapter.origin, requests=results)
-    assert_clean(_render_text(report, events=True), report.render_text())
+    assert_clean(render_text(report, events=True), report.render_text())
 
 
 def test_reprs_never_show_keys(keys: dict[str, str]) -> None:

@@ -12,10 +12,10 @@ import pytest
 from pydantic import BaseModel
 
 import notebook_llm
-from notebook_llm import Engine, ErrorCode, LlmError, estimate_cost
+from notebook_llm import Engine, ErrorCode, LlmError, estimate_cost, pricing
 from notebook_llm.base_adapter import LlmAdapter
 from notebook_llm.mock import MockServer
-from notebook_llm.pricing import clear_prices, set_price
+from notebook_llm.pricing import set_price
 from notebook_llm.protocol import BlockEnd, BlockStart, Event, Finish, GenerateOptions, TextBlock
 
 map_ = notebook_llm.map
@@ -41,10 +41,10 @@ class FailsOnBad(LlmAdapter):
 
 
 @pytest.fixture
-def srv() -> Iterator[MockServer]:
+def srv(monkeypatch: pytest.MonkeyPatch) -> Iterator[MockServer]:
+    monkeypatch.setattr(pricing, "_session", {})  # prices set by a test end with it
     with MockServer() as server:
         yield server
-    clear_prices()
 
 
 @pytest.fixture

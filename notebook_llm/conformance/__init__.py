@@ -76,9 +76,6 @@ from .requests import (
     request_cases,
 )
 
-#: The name the text report had before the split (kept for callers of the old module).
-_render_text = render_text
-
 __all__ = [
     "ADAPTER_FAULTS",
     "CONTENT_TYPES",

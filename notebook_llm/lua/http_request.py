@@ -66,24 +66,12 @@ def script_meta(sandbox: LuaSandbox) -> dict[str, Any]:
     return meta
 
 
-def prepare_request(sandbox: LuaSandbox, options: GenerateOptions, adapter: str) -> HttpRequest:
-    """Run ``transform_request`` in ``sandbox`` and build the URL and headers around its body.
-    Synchronous (a hook's ``http_get`` gets an error answer); streams use
-    :func:`aprepare_request`."""
-    meta, streaming, request = _request_of(sandbox, options)
-    body = _checked_body(sandbox.call("transform_request", request), options, adapter)
-    url = request_url(options, meta, streaming, adapter)
-    args = _headers_hook_args(meta, options, url, body)
-    built = sandbox.call("build_headers", args) if args is not None else None
-    headers = request_headers(options, meta, streaming, built, adapter)
-    return HttpRequest(url, headers, body, streaming)
-
-
 async def aprepare_request(
     sandbox: LuaSandbox, options: GenerateOptions, adapter: str
 ) -> HttpRequest:
-    """:func:`prepare_request` with the hooks awaited (:meth:`LuaSandbox.acall`): their
-    ``http_get`` / ``http_post`` go out on the stream's transport while the loop runs on."""
+    """Run ``transform_request`` in ``sandbox`` and build the URL and headers around its body.
+    The hooks are awaited (:meth:`LuaSandbox.acall`): their ``http_get`` / ``http_post`` go
+    out on the stream's transport while the loop runs on."""
     meta, streaming, request = _request_of(sandbox, options)
     body = _checked_body(await sandbox.acall("transform_request", request), options, adapter)
     url = request_url(options, meta, streaming, adapter)

@@ -51,7 +51,7 @@ local null = setmetatable({}, {
 -- byte-stable for record/replay). Weak keys: an entry goes away with its object.
 local key_order = setmetatable({}, { __mode = "k" })
 -- Off while a stream chunk is transformed: its output is parsed by Python, where key order
--- means nothing, and this is the hot path (recording the order costs ~20% of a decode).
+-- means nothing, and this is the hot path (recording the order is a real part of a decode).
 local keep_order = true
 -- While sandbox.lua's call_each runs, the last object text json.encode wrote is noted here
 -- (written[1]; one slot, so a hook that encodes in a loop holds nothing more): a hook result

@@ -28,7 +28,6 @@ from __future__ import annotations
 import contextlib
 import re
 import threading
-import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -104,7 +103,6 @@ class LuaAdapter(LlmAdapter):
         self._lock = threading.Lock()
         self.source = ""
         self._meta: dict[str, Any] = {}
-        self.loaded_at = 0.0
         self._load(source)
 
     # ------------------------------------------------------------------ loading
@@ -162,7 +160,6 @@ class LuaAdapter(LlmAdapter):
         with self._lock:
             self.source = source
             self._meta = meta
-            self.loaded_at = time.time()
 
     def reload(self, source: str | None = None) -> None:
         """Replace the script (from ``source``, or re-read the file). On failure the previous

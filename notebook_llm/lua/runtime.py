@@ -5,16 +5,15 @@ stream, so per-stream state in a script is safe. Construction is cheap because t
 JSON codec and the setup chunk are compiled once per process and loaded as bytecode afterwards
 (bytecode is produced only by us, in a separate compile-only state; scripts can't load any).
 
-Why Lua 5.4 and not LuaJIT (measured with lupa 2.8, see the report in bench/bench_lua_json.py):
-a count hook never fired inside a JIT-compiled loop under LuaJIT 2.1 (a 2e8-iteration loop ran to
-completion with the hook set: 0 hook calls), so a CPU budget can't be enforced without turning the
-JIT off; and LuaJIT has no integers (2^53+1 became 9.007199254741e+15). Lua 5.4 fires the hook
-and keeps 9007199254740993 exact. Both enforce ``max_memory``.
+Why Lua 5.4 and not LuaJIT (``bench/bench_lua_json.py`` reports both): under LuaJIT 2.1 a count
+hook never fires inside a JIT-compiled loop, so a CPU budget can't be enforced without turning
+the JIT off; and LuaJIT has no integers (2^53+1 is not kept exact). Lua 5.4 fires the hook and
+keeps 64-bit integers. Both enforce ``max_memory``.
 
 Limits (:class:`LuaLimits`), per call of a hook (and for running the script's top level; the
 stream payloads of one network read go to ``transform_stream_chunk`` in one call,
 :meth:`LuaSandbox.call_each`, under one budget: one crossing into Lua instead of one per
-payload, which measured about a third of the per-chunk cost):
+payload, a large part of the per-chunk cost):
 
 * CPU: a count hook every ``hook_interval`` VM instructions compares the calling thread's CPU time
   (``time.thread_time``, minus time spent in ``http_get``/``http_post``/``log``) with
@@ -121,8 +120,8 @@ def _builtin(name: str) -> bytes:
     # patterns.lua runs without line information: a C error raised under its wrappers then
     # carries no position inside the trusted code (the handler finds the script's line).
     # sandbox.lua too: its errors carry the script's position by design (level 2/3 or 0), and
-    # a fresh sandbox then loads ~0.04 ms faster. (Stripping json.lua saved as much on loading
-    # but made decoding a cold stream slower by more, measured.)
+    # a fresh sandbox then loads faster. (Stripping json.lua would make decoding a cold stream
+    # slower by more than it saves on loading.)
     return _compile(text, f"=nbllm.{name}", name in ("patterns.lua", "sandbox.lua"))
 
 
@@ -176,8 +175,8 @@ class _SigintRelay:
     that is Python's default one; a KeyboardInterrupt is raised once the hook call is over.
     Outside hook calls it just calls the replaced handler.
 
-    It is installed once and left in place (installing a handler costs tens of microseconds,
-    too much for every call); whoever replaces it later (ipykernel swaps handlers per cell) gets
+    It is installed once and left in place (installing a handler is too slow to do for every
+    call); whoever replaces it later (ipykernel swaps handlers per cell) gets
     it wrapped again at the next hook call.
     """
 
@@ -204,7 +203,7 @@ class _SigintRelay:
 
 
 # signal.getsignal() maps the handler onto an enum by catching a ValueError for every Python
-# handler: ~20 us, measured, too slow for every hook call; the C function it wraps takes 0.1 us.
+# handler, too slow for every hook call; the C function it wraps is not.
 _getsignal: Callable[[int], Any] = getattr(
     importlib.import_module("_signal"), "getsignal", signal.getsignal
 )

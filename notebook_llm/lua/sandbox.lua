@@ -278,7 +278,7 @@ local function text(what, s)
   return s
 end
 
--- Built on first use: its 512 C calls were a sixth of a fresh sandbox's cost (0.1 ms), and
+-- Built on first use: its 512 C calls are a real part of a fresh sandbox's cost, and
 -- most scripts never sign or hash anything. Kept only once whole: a build stopped by the
 -- CPU or memory limit must not leave a partial table for the next call.
 local hexmap

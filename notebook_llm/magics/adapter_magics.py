@@ -52,7 +52,7 @@ from .cell_logs import CellLogCollector, _install_collector, _remove_collector
 
 if TYPE_CHECKING:
     # The engine (httpx) and the Lua runtime (lupa) are imported when a magic first needs
-    # them, not by %load_ext (issue 16: the extension loads in well under 100 ms).
+    # them, not by %load_ext, so that loading the extension stays fast.
     from ..engine import Engine
     from ..lua.lua_adapter import LuaAdapter
 

@@ -25,7 +25,7 @@ from .interpolate import interpolate, near_misses
 
 if TYPE_CHECKING:
     # The engine (httpx), the chat and the widgets (ipywidgets) are imported on the first
-    # %%llm, not by %load_ext: loading the extension stays well under 100 ms (issue 16).
+    # %%llm, not by %load_ext, so that loading the extension stays fast.
     from ..chat import Chat
     from ..completion import Completion
     from ..engine import Engine

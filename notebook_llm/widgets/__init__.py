@@ -2,7 +2,7 @@
 
 Names load on first use (PEP 562): importing a light submodule such as ``widgets.adapter_view``
 (the ``%adapter`` magics' HTML helpers) must not pull in ipywidgets, so that
-``%load_ext notebook_llm`` stays fast (issue 16).
+``%load_ext notebook_llm`` stays fast.
 """
 
 from __future__ import annotations

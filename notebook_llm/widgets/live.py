@@ -1,7 +1,7 @@
 """The live pane: one anywidget that receives each delta once and renders Markdown in the browser.
 
-Why: re-sending the open paragraph on every update (the ipywidgets ``Output`` design) cost 16x
-the answer's bytes. Here the kernel sends each piece of text once, in custom messages
+Why: re-sending the open paragraph on every update (the ipywidgets ``Output`` design) sends
+many times the answer's bytes. Here the kernel sends each piece of text once, in custom messages
 (``widget.send``) coalesced by :class:`~.stream_view.StreamView` to a few a second, and the
 front end (``static/live_view.js``) appends it and renders the Markdown itself, with marked
 (MIT), and cleans the HTML with DOMPurify (Apache-2.0 or MPL-2.0), both vendored in ``static/``

@@ -93,20 +93,6 @@ class Result:
         return self.text
 
 
-class JsonResult:
-    """A parsed JSON answer: ``application/json`` and pretty ``text/plain``."""
-
-    def __init__(self, value: Any) -> None:
-        self.value = value
-
-    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
-        plain = redact(json.dumps(self.value, indent=2, ensure_ascii=False, sort_keys=False))
-        data: dict[str, Any] = {"text/plain": plain}
-        if isinstance(self.value, dict | list):
-            data["application/json"] = json.loads(plain)
-        return data
-
-
 def reasoning_html(reasoning: str) -> str:
     """The reasoning as a collapsed ``<details>`` holding it as sanitized Markdown."""
     return (

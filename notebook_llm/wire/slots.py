@@ -1,12 +1,12 @@
 """Request slots: a batch's limit on requests in flight, taken by the request itself.
 
 A batch (:func:`notebook_llm.batch.amap`) with ``concurrency=N`` promises at most N requests
-at the provider at a time. That limit used to be N worker tasks, so a worker prepared its next
-request only after its previous answer was done: the Lua sandbox, the script's
-``transform_request``, the body and the ``httpx.Request`` (about 2 ms here) sat between the
-end of one response and the next request on the wire, in every round of the batch.
+at the provider at a time. N worker tasks would keep that promise, but a worker would prepare
+its next request only after its previous answer was done: the Lua sandbox, the script's
+``transform_request``, the body and the ``httpx.Request`` would sit between the end of one
+response and the next request on the wire, in every round of the batch.
 
-Now, inside :func:`request_slots`, the batch starts a few prompts more than N, and an adapter
+Instead, inside :func:`request_slots`, the batch starts a few prompts more than N, and an adapter
 that supports it (``LlmAdapter.takes_request_slot``) holds a slot (:func:`request_slot`) only
 around its HTTP exchange, after its request is built. A prompt waiting for a slot is ready to
 send; when a response ends, :func:`yield_slot` lets that prompt go out before anything else
@@ -56,11 +56,6 @@ def request_slots(count: int) -> Iterator[None]:
         yield
     finally:
         _slots.reset(token)
-
-
-def holds_slots() -> bool:
-    """Whether this task runs inside :func:`request_slots` (a batch)."""
-    return _slots.get() is not None
 
 
 @contextlib.asynccontextmanager

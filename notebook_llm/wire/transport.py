@@ -10,8 +10,8 @@ one engine's requests travel behind another's back.
 context, routed by the environment's proxies (:class:`NetworkTransport`). Every client
 notebook_llm opens is built by :func:`network_client` on it (a batch's pool,
 :func:`connection_pool`; the background loop's shared client; a stream's own client;
-``list_models``), and a recording wraps the same transport, so a proxy applies to every request
-in one way. A transport given by the engine or the adapter (``Engine(transport=...)``, a
+``list_models``), and a recording wraps a network transport too, so a proxy applies to every
+request in one way. A transport given by the engine or the adapter (``Engine(transport=...)``, a
 recorder, a replayer) is used as given.
 """
 
@@ -34,7 +34,7 @@ _ssl_context: ssl.SSLContext | None = None
 
 
 def shared_ssl_context() -> ssl.SSLContext:
-    """One SSL context for the process: building one loads the CA bundle (tens of ms)."""
+    """One SSL context for the process: building one loads the CA bundle, which is slow."""
     global _ssl_context
     with _ssl_context_lock:
         if _ssl_context is None:
@@ -48,12 +48,6 @@ DEFAULT_LIMITS = httpx.Limits(max_connections=100, max_keepalive_connections=20,
 #: Loopback hosts are reached directly even when a proxy is set without ``NO_PROXY`` for them:
 #: a local server (Ollama, llama.cpp, the mock) is on this machine, never behind the proxy.
 LOOPBACK_HOSTS = frozenset({"localhost", "127.0.0.1", "::1"})
-
-
-def proxy_in_env() -> bool:
-    """Whether ``HTTP_PROXY``, ``HTTPS_PROXY`` or ``ALL_PROXY`` (any case) names a proxy."""
-    found = urllib.request.getproxies_environment()
-    return any(found.get(scheme) for scheme in ("http", "https", "all"))
 
 
 class MalformedResponse(httpx.RemoteProtocolError):

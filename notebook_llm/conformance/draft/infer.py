@@ -325,12 +325,6 @@ class Inference:
     error_seen: bool = False
     todos: list[str] = field(default_factory=list)
 
-    @property
-    def ambiguous(self) -> bool:
-        """Whether another text candidate scored close to the chosen one."""
-        c = self.text_candidates
-        return len(c) > 1 and c[1].score >= 0.5 * c[0].score
-
 
 # ---------------------------------------------------------------- scoring
 
