@@ -115,7 +115,7 @@ CASES: dict[str, tuple[str, str]] = {
         "while true do local t = json.encode({ content = 'x' }) end",
         T,
     ),
-    # ---- every other C function reachable from the sandbox (the audit in changes/lua.md)
+    # ---- every other C function reachable from the sandbox (the audit in docs/reliability.md)
     "table-move-huge": ("table.move({}, 1, 1 << 40, 1)", T),
     "table-move-huge-to-another": ("table.move({}, 1, 1 << 40, 1, {})", T),
     "table-move-huge-backward": ("local t = {} table.move(t, 1, 1 << 40, 2)", T),
