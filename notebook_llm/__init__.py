@@ -48,6 +48,7 @@ if TYPE_CHECKING:
     from .registry import AdapterHandle
     from .tools import Tool, as_tool, run_tools, stream_tools, tool
     from .validate import StreamValidator, validate_stream
+    from .wire.deadline import Timeouts
 
 __version__ = "0.1.0"
 
@@ -77,6 +78,7 @@ __all__ = [
     "StreamValidator",
     "TextBlock",
     "TextDelta",
+    "Timeouts",
     "TokenUsage",
     "Tool",
     "ToolCallBlock",
@@ -108,6 +110,7 @@ _LAZY: dict[str, tuple[str, str]] = {
     "amap": (".batch", "amap"),
     "map": (".batch", "map_prompts"),
     "StopSignal": (".cancel", "StopSignal"),
+    "Timeouts": (".wire.deadline", "Timeouts"),
     "Chat": (".chat", "Chat"),
     "Engine": (".engine", "Engine"),
     "CostEstimate": (".estimate", "CostEstimate"),

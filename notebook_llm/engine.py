@@ -432,7 +432,7 @@ class Engine:
         """
         retries = kwargs.pop("retries", None)
         stop_signal = kwargs.pop("stop_signal", None)
-        schema_retries = int(kwargs.pop("schema_retries", 0) or 0)
+        schema_retries = schema_retries_of(kwargs.pop("schema_retries", 0))
         opts = {k: kwargs.pop(k, None) for k in OPTION_NAMES}
         if kwargs:
             raise TypeError(f"complete() got unexpected keyword arguments: {', '.join(kwargs)}")
@@ -586,3 +586,25 @@ def _ready(
         return adapter, options
 
     return ready
+
+
+#: Each schema retry sends the wrong answer back and pays for another one: a few are enough.
+MAX_SCHEMA_RETRIES = 5
+
+
+def schema_retries_of(value: Any) -> int:
+    """``schema_retries`` checked: a whole number from 0 to :data:`MAX_SCHEMA_RETRIES`."""
+    if value is None:
+        return 0
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise LlmError(
+            f"schema_retries must be a whole number from 0 to {MAX_SCHEMA_RETRIES}, "
+            f"not {type(value).__name__} {value!r}",
+            ErrorCode.INVALID_OPTIONS,
+        )
+    if not 0 <= value <= MAX_SCHEMA_RETRIES:
+        raise LlmError(
+            f"schema_retries must be from 0 to {MAX_SCHEMA_RETRIES}, not {value}",
+            ErrorCode.INVALID_OPTIONS,
+        )
+    return value

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .engine import Engine
+from .engine import Engine, schema_retries_of
 from .errors import LlmError
 from .protocol import Message
 from .providers import notice
@@ -72,6 +72,9 @@ class Turn:
     images: Any = None
     #: The session's cost cap (``%llm budget``), a :class:`notebook_llm.budget.Budget`.
     budget: Any = None
+
+    def __post_init__(self) -> None:
+        self.schema_retries = schema_retries_of(self.schema_retries)
 
     @property
     def label(self) -> str:

@@ -205,8 +205,8 @@ def parse_cell_line(line: str) -> CellArgs:
         raise UsageError("--new starts a conversation over: use it with --chat [NAME]")
     if ns.max_steps < 1:
         raise UsageError("--max-steps must be at least 1")
-    if ns.schema_retries < 0 or (ns.schema_retries and ns.schema is None):
-        raise UsageError("--schema-retries N (N >= 0) goes with --schema NAME")
+    if not 0 <= ns.schema_retries <= 5 or (ns.schema_retries and ns.schema is None):
+        raise UsageError("--schema-retries N (0 to 5) goes with --schema NAME")
     tools = [t.strip() for t in (ns.tools or "").split(",") if t.strip()]
     return CellArgs(
         provider,

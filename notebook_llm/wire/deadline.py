@@ -40,6 +40,24 @@ class Timeouts:
     #: A stream's longest wait for its next event (the first one included).
     idle: float | None = 5 * 60.0
 
+    def __post_init__(self) -> None:
+        for name in ("deadline", "idle"):
+            value = getattr(self, name)
+            if value is None:
+                continue
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise LlmError(
+                    f"Timeouts({name}=...) must be seconds (a number) or None, "
+                    f"not {type(value).__name__}",
+                    ErrorCode.INVALID_OPTIONS,
+                )
+            if not (value > 0 and math.isfinite(value)):
+                raise LlmError(
+                    f"Timeouts({name}=...) must be a positive number of seconds or None "
+                    f"(no limit), not {value!r}",
+                    ErrorCode.INVALID_OPTIONS,
+                )
+
 
 #: A reasoning model that thinks for several minutes before its first token fits under the idle
 #: limit; an answer that streams for a quarter of an hour is cut. Raise both for longer runs.
