@@ -8,7 +8,7 @@ finish) while a later payload still carries content, when payloads carried conte
 script mapped none of it, or when output tokens were counted but no text, reasoning or tool call
 came out. A warning names the hook and the payload number (1-based, ``[DONE]`` not counted);
 ``check-adapter --strict`` fails on one. "Carries content" is judged by key names common to the
-provider APIs (``_CONTENT_KEYS``), so this is a heuristic: a warning, never a failure.
+provider APIs (``CONTENT_KEYS``), so this is a heuristic: a warning, never a failure.
 
 A body whose text is all dropped is not a warning but a failure, found by the engine itself
 (:mod:`notebook_llm.lua.dropped_text`), so the cell fails too. What stays a warning is a partial
@@ -27,6 +27,7 @@ from typing import Any
 
 from ..completion import Completion
 from ..errors import LlmError
+from ..lua.dropped_text import CONTENT_KEYS
 from ..lua.lua_adapter import LuaAdapter
 from ..lua.runtime import LuaSandbox
 from ..wire.ndjson import NDJSONDecoder
@@ -35,22 +36,6 @@ from .fixtures import Fixture
 
 __all__ = ["payload_warnings"]
 
-#: Keys whose non-empty string value is answer content in a provider payload (text, reasoning,
-#: tool-call arguments), whatever the API: OpenAI/Mistral/Groq ``content``, ``reasoning``,
-#: ``arguments``; Anthropic ``text``, ``thinking``, ``partial_json``; Gemini ``text``; Ollama
-#: ``content``, ``thinking``, ``response``.
-_CONTENT_KEYS = frozenset(
-    {
-        "content",
-        "text",
-        "reasoning",
-        "reasoning_content",
-        "thinking",
-        "partial_json",
-        "arguments",
-        "response",
-    }
-)
 #: Keys whose non-empty object value is a tool call's arguments (Gemini ``args``, Ollama
 #: ``arguments``, Anthropic ``input``), and keys that hold a tool call (its name is content).
 _ARGS_KEYS = frozenset({"args", "arguments", "input"})
@@ -58,11 +43,11 @@ _CALL_KEYS = frozenset({"function", "functionCall"})
 
 
 def _carries_content(value: Any, key: str = "", depth: int = 0) -> bool:
-    """Whether a decoded payload holds answer content (see ``_CONTENT_KEYS``)."""
+    """Whether a decoded payload holds answer content (see ``CONTENT_KEYS``)."""
     if depth > 32:
         return False
     if isinstance(value, str):
-        return bool(value) and key in _CONTENT_KEYS
+        return bool(value) and key in CONTENT_KEYS
     if isinstance(value, dict):
         if value and key in _ARGS_KEYS:
             return True

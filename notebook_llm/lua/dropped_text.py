@@ -35,7 +35,10 @@ from ..secrets import redact
 
 __all__ = ["CONTENT_KEYS", "DroppedText", "has_block", "judge_events"]
 
-#: Keys whose non-blank string is answer content, whatever the API.
+#: Keys whose non-blank string is answer content (text, reasoning, tool-call arguments),
+#: whatever the API: OpenAI/Mistral/Groq ``content``, ``reasoning``, ``arguments``; Anthropic
+#: ``text``, ``thinking``, ``partial_json``; Gemini ``text``; Ollama ``content``, ``thinking``,
+#: ``response``. The conformance kit's payload warnings read the same set.
 CONTENT_KEYS = frozenset(
     {
         "content",
