@@ -8,7 +8,7 @@ ceil(200 / 16) x latency: the whole-rounds floor (6.5 s at 500 ms). The goal is 
     python bench/bench_batch.py [--prompts 200] [--concurrency 16] [--latency 0.5 0.1]
                                 [--server process|thread] [--repeat 1] [--profile]
 
-The server: ``python -m notebook_llm.mock`` in a child process (the default, ``process``), so
+The server: ``python -m notebook_llm.adapters.mock`` in a child process (the default, ``process``), so
 its work does not share the client's GIL and CPU time; ``thread`` runs it in this process. For
 each prompt it waits ``latency``, then streams the echo model's answer as OpenAI does (six SSE
 events, each its own HTTP chunk).
@@ -24,7 +24,7 @@ Lines, each run ``--repeat`` times with the clients taking turns (median, and th
   httpx's default transport (httpcore, h11).
 * ``raw sockets``: no HTTP library, prebuilt requests on keep-alive sockets: the floor this
   server and the loopback set for any client.
-* ``scheduler only``: :func:`notebook_llm.batch.amap` over an in-process adapter that only
+* ``scheduler only``: :func:`notebook_llm.api.batch.amap` over an in-process adapter that only
   sleeps ``latency``.
 
 Then the CPU time per request on the loop's thread (``time.process_time``): the whole pipeline
@@ -52,11 +52,11 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 import httpx
 
 from notebook_llm import Completion, Engine, Event, GenerateOptions, LlmAdapter
-from notebook_llm.batch import amap, map_prompts
-from notebook_llm.lua.loader import builtin_adapters_dir
-from notebook_llm.lua.lua_adapter import LuaAdapter
-from notebook_llm.mock.direct_adapter import MockAdapter
-from notebook_llm.mock.server import MockServer
+from notebook_llm.adapters.lua.lua_adapter import LuaAdapter
+from notebook_llm.adapters.mock.direct_adapter import MockAdapter
+from notebook_llm.adapters.mock.server import MockServer
+from notebook_llm.api.batch import amap, map_prompts
+from notebook_llm.engine.routing.lua_files import builtin_adapters_dir
 from notebook_llm.wire.transport import shared_ssl_context
 
 #: The goal at the first latency (500 ms): wall time over the whole-rounds floor.
@@ -85,7 +85,7 @@ def server(kind: str, latency: float) -> Iterator[str]:
         with MockServer(latency=latency) as srv:
             yield srv.url
         return
-    cmd = [sys.executable, "-m", "notebook_llm.mock", "--latency", str(latency)]
+    cmd = [sys.executable, "-m", "notebook_llm.adapters.mock", "--latency", str(latency)]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
     try:
         assert proc.stdout is not None
@@ -199,7 +199,7 @@ def raw_sockets(url: str, n: int, concurrency: int) -> Callable[[], Awaitable[in
 
 #: Profile rows by layer: the first of these found in a function's file name.
 LAYERS = [
-    ("notebook_llm/lua/", "notebook_llm Lua adapter (sandbox, hooks, SSE)"),
+    ("notebook_llm/adapters/lua/", "notebook_llm Lua adapter (sandbox, hooks, SSE)"),
     ("notebook_llm/wire/", "notebook_llm wire (SSE framing, body decoding, transport)"),
     ("/aiohttp/", "aiohttp (pool, HTTP/1.1 parsing)"),
     ("/httpx_aiohttp/", "httpx-aiohttp"),

@@ -6,7 +6,7 @@ Hot path of a stream: Python hands one SSE ``data:`` payload (~300 bytes, OpenAI
 adapter's ``transform_stream_chunk``, which does json.decode -> small transform -> json.encode,
 and Python json.loads the result. Compared approaches:
 
-* pure-Lua codec (notebook_llm/lua/json.lua) in Lua 5.4 — the one used;
+* pure-Lua codec (notebook_llm/adapters/lua/json.lua) in Lua 5.4 — the one used;
 * Python ``json`` through the lupa bridge, building marked Lua tables from Python;
 * Python decode + Lua encode (hybrid).
 """
@@ -20,7 +20,7 @@ from typing import Any
 
 from lupa import lua54
 
-from notebook_llm.lua.runtime import LuaSandbox, _builtin
+from notebook_llm.adapters.lua.runtime import LuaSandbox, _builtin
 
 CHUNK = json.dumps(
     {

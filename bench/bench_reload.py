@@ -19,8 +19,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from notebook_llm.engine import Engine
-from notebook_llm.lua.lua_adapter import LuaAdapter
+from notebook_llm.adapters.lua.lua_adapter import LuaAdapter
+from notebook_llm.engine.engine import Engine
 
 ROOT = Path(__file__).resolve().parent.parent
 

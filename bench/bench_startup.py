@@ -7,7 +7,7 @@ cached): it starts an IPython ``InteractiveShell`` and runs one empty cell (not 
 of a running IPython", whose first cell compiles IPython's own tokenizer), then times
 
 * ``%load_ext notebook_llm`` (goal: under 100 ms; it starts the background warm-up of
-  ``notebook_llm/magics/warmup.py``, which is not part of this figure);
+  ``notebook_llm/notebook/magics/warmup.py``, which is not part of this figure);
 * a first ``%%llm mock:echo`` cell, from ``run_cell`` to the first ``TextDelta`` the engine
   makes, in two kinds of processes: one that runs it 1 s after ``%load_ext`` (a cell typed or
   run by hand: the warm-up has loaded the engine, httpx, lupa, the openai.lua bytecode and the
@@ -19,7 +19,7 @@ of a running IPython", whose first cell compiles IPython's own tokenizer), then 
   timed to its first ``data:`` line (median of 20, on a warm connection).
 
 The first token is caught without importing anything before the clock starts: an import hook
-wraps ``TextDelta.__init__`` when ``notebook_llm.protocol`` is first imported (by the cell).
+wraps ``TextDelta.__init__`` when ``notebook_llm.core.protocol`` is first imported (by the cell).
 The parent prints the median of each figure over the runs, beside its goal.
 """
 
@@ -43,7 +43,7 @@ first: list[float] = []
 
 class Hook(importlib.abc.MetaPathFinder):
     def find_spec(self, name, path, target=None):
-        if name != "notebook_llm.protocol":
+        if name != "notebook_llm.core.protocol":
             return None
         sys.meta_path.remove(self)
         spec = importlib.util.find_spec(name)
@@ -69,7 +69,7 @@ t0 = time.perf_counter()
 shell.run_line_magic("load_ext", "notebook_llm")
 out["load_ext"] = time.perf_counter() - t0
 out["modules_after_load_ext"] = sorted(
-    m for m in ("httpx", "lupa", "ipywidgets", "notebook_llm.engine") if m in sys.modules
+    m for m in ("httpx", "lupa", "ipywidgets", "notebook_llm.engine.engine") if m in sys.modules
 )
 time.sleep(PAUSE)
 
@@ -88,7 +88,7 @@ out["first_cell_token"], out["first_cell_total"] = cell("hello there")
 out["second_cell_token"], out["second_cell_total"] = cell("hello again")
 
 import httpx
-from notebook_llm.mock.shared import shared_server
+from notebook_llm.adapters.mock.shared import shared_server
 
 url = shared_server().url + "/v1/chat/completions"
 body = {"model": "echo", "stream": True, "messages": [{"role": "user", "content": "hello again"}]}

@@ -52,12 +52,12 @@ from typing import Any
 import httpx
 
 from notebook_llm import Engine, GenerateOptions, LlmAdapter, Message, TextDelta
-from notebook_llm.lua.contract import ChunkMapper
-from notebook_llm.lua.loader import builtin_adapters_dir
-from notebook_llm.lua.lua_adapter import LuaAdapter
-from notebook_llm.lua.response_mapping import json_object_output
-from notebook_llm.lua.runtime import LuaSandbox
-from notebook_llm.validate import StreamValidator
+from notebook_llm.adapters.lua.chunk_mapping import ChunkMapper
+from notebook_llm.adapters.lua.hook_results import json_object_output
+from notebook_llm.adapters.lua.lua_adapter import LuaAdapter
+from notebook_llm.adapters.lua.runtime import LuaSandbox
+from notebook_llm.core.stream_rules import StreamValidator
+from notebook_llm.engine.routing.lua_files import builtin_adapters_dir
 from notebook_llm.wire.sse import SSEDecoder
 
 #: Goal 1 of issue 16: notebook_llm / baseline at most this, openai SDK / notebook_llm at least.

@@ -31,8 +31,8 @@ from pydantic import BaseModel
 
 import notebook_llm
 from notebook_llm import Engine
-from notebook_llm.images import image_block, thumbnail_data_url
-from notebook_llm.widgets.typed_view import ImageStrip
+from notebook_llm.core.images import image_block, thumbnail_data_url
+from notebook_llm.notebook.widgets.typed_view import ImageStrip
 
 
 class Sentiment(BaseModel):

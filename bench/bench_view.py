@@ -35,7 +35,7 @@ import ipywidgets as w
 from comm.base_comm import BaseComm
 from jupyter_client.session import Session
 
-from notebook_llm.protocol import (
+from notebook_llm.core.protocol import (
     BlockEnd,
     BlockStart,
     Finish,
@@ -46,8 +46,8 @@ from notebook_llm.protocol import (
     ToolCallDelta,
     Usage,
 )
-from notebook_llm.widgets.live import library
-from notebook_llm.widgets.stream_view import StreamView
+from notebook_llm.notebook.widgets.live import library
+from notebook_llm.notebook.widgets.stream_view import StreamView
 
 BYTES_GOAL = 2.0
 RATE_GOAL = 20.0

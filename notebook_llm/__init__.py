@@ -1,28 +1,41 @@
 """notebook_llm: LLMs and LLM provider adapters in Jupyter.
 
-The engine (``Engine``, the stream protocol, adapters) has no notebook code; the magics and
-widgets live in ``notebook_llm.magics`` and ``notebook_llm.widgets`` and are loaded by
-``%load_ext notebook_llm``.
+The package is in layers, each a folder, each importing only the ones below it:
+``core`` (protocol, errors, redaction) < ``wire`` (HTTP) < ``adapters`` (Lua, mock) <
+``engine`` < ``api`` (chat, batch, tool calling) < ``notebook`` (magics, widgets);
+``conformance`` is the adapter test kit. ``notebook_llm.__all__`` is the public API, imported
+lazily: ``import notebook_llm`` and ``%load_ext notebook_llm`` load no engine, httpx, lupa or
+widgets.
+
+This module is also where the layers are joined: it tells the lower layers how to ask whether
+a person is watching, and keeps the module paths of 0.1 importing (with a warning) for one
+release.
 """
 
 from __future__ import annotations
 
+import sys
+import warnings
 from importlib import import_module
+from importlib.abc import Loader, MetaPathFinder
+from importlib.machinery import ModuleSpec
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
+from .core import audience
+
 if TYPE_CHECKING:
-    from .base_adapter import LlmAdapter
-    from .batch import amap
-    from .batch import map_prompts as map
-    from .cancel import StopSignal
-    from .chat import Chat
-    from .completion import Completion, assemble
-    from .engine import Engine
-    from .errors import ErrorCode, LlmError
-    from .estimate import CostEstimate, estimate_cost
-    from .lua.lua_adapter import LuaAdapter
-    from .pricing import set_price
-    from .protocol import (
+    from .adapters.base import LlmAdapter
+    from .adapters.lua.lua_adapter import LuaAdapter
+    from .api.batch import amap
+    from .api.batch import map_prompts as map
+    from .api.chat import Chat
+    from .api.estimate import CostEstimate, estimate_cost
+    from .api.tool_calling import Tool, as_tool, run_tools, stream_tools, tool
+    from .core.cancel import StopSignal
+    from .core.completion import Completion, assemble
+    from .core.errors import ErrorCode, LlmError
+    from .core.protocol import (
         Block,
         BlockEnd,
         BlockStart,
@@ -45,10 +58,11 @@ if TYPE_CHECKING:
         Usage,
         event_from_json,
     )
-    from .registry import AdapterHandle
-    from .tools import Tool, as_tool, run_tools, stream_tools, tool
-    from .validate import StreamValidator, validate_stream
-    from .wire.deadline import Timeouts
+    from .core.stream_rules import StreamValidator, validate_stream
+    from .core.timeouts import Timeouts
+    from .engine.engine import Engine
+    from .engine.pricing import set_price
+    from .engine.routing.registry import AdapterHandle
 
 __version__ = "0.1.0"
 
@@ -94,6 +108,7 @@ __all__ = [
     "event_from_json",
     "load_ipython_extension",
     "map",
+    "record",
     "run_tools",
     "set_price",
     "stream_tools",
@@ -103,29 +118,28 @@ __all__ = [
 ]
 
 
-#: Where each public name lives, imported on first access (PEP 562): ``import notebook_llm`` and
-#: ``%load_ext notebook_llm`` load no engine, httpx, lupa or widgets.
+#: Where each public name lives, imported on first access (PEP 562).
 _LAZY: dict[str, tuple[str, str]] = {
-    "LlmAdapter": (".base_adapter", "LlmAdapter"),
-    "amap": (".batch", "amap"),
-    "map": (".batch", "map_prompts"),
-    "StopSignal": (".cancel", "StopSignal"),
-    "Timeouts": (".wire.deadline", "Timeouts"),
-    "Chat": (".chat", "Chat"),
-    "Engine": (".engine", "Engine"),
-    "CostEstimate": (".estimate", "CostEstimate"),
-    "estimate_cost": (".estimate", "estimate_cost"),
-    "ErrorCode": (".errors", "ErrorCode"),
-    "LlmError": (".errors", "LlmError"),
-    "LuaAdapter": (".lua.lua_adapter", "LuaAdapter"),
-    "set_price": (".pricing", "set_price"),
-    "AdapterHandle": (".registry", "AdapterHandle"),
-    "Completion": (".completion", "Completion"),
-    "StreamValidator": (".validate", "StreamValidator"),
-    "assemble": (".completion", "assemble"),
-    "validate_stream": (".validate", "validate_stream"),
+    "LlmAdapter": (".adapters.base", "LlmAdapter"),
+    "amap": (".api.batch", "amap"),
+    "map": (".api.batch", "map_prompts"),
+    "StopSignal": (".core.cancel", "StopSignal"),
+    "Timeouts": (".core.timeouts", "Timeouts"),
+    "Chat": (".api.chat", "Chat"),
+    "Engine": (".engine.engine", "Engine"),
+    "CostEstimate": (".api.estimate", "CostEstimate"),
+    "estimate_cost": (".api.estimate", "estimate_cost"),
+    "ErrorCode": (".core.errors", "ErrorCode"),
+    "LlmError": (".core.errors", "LlmError"),
+    "LuaAdapter": (".adapters.lua.lua_adapter", "LuaAdapter"),
+    "set_price": (".engine.pricing", "set_price"),
+    "AdapterHandle": (".engine.routing.registry", "AdapterHandle"),
+    "Completion": (".core.completion", "Completion"),
+    "StreamValidator": (".core.stream_rules", "StreamValidator"),
+    "assemble": (".core.completion", "assemble"),
+    "validate_stream": (".core.stream_rules", "validate_stream"),
     **{
-        name: (".protocol", name)
+        name: (".core.protocol", name)
         for name in (
             "Block",
             "BlockEnd",
@@ -150,11 +164,22 @@ _LAZY: dict[str, tuple[str, str]] = {
             "event_from_json",
         )
     },
-    **{name: (".tools", name) for name in ("Tool", "as_tool", "run_tools", "stream_tools", "tool")},
+    **{
+        name: (".api.tool_calling", name)
+        for name in ("Tool", "as_tool", "run_tools", "stream_tools", "tool")
+    },
 }
 
 
+#: Public modules, by the short name the docs use (``from notebook_llm import record``).
+_MODULES: dict[str, str] = {"record": ".api.recording"}
+
+
 def __getattr__(name: str) -> Any:
+    if name in _MODULES:
+        module = import_module(_MODULES[name], __name__)
+        globals()[name] = module
+        return module
     where = _LAZY.get(name)
     if where is None:
         raise AttributeError(f"module 'notebook_llm' has no attribute {name!r}")
@@ -169,12 +194,136 @@ def __dir__() -> list[str]:
 
 def load_ipython_extension(ipython: Any) -> None:
     """``%load_ext notebook_llm``: register the magics (imported lazily)."""
-    from .magics import load_ipython_extension as load
+    from .notebook.magics import load_ipython_extension as load
 
     load(ipython)
 
 
 def unload_ipython_extension(ipython: Any) -> None:
-    from .magics import unload_ipython_extension as unload
+    from .notebook.magics import unload_ipython_extension as unload
 
     unload(ipython)
+
+
+def _someone_watching() -> bool:
+    from .notebook.watching import interactive
+
+    return interactive()
+
+
+audience.set_watch_check(_someone_watching)
+
+
+# -------------------------------------------------------------------------------------------
+# The module paths of 0.1, before the layers were folders: ``notebook_llm.<old>`` imports the
+# module now at ``notebook_llm.<new>`` (the same module object, so patching either patches
+# both), with a DeprecationWarning. They go in the next release. ``notebook_llm.engine`` is a
+# package now and still gives ``Engine``; ``notebook_llm.wire`` and ``conformance`` did not move.
+
+#: old path (under ``notebook_llm.``) -> new path; a submodule of an old package follows it.
+_MOVED_MODULES: dict[str, str] = {
+    "_sync": "core.background_loop",
+    "base_adapter": "adapters.base",
+    "batch": "api.batch",
+    "builtins": "engine.routing.builtin_plugin",
+    "cancel": "core.cancel",
+    "catalog": "engine.routing.catalog",
+    "chat": "api.chat",
+    "completion": "core.completion",
+    "credentials": "engine.credentials",
+    "dash_options": "core.dash_options",
+    "errors": "core.errors",
+    "estimate": "api.estimate",
+    "frames": "api.dataframes",
+    "frontend": "notebook.watching",
+    "images": "core.images",
+    "loop_events": "api.tool_calling.events",
+    "lua": "adapters.lua",
+    "lua.contract": "adapters.lua.chunk_mapping",
+    "lua.http_request": "adapters.lua.provider_request",
+    "lua.loader": "engine.routing.lua_files",
+    "lua.request": "adapters.lua.kernel_request",
+    "lua.response_mapping": "adapters.lua.hook_results",
+    "magics": "notebook.magics",
+    "mock": "adapters.mock",
+    "mock.wire": "adapters.mock.bodies",
+    "plugins": "engine.routing.plugins",
+    "pricing": "engine.pricing",
+    "protocol": "core.protocol",
+    "providers": "engine.providers",
+    "record": "api.recording",
+    "registry": "engine.routing.registry",
+    "request_options": "engine.request",
+    "secrets": "core.redaction",
+    "session": "engine.session",
+    "streaming": "engine.streaming",
+    "structured": "core.response_schema",
+    "tools": "api.tool_calling",
+    "tools.core": "api.tool_calling.tools",
+    "tools.schema": "api.tool_calling.type_schema",
+    "tools.validation": "api.tool_calling.argument_check",
+    "validate": "core.stream_rules",
+    "watch": "notebook.file_watch",
+    "widgets": "notebook.widgets",
+}
+
+
+def _moved_to(name: str) -> str | None:
+    """The new full name of an old module path ``name`` (``None``: not an old path)."""
+    prefix = __name__ + "."
+    if not name.startswith(prefix):
+        return None
+    parts = name[len(prefix) :].split(".")
+    for n in range(len(parts), 0, -1):
+        new = _MOVED_MODULES.get(".".join(parts[:n]))
+        if new is not None:
+            return ".".join([__name__, new, *parts[n:]])
+    return None
+
+
+class _MovedModuleFinder(MetaPathFinder, Loader):
+    """Answers an old module path with the module at its new path."""
+
+    def __init__(self) -> None:
+        self._own_specs: dict[str, ModuleSpec | None] = {}
+
+    def find_spec(
+        self, fullname: str, path: Any = None, target: ModuleType | None = None
+    ) -> ModuleSpec | None:
+        new = _moved_to(fullname)
+        if new is None:
+            return None
+        return ModuleSpec(fullname, self, origin=new)
+
+    def create_module(self, spec: ModuleSpec) -> ModuleType:
+        new = str(spec.origin)
+        warnings.warn(
+            f"{spec.name} moved to {new} (the old path goes in the next release)",
+            DeprecationWarning,
+            stacklevel=_importer_level(),
+        )
+        module = import_module(new)
+        self._own_specs[spec.name] = module.__spec__
+        return module
+
+    def exec_module(self, module: ModuleType) -> None:
+        """Nothing to run: the module at the new path is already imported. importlib has just
+        set its ``__spec__`` to the old path's; it gets its own back."""
+        own = self._own_specs.pop(str(module.__spec__.name if module.__spec__ else ""), None)
+        if own is not None:
+            module.__spec__ = own
+
+
+def _importer_level() -> int:
+    """The ``stacklevel`` of the frame whose ``import`` statement reached this finder (past
+    importlib's own frames), so the warning names the user's line."""
+    frame = sys._getframe(2)
+    level = 3
+    while frame is not None and frame.f_code.co_filename.startswith("<frozen importlib"):
+        frame = frame.f_back  # type: ignore[assignment]
+        level += 1
+    return level
+
+
+if not any(isinstance(f, _MovedModuleFinder) for f in sys.meta_path):
+    sys.meta_path.insert(0, _MovedModuleFinder())

@@ -9,10 +9,9 @@ import re
 import sys
 from collections.abc import Sequence
 
-from .dash_options import single_dash_long_option
-from .engine import Engine
-from .errors import LlmError
-from .protocol import (
+from .core.dash_options import single_dash_long_option
+from .core.errors import LlmError
+from .core.protocol import (
     BlockEnd,
     BlockStart,
     Finish,
@@ -22,7 +21,8 @@ from .protocol import (
     ToolSchema,
     Usage,
 )
-from .session import default_engine
+from .engine.engine import Engine
+from .engine.session import default_engine
 
 WEATHER = ToolSchema(
     "get_weather",
@@ -49,7 +49,7 @@ def _plain(text: str) -> str:
 
 def _dash_hint(parser: argparse.ArgumentParser, argv: Sequence[str]) -> str | None:
     """ "did you mean --max-tokens?" for a long option typed with one dash (see
-    :mod:`notebook_llm.dash_options`), over every option of every subcommand."""
+    :mod:`notebook_llm.core.dash_options`), over every option of every subcommand."""
     parsers = [parser]
     for action in parser._actions:  # argparse keeps its subparsers here (no public accessor)
         if isinstance(action, argparse._SubParsersAction):

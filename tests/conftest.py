@@ -74,7 +74,7 @@ def comms(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str]]:
     import comm
     from live_view_support import RecordingComm
 
-    from notebook_llm.widgets import live
+    from notebook_llm.notebook.widgets import live
 
     log: list[tuple[str, str]] = []
     monkeypatch.setattr(comm, "create_comm", lambda **kw: RecordingComm(log, **kw))

@@ -9,7 +9,7 @@ from typing import Any
 
 from comm.base_comm import BaseComm
 
-from notebook_llm.protocol import (
+from notebook_llm.core.protocol import (
     BlockEnd,
     BlockStart,
     Finish,
@@ -18,7 +18,7 @@ from notebook_llm.protocol import (
     ToolCallBlock,
     ToolCallDelta,
 )
-from notebook_llm.widgets.stream_view import StreamView
+from notebook_llm.notebook.widgets.stream_view import StreamView
 
 Log = list[tuple[str, str]]
 

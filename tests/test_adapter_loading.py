@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from notebook_llm import Engine, LlmError, LuaAdapter, validate_stream
-from notebook_llm.lua import loader
-from notebook_llm.mock import MockServer
+from notebook_llm.engine.routing import lua_files as loader
+from notebook_llm.adapters.mock import MockServer
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -193,13 +193,13 @@ def test_the_wheel_ships_the_builtin_scripts(tmp_path: Path) -> None:
     names = set(zipfile.ZipFile(wheel).namelist())
     for script in (ROOT / "adapters").glob("*.lua"):
         assert f"notebook_llm/_builtin_adapters/{script.name}" in names
-    assert "notebook_llm/lua/json.lua" in names
-    assert "notebook_llm/lua/sandbox.lua" in names
+    assert "notebook_llm/adapters/lua/json.lua" in names
+    assert "notebook_llm/adapters/lua/sandbox.lua" in names
     assert "notebook_llm/py.typed" in names
     # the live pane's front end: its code and the vendored libraries with their licences
     for name in ("live_view.js", "marked.esm.js", "marked.LICENSE", "dompurify.esm.js"):
-        assert f"notebook_llm/widgets/static/{name}" in names
-    assert "notebook_llm/widgets/static/dompurify.LICENSE" in names
+        assert f"notebook_llm/notebook/widgets/static/{name}" in names
+    assert "notebook_llm/notebook/widgets/static/dompurify.LICENSE" in names
 
 
 def test_unloading_a_session_override_brings_the_builtin_back(server: MockServer) -> None:

@@ -13,9 +13,9 @@ from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 from IPython.utils.capture import capture_output
 
-from notebook_llm.engine import Engine
-from notebook_llm.lua.lua_adapter import LuaAdapter
-from notebook_llm.magics.adapter_magics import AdapterMagics, CellLogCollector
+from notebook_llm.adapters.lua.lua_adapter import LuaAdapter
+from notebook_llm.engine.engine import Engine
+from notebook_llm.notebook.magics.adapter_magics import AdapterMagics, CellLogCollector
 
 ROOT = Path(__file__).resolve().parent.parent
 WIRE = ROOT / "tests" / "fixtures" / "wire"

@@ -11,12 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from notebook_llm import Engine, ErrorCode, LlmError, session
+from notebook_llm import Engine, ErrorCode, LlmError
 from notebook_llm import record as rec
+from notebook_llm.adapters.lua.lua_adapter import LuaAdapter, read_adapter_file
 from notebook_llm.conformance.fixtures import expected_for, load_expected, load_fixture
-from notebook_llm.credentials import read_env_file
-from notebook_llm.lua.lua_adapter import LuaAdapter, read_adapter_file
-from notebook_llm.providers import MAX_CONFIG_BYTES, load_file_config
+from notebook_llm.engine import session
+from notebook_llm.engine.credentials import read_env_file
+from notebook_llm.engine.providers import MAX_CONFIG_BYTES, load_file_config
 
 DEEP = 100_000
 

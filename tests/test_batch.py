@@ -19,9 +19,9 @@ from notebook_llm import (
     Message,
     StopSignal,
 )
-from notebook_llm.batch import amap, map_prompts, notebook_progress
-from notebook_llm.mock.direct_adapter import MockAdapter
-from notebook_llm.mock.server import MockServer
+from notebook_llm.adapters.mock.direct_adapter import MockAdapter
+from notebook_llm.adapters.mock.server import MockServer
+from notebook_llm.api.batch import amap, map_prompts, notebook_progress
 
 
 @pytest.fixture
@@ -205,8 +205,8 @@ def test_no_progress_bar_outside_a_kernel() -> None:
 
 
 async def test_a_batch_shares_one_connection_pool_and_closes_it() -> None:
-    from notebook_llm.lua.loader import builtin_adapters_dir
-    from notebook_llm.lua.lua_adapter import LuaAdapter
+    from notebook_llm.adapters.lua.lua_adapter import LuaAdapter
+    from notebook_llm.engine.routing.lua_files import builtin_adapters_dir
     from notebook_llm.wire.transport import connection_pool, scoped_client
 
     adapter = LuaAdapter.from_file(builtin_adapters_dir() / "openai.lua")
@@ -225,7 +225,7 @@ async def test_stop_during_a_batch_retry_wait_returns_at_once() -> None:
     import time
 
     from notebook_llm import LlmAdapter, StopSignal
-    from notebook_llm.batch import amap
+    from notebook_llm.api.batch import amap
 
     class Limited(LlmAdapter):
         name = "limited"

@@ -75,7 +75,7 @@ def test_binder_environment_runs_the_quickstart(tmp_path: Path) -> None:
         [
             str(python),
             "-c",
-            "import anywidget; from notebook_llm.widgets import live; "
+            "import anywidget; from notebook_llm.notebook.widgets import live; "
             "print(len(live.marked_source()), (live.STATIC / 'live_view.js').is_file())",
         ],
         env,

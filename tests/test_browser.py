@@ -175,9 +175,7 @@ _STATE_JS = """() => {
 }"""
 
 
-SLOW_SETUP = (
-    "from notebook_llm.mock.shared import shared_server; shared_server().chunk_delay = 0.05"
-)
+SLOW_SETUP = "from notebook_llm.adapters.mock.shared import shared_server; shared_server().chunk_delay = 0.05"
 TOOL_CELL = "%%llm mock:tools --tools get_weather\n{city}"
 SLOW_CELL = "%%llm mock:lorem --max-tokens 600\nStream this slowly, please."
 
@@ -441,10 +439,10 @@ def test_nbconvert_html_typesets_no_math_and_fetches_nothing_from_an_answer(
     import nbformat
     from nbconvert import HTMLExporter
 
-    from notebook_llm.errors import ErrorCode, LlmError
-    from notebook_llm.widgets.final import FinalView
-    from notebook_llm.widgets.render import ErrorBox
-    from notebook_llm.widgets.safe_html import markdown_html
+    from notebook_llm.core.errors import ErrorCode, LlmError
+    from notebook_llm.notebook.widgets.final import FinalView
+    from notebook_llm.notebook.widgets.render import ErrorBox
+    from notebook_llm.notebook.widgets.safe_html import markdown_html
 
     _browser_or_fail()
     mathjax = Path(jupyter_server_mathjax.__file__).parent / "static" / "MathJax.js"
@@ -679,7 +677,7 @@ def test_no_markdown_trick_renders_an_element_in_the_live_pane() -> None:
     link (never loaded), and no request to the answer's URLs."""
     from live_view_support import INERT_TRICKS
 
-    from notebook_llm.widgets import render
+    from notebook_llm.notebook.widgets import render
 
     _browser_or_fail()
     static = Path(render.__file__).parent / "static"
@@ -741,8 +739,8 @@ def test_a_tool_cards_streamed_arguments_are_appended_as_text_in_the_browser(
     card of the finished call replaces what was appended."""
     from live_view_support import Clock, feed_tool_call, pane_ops
 
-    from notebook_llm.widgets import render
-    from notebook_llm.widgets.stream_view import StreamView
+    from notebook_llm.notebook.widgets import render
+    from notebook_llm.notebook.widgets.stream_view import StreamView
 
     _browser_or_fail()
     pieces = ['{"path": "a.html", "content": "', "<img src=x onerror=window.__nbllm_xss=1>"]

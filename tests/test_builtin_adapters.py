@@ -19,12 +19,12 @@ from typing import Any
 import httpx
 import pytest
 
-from notebook_llm.completion import Completion, assemble
-from notebook_llm.errors import ErrorCode, LlmError
-from notebook_llm.lua.contract import build_request, map_response
-from notebook_llm.lua.lua_adapter import LuaAdapter
-from notebook_llm.lua.runtime import LuaSandbox
-from notebook_llm.protocol import (
+from notebook_llm.adapters.lua.chunk_mapping import build_request, map_response
+from notebook_llm.adapters.lua.lua_adapter import LuaAdapter
+from notebook_llm.adapters.lua.runtime import LuaSandbox
+from notebook_llm.core.completion import Completion, assemble
+from notebook_llm.core.errors import ErrorCode, LlmError
+from notebook_llm.core.protocol import (
     Event,
     GenerateOptions,
     ImageBlock,
@@ -35,7 +35,7 @@ from notebook_llm.protocol import (
     ToolResultBlock,
     ToolSchema,
 )
-from notebook_llm.validate import validate_stream
+from notebook_llm.core.stream_rules import validate_stream
 
 ROOT = Path(__file__).resolve().parent.parent
 ADAPTERS = ROOT / "adapters"

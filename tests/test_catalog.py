@@ -1,4 +1,4 @@
-"""The adapter catalog (notebook_llm/catalog.py): reload and overrides are not Lua-specific.
+"""The adapter catalog (notebook_llm/engine/routing/catalog.py): reload and overrides are not Lua-specific.
 
 Issue 15 moved adapter loading out of ``engine.py``; the catalog reloads any adapter that keeps
 its source and can swap it in place (``Reloadable``), instead of branching on ``LuaAdapter``.
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from notebook_llm import Engine, Event, Finish, FinishReason, GenerateOptions, LlmAdapter, LlmError
-from notebook_llm.catalog import Catalog, Reloadable
+from notebook_llm.engine.routing.catalog import Catalog, Reloadable
 
 
 class Templated(LlmAdapter):

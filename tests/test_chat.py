@@ -7,9 +7,9 @@ from collections.abc import Iterator
 import pytest
 
 from notebook_llm import Engine
-from notebook_llm.chat import Chat, set_default_engine, tool_schema
-from notebook_llm.loop_events import StepStart, ToolOutcome, ToolRun
-from notebook_llm.protocol import (
+from notebook_llm.api.chat import Chat, set_default_engine, tool_schema
+from notebook_llm.api.tool_calling.events import StepStart, ToolOutcome, ToolRun
+from notebook_llm.core.protocol import (
     BlockEnd,
     BlockStart,
     Finish,
@@ -20,7 +20,7 @@ from notebook_llm.protocol import (
     ToolCallBlock,
     Usage,
 )
-from notebook_llm.widgets.runner import all_text, completion_from
+from notebook_llm.notebook.widgets.runner import all_text, completion_from
 
 
 @pytest.fixture

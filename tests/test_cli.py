@@ -10,8 +10,8 @@ import pytest
 
 from notebook_llm import Engine
 from notebook_llm.__main__ import main
-from notebook_llm.mock.direct_adapter import MockAdapter
-from notebook_llm.session import set_default_engine
+from notebook_llm.adapters.mock.direct_adapter import MockAdapter
+from notebook_llm.engine.session import set_default_engine
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from notebook_llm import Engine, Event, Finish, TextDelta, assemble, validate_stream
-from notebook_llm.lua.lua_adapter import LuaAdapter
-from notebook_llm.mock.server import MockServer
+from notebook_llm.adapters.lua.lua_adapter import LuaAdapter
+from notebook_llm.adapters.mock.server import MockServer
 
 N = 50
 STATEFUL = """

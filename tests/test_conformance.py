@@ -9,6 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from notebook_llm.adapters.lua.lines import lua_line_of
+from notebook_llm.adapters.lua.lua_adapter import LuaAdapter
+from notebook_llm.adapters.lua.runtime import LuaLimits
 from notebook_llm.conformance import (
     SAMPLE_KEY,
     Fixture,
@@ -22,11 +25,8 @@ from notebook_llm.conformance import (
     replay_fixture,
     request_cases,
 )
-from notebook_llm.errors import ErrorCode, LlmError
-from notebook_llm.lua.lines import lua_line_of
-from notebook_llm.lua.lua_adapter import LuaAdapter
-from notebook_llm.lua.runtime import LuaLimits
-from notebook_llm.protocol import Event, Finish
+from notebook_llm.core.errors import ErrorCode, LlmError
+from notebook_llm.core.protocol import Event, Finish
 
 ROOT = Path(__file__).resolve().parent.parent
 WIRE = ROOT / "tests" / "fixtures" / "wire"
@@ -337,9 +337,9 @@ def test_cli_exit_status_0_and_1(tmp_path: Path) -> None:
 def test_a_recording_of_a_mock_session_is_a_set_of_fixtures(tmp_path: Path) -> None:
     from notebook_llm import Engine
     from notebook_llm import record as rec
+    from notebook_llm.adapters.mock import MockServer
     from notebook_llm.conformance import check_adapter, fixtures_from_recording
-    from notebook_llm.lua.loader import builtin_adapters_dir
-    from notebook_llm.mock import MockServer
+    from notebook_llm.engine.routing.lua_files import builtin_adapters_dir
 
     path = tmp_path / "session.jsonl"
     engine = Engine(config_file=False, env_file=False)

@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from notebook_llm.completion import Completion, assemble
-from notebook_llm.errors import ErrorCode, LlmError
-from notebook_llm.lua.contract import ChunkMapper, build_request, map_response
-from notebook_llm.protocol import (
+from notebook_llm.adapters.lua.chunk_mapping import ChunkMapper, build_request, map_response
+from notebook_llm.core.completion import Completion, assemble
+from notebook_llm.core.errors import ErrorCode, LlmError
+from notebook_llm.core.protocol import (
     BlockStart,
     Event,
     Finish,
@@ -26,7 +26,7 @@ from notebook_llm.protocol import (
     ToolSchema,
     Usage,
 )
-from notebook_llm.validate import validate_stream
+from notebook_llm.core.stream_rules import validate_stream
 
 # --------------------------------------------------------------------------------------------
 # build_request

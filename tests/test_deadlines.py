@@ -14,8 +14,8 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 import pytest
 
 from notebook_llm import Engine, Finish, LlmError, TextDelta
-from notebook_llm.mock.server import MockServer
-from notebook_llm.wire.deadline import DEFAULT_TIMEOUTS, Timeouts
+from notebook_llm.adapters.mock.server import MockServer
+from notebook_llm.core.timeouts import DEFAULT_TIMEOUTS, Timeouts
 
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
 GUARD = 20.0  # seconds: without the limits these requests never end

@@ -20,12 +20,12 @@ import lupa.lua54 as lupa
 import pytest
 
 from notebook_llm.__main__ import main
+from notebook_llm.adapters.lua.lua_adapter import LuaAdapter
 from notebook_llm.conformance import check_requests, load_fixture, replay_fixture
 from notebook_llm.conformance.draft import draft_adapter
 from notebook_llm.conformance.draft.lua_text import comment_text, lua_str
 from notebook_llm.conformance.fixtures import CONTENT_TYPES, Fixture
-from notebook_llm.errors import LlmError
-from notebook_llm.lua.lua_adapter import LuaAdapter
+from notebook_llm.core.errors import LlmError
 
 ROOT = Path(__file__).resolve().parent.parent
 WIRE = ROOT / "tests" / "fixtures" / "wire"
@@ -556,8 +556,8 @@ def test_d_the_magic_adds_a_cell_with_the_draft_and_loads_it(
     from IPython.core.interactiveshell import InteractiveShell
     from IPython.utils.capture import capture_output
 
-    from notebook_llm.engine import Engine
-    from notebook_llm.magics.adapter_magics import AdapterMagics
+    from notebook_llm.engine.engine import Engine
+    from notebook_llm.notebook.magics.adapter_magics import AdapterMagics
 
     sh = InteractiveShell.instance()
     engine = Engine(config_file=False, env_file=False)

@@ -20,11 +20,11 @@ from IPython.core.interactiveshell import InteractiveShell
 from IPython.utils.capture import capture_output
 
 from notebook_llm import Engine
-from notebook_llm.chat import set_default_engine
+from notebook_llm.adapters.lua.dropped_text import DroppedText
+from notebook_llm.adapters.lua.lua_adapter import LuaAdapter
+from notebook_llm.api.chat import set_default_engine
 from notebook_llm.conformance import check_adapter, cli_check, replay_fixture
-from notebook_llm.errors import LlmError
-from notebook_llm.lua.dropped_text import DroppedText
-from notebook_llm.lua.lua_adapter import LuaAdapter
+from notebook_llm.core.errors import LlmError
 
 TOK_SCRIPT = """\
 local M = { name = "tokapi", version = "1", endpoint = "/v1/generate" }
@@ -237,7 +237,7 @@ def test_check_adapter_with_no_fixtures_says_so(tmp_path: Path) -> None:
 def _recording(tmp_path: Path) -> Path:
     """One exchange made by the tok adapter, then three made by the mock (openai-shaped)."""
     from notebook_llm import record as rec
-    from notebook_llm.mock import MockServer
+    from notebook_llm.adapters.mock import MockServer
 
     path = tmp_path / "session.jsonl"
     engine = Engine(config_file=False, env_file=False)
@@ -296,7 +296,7 @@ def _no_default_engine() -> Iterator[None]:
 
 def _adapter_magic(line: str, cell: str | None = None) -> tuple[str, str]:
     """Run ``%adapter`` / ``%%adapter`` on a fresh engine: (text/plain, text/html)."""
-    from notebook_llm.magics.adapter_magics import AdapterMagics
+    from notebook_llm.notebook.magics.adapter_magics import AdapterMagics
 
     sh = InteractiveShell.instance()
     engine = Engine(config_file=False, env_file=False)

@@ -33,8 +33,8 @@ from notebook_llm import (
     assemble,
     validate_stream,
 )
-from notebook_llm.lua.lua_adapter import LuaAdapter
-from notebook_llm.lua.runtime import LuaLimits
+from notebook_llm.adapters.lua.lua_adapter import LuaAdapter
+from notebook_llm.adapters.lua.runtime import LuaLimits
 from notebook_llm.wire.ndjson import NDJSONDecoder
 from notebook_llm.wire.sse import SSEDecoder
 

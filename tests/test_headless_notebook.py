@@ -44,7 +44,7 @@ CELLS = [
     f"open('live.lua', 'w').write({LIVE.format(version='0.1')!r})\n%adapter load live.lua",
     f"open('live.lua', 'w').write({LIVE.format(version='0.2')!r})\n"
     "%adapter load live.lua\n%adapter unload live",
-    "from notebook_llm.session import default_engine\n"
+    "from notebook_llm.engine.session import default_engine\n"
     "try:\n"
     "    default_engine().adapter('live')\n"
     "    print('live is still there')\n"

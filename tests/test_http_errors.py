@@ -11,7 +11,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from notebook_llm.errors import ErrorCode, code_for_status
+from notebook_llm.core.errors import ErrorCode, code_for_status
 from notebook_llm.wire.http_errors import (
     backoff_delay,
     error_from_http,

@@ -18,16 +18,16 @@ import pytest
 from PIL import Image
 
 from notebook_llm import Engine, ErrorCode, LlmError
-from notebook_llm.chat import Chat
-from notebook_llm.images import (
+from notebook_llm.adapters.mock.shared import shared_server
+from notebook_llm.api.chat import Chat
+from notebook_llm.core.images import (
     FIGURE_MAX_PX,
     image_block,
     image_bytes,
     shrink_images,
     thumbnail_data_url,
 )
-from notebook_llm.mock.shared import shared_server
-from notebook_llm.protocol import ImageBlock
+from notebook_llm.core.protocol import ImageBlock
 
 
 def noise(size: tuple[int, int], fmt: str = "PNG") -> bytes:

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from notebook_llm.magics.interpolate import fields, interpolate, near_misses
+from notebook_llm.notebook.magics.interpolate import fields, interpolate, near_misses
 
 
 class Boom:

@@ -21,10 +21,10 @@ from typing import Any
 
 import pytest
 
-from notebook_llm.completion import Completion
+from notebook_llm.adapters.lua.lua_adapter import LuaAdapter
 from notebook_llm.conformance import check_adapter, cli_check, load_fixture, replay_fixture
-from notebook_llm.lua.lua_adapter import LuaAdapter
-from notebook_llm.widgets.adapter_view import report_html
+from notebook_llm.core.completion import Completion
+from notebook_llm.notebook.widgets.adapter_view import report_html
 
 HERE = Path(__file__).parent
 SCRIPTS = HERE / "kernel_idiom"
@@ -271,7 +271,7 @@ NULL_SCHEMA_REQUEST = {
 def test_builtin_adapters_send_a_tool_schemas_null_on(provider: str) -> None:
     # The request side decodes with {null = json.null}: a null in a tool schema stays null
     # (with the default decoding it would vanish, changing the schema the model sees).
-    from notebook_llm.lua.runtime import LuaSandbox
+    from notebook_llm.adapters.lua.runtime import LuaSandbox
 
     source = (ADAPTERS / f"{provider}.lua").read_text("utf-8")
     out = LuaSandbox(source, name=provider).call(

@@ -10,10 +10,10 @@ from typing import Any
 
 from live_view_support import Clock, Log, feed, words
 
-from notebook_llm.secrets import register_secret
-from notebook_llm.widgets import live
-from notebook_llm.widgets.live import HOLD_MAX, HOLD_TAIL, LivePane, RedactedStream
-from notebook_llm.widgets.stream_view import StreamView
+from notebook_llm.core.redaction import register_secret
+from notebook_llm.notebook.widgets import live
+from notebook_llm.notebook.widgets.live import HOLD_MAX, HOLD_TAIL, LivePane, RedactedStream
+from notebook_llm.notebook.widgets.stream_view import StreamView
 
 
 def ops(log: Log) -> list[list[Any]]:

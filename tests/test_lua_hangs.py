@@ -29,8 +29,8 @@ from typing import Any
 import pytest
 
 from notebook_llm import Engine, ErrorCode, LlmError, StopSignal
-from notebook_llm.lua.lua_adapter import LuaAdapter
-from notebook_llm.lua.runtime import LuaLimits, LuaSandbox
+from notebook_llm.adapters.lua.lua_adapter import LuaAdapter
+from notebook_llm.adapters.lua.runtime import LuaLimits, LuaSandbox
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -240,8 +240,8 @@ CASES: dict[str, tuple[str, str]] = {
 RUNNER = textwrap.dedent(
     """
     import json, math, resource, sys, time
-    from notebook_llm.errors import LlmError
-    from notebook_llm.lua.runtime import LuaLimits, LuaSandbox
+    from notebook_llm.core.errors import LlmError
+    from notebook_llm.adapters.lua.runtime import LuaLimits, LuaSandbox
 
     cases = json.loads(sys.stdin.read())
     for name, body in cases.items():
@@ -274,9 +274,9 @@ RUNNER = textwrap.dedent(
 STOP_RUNNER = textwrap.dedent(
     """
     import json, math, resource, sys, threading, time
-    from notebook_llm.cancel import StopSignal
-    from notebook_llm.errors import LlmError
-    from notebook_llm.lua.runtime import LuaLimits, LuaSandbox
+    from notebook_llm.core.cancel import StopSignal
+    from notebook_llm.core.errors import LlmError
+    from notebook_llm.adapters.lua.runtime import LuaLimits, LuaSandbox
 
     cases = json.loads(sys.stdin.read())
     for name, body in cases.items():
@@ -535,8 +535,8 @@ def test_the_engine_stop_signal_reaches_a_running_lua_hook() -> None:
 
 KERNEL_CELL = """
 from notebook_llm import Engine
-from notebook_llm.lua.lua_adapter import LuaAdapter
-from notebook_llm.lua.runtime import LuaLimits
+from notebook_llm.adapters.lua.lua_adapter import LuaAdapter
+from notebook_llm.adapters.lua.runtime import LuaLimits
 _e = Engine(config_file=False, env_file=False, retries=0)
 _e.add_provider("spin", adapter=LuaAdapter.from_source({src!r},
     limits=LuaLimits(cpu_seconds=300, wall_seconds=300)), base_url="http://127.0.0.1:9", model="m")

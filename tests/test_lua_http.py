@@ -17,9 +17,9 @@ import httpx
 import pytest
 
 from notebook_llm import Engine, ErrorCode, LlmError
-from notebook_llm.lua.host import TransportHttp
-from notebook_llm.lua.lua_adapter import LuaAdapter
-from notebook_llm.lua.runtime import LuaLimits, LuaSandbox
+from notebook_llm.adapters.lua.host import TransportHttp
+from notebook_llm.adapters.lua.lua_adapter import LuaAdapter
+from notebook_llm.adapters.lua.runtime import LuaLimits, LuaSandbox
 from notebook_llm.wire.limits import DEFAULT_LIMITS
 
 SSE = (

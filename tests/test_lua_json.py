@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from notebook_llm.errors import ErrorCode, LlmError
-from notebook_llm.lua.runtime import LuaSandbox
+from notebook_llm.adapters.lua.runtime import LuaSandbox
+from notebook_llm.core.errors import ErrorCode, LlmError
 
 SCRIPT = """
 local M = {name = "j"}
@@ -199,7 +199,7 @@ def test_decode_marks_tables_from_python_args(sb: LuaSandbox) -> None:
 
 
 def test_decoded_objects_keep_their_key_order_when_re_encoded() -> None:
-    from notebook_llm.lua.runtime import LuaSandbox
+    from notebook_llm.adapters.lua.runtime import LuaSandbox
 
     sb = LuaSandbox(
         "return { transform_request = function(s) local t = json.decode(s); t.added = 1; "
@@ -215,7 +215,7 @@ def test_decoded_objects_keep_their_key_order_when_re_encoded() -> None:
 
 
 def test_objects_built_by_a_script_encode_in_a_stable_sorted_order() -> None:
-    from notebook_llm.lua.runtime import LuaSandbox
+    from notebook_llm.adapters.lua.runtime import LuaSandbox
 
     sb = LuaSandbox(
         "return { transform_request = function(s) return json.encode({ zz = 1, aa = 2, mm = { y = 1, b = 2 } }) end,"

@@ -1,7 +1,7 @@
 """The sandbox's json.decode in the stream hot path against the general decoder.
 
 In ``transform_stream_chunk`` the codec does not record key order (Python parses the result,
-see ``notebook_llm/lua/json.lua``); every other hook does. For any text, valid or not, the two
+see ``notebook_llm/adapters/lua/json.lua``); every other hook does. For any text, valid or not, the two
 must give the same value (types, nulls, [] vs {}) or the same error message, with nulls decoded
 to nil (the default) and to json.null (``{null = json.null}``). (These cases were written for a
 shape cache, since deleted; they still hold the decoder to the same values.)
@@ -17,7 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from notebook_llm.lua.runtime import LuaSandbox
+from notebook_llm.adapters.lua.runtime import LuaSandbox
 
 # probe(text) -> {"ok": [value], "kept": [value with json.null]} or {"err": message}; the same
 # function under two hook names:

@@ -27,7 +27,7 @@ PRELUDE = textwrap.dedent(
     """
     import json, sys
     from notebook_llm import Engine, LlmError
-    from notebook_llm.lua.runtime import LuaSandbox
+    from notebook_llm.adapters.lua.runtime import LuaSandbox
     ECHO = '''return { name = "echo",
       transform_request = function(r) return r end,
       transform_response = function(b) return {content = #b} end,

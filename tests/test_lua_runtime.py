@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from notebook_llm.errors import ErrorCode, LlmError
-from notebook_llm.lua.runtime import LuaLimits, LuaSandbox
+from notebook_llm.adapters.lua.runtime import LuaLimits, LuaSandbox
+from notebook_llm.core.errors import ErrorCode, LlmError
 
 FAST = LuaLimits(cpu_seconds=0.2, memory_bytes=32 * 1024 * 1024)
 
@@ -468,7 +468,7 @@ def test_hash_helpers() -> None:
 
 
 def test_log_redacts_and_calls_back(caplog: pytest.LogCaptureFixture) -> None:
-    from notebook_llm.secrets import register_secret
+    from notebook_llm.core.redaction import register_secret
 
     register_secret("sk-supersecretvalue123")
     seen: list[tuple[str, str]] = []
@@ -558,7 +558,7 @@ def test_json_array_and_object_still_mark_decoded_tables() -> None:
 def test_http_calls_count_against_a_wall_clock_budget() -> None:
     import time as _time
 
-    from notebook_llm.lua.runtime import LuaLimits
+    from notebook_llm.adapters.lua.runtime import LuaLimits
 
     class SlowHttp:
         def get(self, url: str) -> tuple[int, str]:

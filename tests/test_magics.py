@@ -25,10 +25,10 @@ from notebook_llm import (
     Message,
     TextDelta,
 )
-from notebook_llm.chat import Turn, set_default_engine
-from notebook_llm.magics.llm import HINT, LlmMagics
-from notebook_llm.widgets.present import Presenter
-from notebook_llm.widgets.render import STOPPED_MARK
+from notebook_llm.api.chat import Turn, set_default_engine
+from notebook_llm.notebook.magics.llm import HINT, LlmMagics
+from notebook_llm.notebook.widgets.present import Presenter
+from notebook_llm.notebook.widgets.render import STOPPED_MARK
 
 SECRET = "sk-fake-MAGICSECRET-9876543210"
 
@@ -270,7 +270,7 @@ def test_interrupt_stops_within_a_second(engine: Engine, comms: list[str]) -> No
     ip = InteractiveShell.instance()
     with capture_output() as cap:
         presenter = Presenter(engine, turn, live=True, poll=poll)
-        from notebook_llm.chat import make_source
+        from notebook_llm.api.chat import make_source
 
         completion = presenter.run_sync(make_source(engine, turn, presenter.stop))
         presenter.show(completion)
@@ -291,7 +291,7 @@ def test_stop_button(engine: Engine, comms: list[str]) -> None:
         if len(presenter.view.text) > 20:
             presenter.view.stop_button.click()
 
-    from notebook_llm.chat import make_source
+    from notebook_llm.api.chat import make_source
 
     with capture_output() as cap:
         presenter = Presenter(engine, turn, live=True, poll=poll)
@@ -308,7 +308,7 @@ def test_stop_button(engine: Engine, comms: list[str]) -> None:
 def test_async_cell_transformer_rewrites_only_a_plain_llm_cell() -> None:
     from IPython.core.inputtransformer2 import TransformerManager
 
-    from notebook_llm.magics import async_cell_transformer
+    from notebook_llm.notebook.magics import async_cell_transformer
 
     code = TransformerManager().transform_cell('%%llm mock:echo -s "a)b"\nHi {x} )\n')
     out = "".join(async_cell_transformer(code.splitlines(keepends=True)))
@@ -327,14 +327,14 @@ def test_async_cell_transformer_rewrites_only_a_plain_llm_cell() -> None:
 def test_transformer_is_installed_only_in_a_kernel_that_dispatches_comms(
     shell: InteractiveShell,
 ) -> None:
-    from notebook_llm.magics import async_cell_transformer
+    from notebook_llm.notebook.magics import async_cell_transformer
 
     # A terminal InteractiveShell has no kernel: %%llm stays a plain blocking magic.
     assert async_cell_transformer not in shell.input_transformers_post
 
 
 def test_async_cell_path_gives_the_same_answer(shell: InteractiveShell) -> None:
-    from notebook_llm.magics import async_cell_transformer
+    from notebook_llm.notebook.magics import async_cell_transformer
 
     shell.input_transformers_post.append(async_cell_transformer)
     try:
@@ -374,7 +374,7 @@ async def test_async_cell_interrupted_keeps_partial_text_marked_stopped(
 def test_record_then_replay_with_the_magics(
     shell: InteractiveShell, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from notebook_llm.mock import MockServer
+    from notebook_llm.adapters.mock import MockServer
 
     path = tmp_path / "session.jsonl"
     key = "sk-test-MAGICREC-0123456789"
@@ -428,7 +428,7 @@ async def _click_when_asked(asked: list[Any], button: str) -> None:
 async def test_confirm_waits_for_run_or_skip_in_the_widget(
     shell: InteractiveShell, button: str, ran: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from notebook_llm.widgets.stream_view import StreamView
+    from notebook_llm.notebook.widgets.stream_view import StreamView
 
     asked: list[Any] = []
     original = StreamView.ask

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from notebook_llm.mock import wire
-from notebook_llm.mock.models import (
+from notebook_llm.adapters.mock import bodies as wire
+from notebook_llm.adapters.mock.models import (
     MODELS,
     MockReply,
     MockTokenCounts,

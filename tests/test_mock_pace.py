@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 
 from notebook_llm import Engine
-from notebook_llm.mock import pace
-from notebook_llm.mock.models import count_tokens
-from notebook_llm.protocol import Event, TextDelta
+from notebook_llm.adapters.mock import pace
+from notebook_llm.adapters.mock.models import count_tokens
+from notebook_llm.core.protocol import Event, TextDelta
 
 
 class FakeClock:
@@ -46,7 +46,7 @@ def clock(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeClock]:
 
 @pytest.fixture
 def watched(monkeypatch: pytest.MonkeyPatch) -> None:
-    import notebook_llm.frontend as frontend
+    import notebook_llm.notebook.watching as frontend
 
     monkeypatch.setattr(frontend, "interactive", lambda: True)
 
@@ -160,7 +160,7 @@ def _kernel_pace(allow_stdin: bool) -> Any:
 
     km, kc = start_new_kernel(kernel_name="python3")
     try:
-        code = "from notebook_llm.mock.pace import watched_pace; print(watched_pace())"
+        code = "from notebook_llm.adapters.mock.pace import watched_pace; print(watched_pace())"
         out: list[str] = []
 
         def keep(msg: dict[str, Any]) -> None:

@@ -11,8 +11,8 @@ from typing import Any
 import httpx
 import pytest
 
-from notebook_llm.mock import FAULT_HEADER, FAULTS, MockReply, MockServer, ToolCall
-from notebook_llm.mock.server import RecordedRequest
+from notebook_llm.adapters.mock import FAULT_HEADER, FAULTS, MockReply, MockServer, ToolCall
+from notebook_llm.adapters.mock.server import RecordedRequest
 
 PROMPT = "Hello,  world!\n\tÜnïcödé 🎉 ok?"
 ROUTES = {"openai": "/v1/chat/completions", "anthropic": "/v1/messages", "ollama": "/api/chat"}
@@ -587,7 +587,7 @@ def test_error_event(srv: MockServer, client: httpx.Client) -> None:
 @pytest.fixture
 def writes(monkeypatch: pytest.MonkeyPatch) -> list[bytes]:
     """Each write the mock server's handler makes to its socket, in order."""
-    from notebook_llm.mock import server as mock_server
+    from notebook_llm.adapters.mock import server as mock_server
 
     seen: list[bytes] = []
     setup = mock_server._Handler.setup

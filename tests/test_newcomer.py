@@ -32,8 +32,8 @@ from notebook_llm import (
     TextDelta,
     ToolResultBlock,
 )
-from notebook_llm.tools import run_tools
-from notebook_llm.tools.core import Tool
+from notebook_llm.api.tool_calling import run_tools
+from notebook_llm.api.tool_calling.tools import Tool
 
 
 @pytest.fixture
@@ -44,7 +44,7 @@ def engine() -> Engine:
 @pytest.fixture(autouse=True)
 def _fresh_session_engine() -> Iterator[None]:
     """No test leaves its session engine to the next."""
-    from notebook_llm.session import set_default_engine
+    from notebook_llm.engine.session import set_default_engine
 
     yield
     set_default_engine(None)
@@ -177,7 +177,7 @@ def test_unload_after_reload_of_an_override_still_brings_the_builtin_back(tmp_pa
 
 @pytest.fixture
 def session_engine() -> Iterator[Engine]:
-    from notebook_llm.session import set_default_engine
+    from notebook_llm.engine.session import set_default_engine
 
     eng = Engine(config_file=False, env_file=False, retries=0)
     set_default_engine(eng)
@@ -234,7 +234,7 @@ async def test_map_sends_a_failing_prompt_at_most_one_plus_retries_times(
     engine_retries: int, map_retries: int | None, sent: int
 ) -> None:
     from notebook_llm import amap
-    from notebook_llm.mock import MockServer
+    from notebook_llm.adapters.mock import MockServer
 
     with MockServer() as srv:
         eng = Engine(config_file=False, env_file=False, retries=engine_retries, retry_base=0.001)
@@ -265,7 +265,7 @@ return a
 
 @pytest.mark.parametrize("header", ["X-Api-Key", "api-key", "X-Custom-Auth"])
 async def test_build_headers_alone_carries_the_key(header: str) -> None:
-    from notebook_llm.mock import MockServer
+    from notebook_llm.adapters.mock import MockServer
 
     with MockServer() as srv:
         eng = Engine(config_file=False, env_file=False, retries=0)
@@ -342,7 +342,7 @@ def test_cli_ask_exits_non_zero_with_one_line_on_stderr(
 def adapter_shell() -> Iterator[tuple[Any, Any, Engine]]:
     from IPython.core.interactiveshell import InteractiveShell
 
-    from notebook_llm.magics.adapter_magics import AdapterMagics
+    from notebook_llm.notebook.magics.adapter_magics import AdapterMagics
 
     sh = InteractiveShell.instance()
     eng = Engine(config_file=False, env_file=False)
@@ -386,8 +386,8 @@ def test_check_adapter_names_the_non_utf8_file(tmp_path: Path) -> None:
 
 @pytest.fixture
 def fresh_session() -> Iterator[None]:
-    from notebook_llm import providers
-    from notebook_llm.session import set_default_engine
+    from notebook_llm.engine import providers
+    from notebook_llm.engine.session import set_default_engine
 
     set_default_engine(None)
     providers._noticed.clear()
@@ -524,7 +524,7 @@ return a
 
 
 async def test_transform_request_returning_invalid_json_is_the_adapters_error() -> None:
-    from notebook_llm.mock import MockServer
+    from notebook_llm.adapters.mock import MockServer
 
     with MockServer() as srv:
         eng = Engine(config_file=False, env_file=False, retries=0)

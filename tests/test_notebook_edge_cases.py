@@ -25,8 +25,8 @@ from notebook_llm import (
     LlmAdapter,
     TextDelta,
 )
-from notebook_llm.chat import Chat, set_default_engine
-from notebook_llm.secrets import redact
+from notebook_llm.api.chat import Chat, set_default_engine
+from notebook_llm.core.redaction import redact
 
 
 class Endless(LlmAdapter):
@@ -87,7 +87,7 @@ async def test_interrupting_an_awaited_chat_shows_and_keeps_the_partial_answer(
 def test_a_blocking_send_in_a_kernel_without_ui_polling_offers_interrupt_instead_of_stop(
     engine: Engine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from notebook_llm.widgets import present
+    from notebook_llm.notebook.widgets import present
 
     class Kernel:  # ipykernel 7 has no do_one_iteration
         pass
@@ -95,7 +95,7 @@ def test_a_blocking_send_in_a_kernel_without_ui_polling_offers_interrupt_instead
     class Shell:
         kernel = Kernel()
 
-    monkeypatch.setattr("notebook_llm.widgets.runner._shell", lambda: Shell())
+    monkeypatch.setattr("notebook_llm.notebook.widgets.runner._shell", lambda: Shell())
     views: list[Any] = []
     original = present.Presenter._start
 
@@ -114,7 +114,7 @@ def test_a_blocking_send_in_a_kernel_without_ui_polling_offers_interrupt_instead
 def test_autoawait_off_leaves_llm_cells_as_plain_magics(shell: InteractiveShell) -> None:
     from IPython.core.inputtransformer2 import TransformerManager
 
-    from notebook_llm.magics import async_cell_transformer
+    from notebook_llm.notebook.magics import async_cell_transformer
 
     lines = TransformerManager().transform_cell("%%llm\nhi\n").splitlines(keepends=True)
     shell.autoawait = False
@@ -173,8 +173,8 @@ def test_unload_removes_everything_it_added(shell: InteractiveShell, tmp_path: P
 
 
 def test_finished_views_close_the_text_widgets_they_no_longer_show(engine: Engine) -> None:
-    from notebook_llm.protocol import BlockEnd, TextBlock
-    from notebook_llm.widgets.stream_view import StreamView
+    from notebook_llm.core.protocol import BlockEnd, TextBlock
+    from notebook_llm.notebook.widgets.stream_view import StreamView
 
     view = StreamView("m")
     text = "".join(f"Paragraph {i}.\n\n" for i in range(200))
@@ -198,8 +198,8 @@ def test_a_key_in_the_environment_is_hidden_before_any_request_used_it(
 
 def test_completion_repr_hides_keys(monkeypatch: pytest.MonkeyPatch) -> None:
     from notebook_llm import TextBlock
-    from notebook_llm.completion import Completion
-    from notebook_llm.secrets import register_secret
+    from notebook_llm.core.completion import Completion
+    from notebook_llm.core.redaction import register_secret
 
     register_secret("sk-echoed-0123456789abcdef")
     completion = Completion(blocks=[TextBlock("echo: sk-echoed-0123456789abcdef")])

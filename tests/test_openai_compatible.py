@@ -22,9 +22,9 @@ from IPython.core.interactiveshell import InteractiveShell
 from IPython.utils.capture import capture_output
 
 from notebook_llm import Chat, Engine, LlmError
-from notebook_llm.errors import ErrorCode
-from notebook_llm.widgets.render import EMPTY_ANSWER, USAGE_NOT_REPORTED, ViewStats
-from notebook_llm.widgets.stream_view import StreamView
+from notebook_llm.core.errors import ErrorCode
+from notebook_llm.notebook.widgets.render import EMPTY_ANSWER, USAGE_NOT_REPORTED, ViewStats
+from notebook_llm.notebook.widgets.stream_view import StreamView
 
 FIXTURES = Path(__file__).parent / "fixtures"
 LLAMACPP = FIXTURES / "llamacpp"
@@ -234,7 +234,7 @@ def test_a_refused_max_tokens_field_says_which_setting_to_change(server: Loopbac
 
 
 def test_list_models_asks_the_server(server: Loopback) -> None:
-    from notebook_llm._sync import run_sync
+    from notebook_llm.core.background_loop import run_sync
 
     server.models = json.loads((LLAMACPP / "models.json").read_text("utf-8"))
     found = run_sync(local(server).list_models("local"))
@@ -245,7 +245,7 @@ def test_list_models_asks_the_server(server: Loopback) -> None:
 def test_list_models_falls_back_to_the_configured_list_when_the_server_cannot_say(
     server: Loopback,
 ) -> None:
-    from notebook_llm._sync import run_sync
+    from notebook_llm.core.background_loop import run_sync
 
     engine = local(server, models=["a", "b"])
     assert [m.id for m in run_sync(engine.list_models("local"))] == ["a", "b"]  # 404
@@ -258,7 +258,7 @@ def test_list_models_falls_back_to_the_configured_list_when_the_server_cannot_sa
 def test_the_openai_preset_keeps_its_curated_list(
     server: Loopback, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from notebook_llm._sync import run_sync
+    from notebook_llm.core.background_loop import run_sync
 
     monkeypatch.setenv("NOTEBOOK_LLM_OPENAI_BASE_URL", server.url)
     found = run_sync(Engine(config_file=False, env_file=False).list_models("openai"))
@@ -391,7 +391,7 @@ def test_the_live_footer_says_usage_not_reported_with_no_cost(server: Loopback) 
 
 
 def test_the_static_footer_says_usage_not_reported_only_for_a_finished_answer() -> None:
-    from notebook_llm.widgets.final import footer_line
+    from notebook_llm.notebook.widgets.final import footer_line
 
     assert footer_line("local", "done", None, 0.5) == f"local · done · {USAGE_NOT_REPORTED}"
     failed = footer_line("local", "error SERVER", None, None, finished=False)

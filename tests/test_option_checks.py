@@ -11,7 +11,7 @@ import pytest
 
 import notebook_llm
 from notebook_llm import Engine, ErrorCode, LlmError, Timeouts
-from notebook_llm.session import Turn
+from notebook_llm.api.turn import Turn
 
 
 @pytest.mark.parametrize("bad", ["abc", "2", 2.5, -1, 6, 10**9, True, [1]])

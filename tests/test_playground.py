@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from notebook_llm.adapters.lua.lua_adapter import LuaAdapter
 from notebook_llm.conformance import SAMPLE_KEY
-from notebook_llm.engine import Engine
-from notebook_llm.lua.lua_adapter import LuaAdapter
-from notebook_llm.widgets.playground import MOCK, AdapterPlayground
+from notebook_llm.engine.engine import Engine
+from notebook_llm.notebook.widgets.playground import MOCK, AdapterPlayground
 
 ROOT = Path(__file__).resolve().parent.parent
 WIRE = ROOT / "tests" / "fixtures" / "wire"
@@ -96,7 +96,7 @@ def test_template_and_engine_adapter_by_name() -> None:
 
 
 def test_live_call_to_a_configured_provider() -> None:
-    from notebook_llm.mock import MockServer
+    from notebook_llm.adapters.mock import MockServer
 
     with MockServer() as srv:
         engine = Engine(config_file=False, env_file=False)

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from notebook_llm import Engine
-from notebook_llm import plugins as plugins_mod
-from notebook_llm.mock.direct_adapter import MockAdapter
+from notebook_llm.adapters.mock.direct_adapter import MockAdapter
+from notebook_llm.engine.routing import plugins as plugins_mod
 
 
 def _entry_points(monkeypatch: pytest.MonkeyPatch, **targets: str) -> None:
@@ -34,7 +34,7 @@ def _module(monkeypatch: pytest.MonkeyPatch, name: str, register: Any) -> None:
 
 
 def test_builtins_are_a_default_plugin() -> None:
-    assert plugins_mod.DEFAULT_PLUGINS == ("notebook_llm.builtins",)
+    assert plugins_mod.DEFAULT_PLUGINS == ("notebook_llm.engine.routing.builtin_plugin",)
     engine = Engine(config_file=False, env_file=False)
     assert engine.complete_sync(provider="mock-direct", prompt="hi").text == "hi"
 
@@ -57,7 +57,7 @@ def test_a_broken_plugin_is_skipped_with_one_line(
 
     _module(monkeypatch, "fake_boom_plugin", boom)
     _entry_points(monkeypatch, boom="fake_boom_plugin", gone="no_such_module_xyz")
-    with caplog.at_level(logging.WARNING, logger="notebook_llm.plugins"):
+    with caplog.at_level(logging.WARNING, logger="notebook_llm.engine.routing.plugins"):
         engine = Engine(config_file=False, env_file=False)
     assert engine.complete_sync(provider="mock-direct", prompt="ok").text == "ok"
     lines = [r.getMessage() for r in caplog.records]

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from notebook_llm.pricing import cost, format_cost
-from notebook_llm.protocol import TokenUsage
+from notebook_llm.core.protocol import TokenUsage
+from notebook_llm.engine.pricing import cost, format_cost
 
 
 @pytest.mark.parametrize(

@@ -10,7 +10,7 @@ from conftest import ScriptedAdapter
 from test_engine import text_stream
 
 from notebook_llm import Engine, LlmError
-from notebook_llm.secrets import redact
+from notebook_llm.core.redaction import redact
 
 FAKE_KEY = "sk-test-FAKE-0123456789abcdef"
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from notebook_llm import Engine, LlmError
-from notebook_llm.mock.server import MockServer
+from notebook_llm.adapters.mock.server import MockServer
 from notebook_llm.wire.transport import connection_pool
 
 CHUNK = {

@@ -82,7 +82,7 @@ def test_load_ext_imports_neither_engine_nor_httpx_lupa_or_widgets() -> None:
         "shell.run_line_magic('load_ext', 'notebook_llm')\n"
         "assert 'llm' in shell.magics_manager.magics['cell']\n"
         "assert 'adapter' in shell.magics_manager.magics['cell']\n"
-        "heavy = ('httpx', 'lupa', 'ipywidgets', 'notebook_llm.engine', 'notebook_llm.protocol')\n"
+        "heavy = ('httpx', 'lupa', 'ipywidgets', 'notebook_llm.engine.engine', 'notebook_llm.core.protocol')\n"
         "print(sorted(m for m in heavy if m in sys.modules))\n"
     )
     # without the background warm-up that %load_ext starts (test_warmup.py), which loads them
@@ -94,9 +94,9 @@ def test_load_ext_imports_neither_engine_nor_httpx_lupa_or_widgets() -> None:
 
 
 def test_lazy_names_are_the_real_objects_and_listed_by_dir() -> None:
-    from notebook_llm.batch import map_prompts
-    from notebook_llm.engine import Engine
-    from notebook_llm.lua.lua_adapter import LuaAdapter
+    from notebook_llm.adapters.lua.lua_adapter import LuaAdapter
+    from notebook_llm.api.batch import map_prompts
+    from notebook_llm.engine.engine import Engine
 
     assert notebook_llm.Engine is Engine
     assert notebook_llm.map is map_prompts
@@ -108,8 +108,8 @@ def test_lazy_names_are_the_real_objects_and_listed_by_dir() -> None:
 
 def test_completion_lives_in_completion_py() -> None:
     """``Completion``/``assemble`` live in ``completion.py``; the root names point there."""
-    from notebook_llm import completion
+    from notebook_llm.core import completion
 
     assert notebook_llm.Completion is completion.Completion
     assert notebook_llm.assemble is completion.assemble
-    assert completion.Completion.__module__ == "notebook_llm.completion"
+    assert completion.Completion.__module__ == "notebook_llm.core.completion"

@@ -11,9 +11,10 @@ from pathlib import Path
 import httpx
 import pytest
 
-from notebook_llm import Engine, LlmError, ToolSchema, session
+from notebook_llm import Engine, LlmError, ToolSchema
 from notebook_llm import record as rec
-from notebook_llm.mock import MockServer
+from notebook_llm.adapters.mock import MockServer
+from notebook_llm.engine import session
 from notebook_llm.wire import transport as wire_transport
 
 KEY = "sk-test-RECORDME-0123456789abcdef"

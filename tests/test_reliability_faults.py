@@ -19,10 +19,10 @@ import httpx
 import pytest
 
 from notebook_llm import Engine, ErrorCode, Event, Finish, LlmError, assemble, validate_stream
-from notebook_llm.completion import Completion
-from notebook_llm.lua.lua_adapter import LuaAdapter
-from notebook_llm.mock.faults import FAULTS
-from notebook_llm.mock.server import MockServer
+from notebook_llm.adapters.lua.lua_adapter import LuaAdapter
+from notebook_llm.adapters.mock.faults import FAULTS
+from notebook_llm.adapters.mock.server import MockServer
+from notebook_llm.core.completion import Completion
 
 ADAPTERS = Path(__file__).resolve().parent.parent / "adapters"
 PROMPT = "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu"
@@ -377,7 +377,7 @@ async def test_oversized_line_keeps_the_complete_lines_of_the_same_chunk(fmt: st
 
 
 async def test_ndjson_wrong_format_is_the_providers_fault(srv: MockServer) -> None:
-    """BUG (notebook_llm/lua/stream_pipeline.py ``StreamPipeline``): an HTML page where NDJSON was expected
+    """BUG (notebook_llm/adapters/lua/stream_pipeline.py ``StreamPipeline``): an HTML page where NDJSON was expected
     (a proxy's 502 page in front of Ollama) ends with ADAPTER_ERROR from the script's
     json.decode, while the same fault on an SSE route is MALFORMED_RESPONSE."""
     eng = engine_for(srv, "ollama")

@@ -15,9 +15,9 @@ import httpx
 import pytest
 
 from notebook_llm import Engine, ErrorCode, Event, Finish, StopSignal, assemble, validate_stream
-from notebook_llm.errors import RETRYABLE_CODES
-from notebook_llm.lua.lua_adapter import LuaAdapter
-from notebook_llm.mock.server import MockServer
+from notebook_llm.adapters.lua.lua_adapter import LuaAdapter
+from notebook_llm.adapters.mock.server import MockServer
+from notebook_llm.core.errors import RETRYABLE_CODES
 from notebook_llm.wire.http_errors import backoff_delay
 
 ADAPTERS = Path(__file__).resolve().parent.parent / "adapters"
@@ -68,7 +68,7 @@ def waits(caplog: pytest.LogCaptureFixture) -> list[float]:
     """The delays the engine logged before each retry (``retrying ... waiting %.2fs``)."""
     out = []
     for rec in caplog.records:
-        if rec.name == "notebook_llm.engine" and rec.msg.startswith("retrying"):
+        if rec.name == "notebook_llm.engine.engine" and rec.msg.startswith("retrying"):
             assert isinstance(rec.args, tuple)
             out.append(float(rec.args[4]))
     return out
@@ -173,7 +173,7 @@ async def test_error_after_output_not_retried(srv: MockServer) -> None:
 
 
 async def test_retry_after_is_honoured(srv: MockServer, caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level(logging.INFO, logger="notebook_llm.engine")
+    caplog.set_level(logging.INFO, logger="notebook_llm.engine.engine")
     eng = make_engine(srv, retries=2, base=0.001, cap=0.002)
     srv.inject("rate_limit", count=2, seconds=0.3)
     events, elapsed = await drain(eng)
@@ -187,7 +187,7 @@ async def test_retry_after_beats_the_backoff_cap(
     srv: MockServer, caplog: pytest.LogCaptureFixture
 ) -> None:
     """``retry_cap`` bounds our own backoff, not the wait the server asked for."""
-    caplog.set_level(logging.INFO, logger="notebook_llm.engine")
+    caplog.set_level(logging.INFO, logger="notebook_llm.engine.engine")
     eng = make_engine(srv, retries=1, base=0.01, cap=0.02)
     srv.inject("rate_limit", seconds=0.4)
     events, elapsed = await drain(eng)
@@ -199,7 +199,7 @@ async def test_retry_after_beats_the_backoff_cap(
 async def test_backoff_is_capped_exponential_with_jitter(
     srv: MockServer, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.INFO, logger="notebook_llm.engine")
+    caplog.set_level(logging.INFO, logger="notebook_llm.engine.engine")
     base, cap, n = 0.004, 0.02, 6
     eng = make_engine(srv, retries=n, base=base, cap=cap, seed=1234)
     srv.inject("server_error", count=n, status=503)  # 503 without Retry-After
@@ -236,7 +236,7 @@ def test_backoff_delay_distribution() -> None:
 async def test_jitter_differs_between_engines(
     srv: MockServer, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.INFO, logger="notebook_llm.engine")
+    caplog.set_level(logging.INFO, logger="notebook_llm.engine.engine")
     for _ in range(2):
         eng = make_engine(srv, retries=3, base=0.01, cap=0.04)
         srv.inject("server_error", count=3, status=500)
@@ -255,7 +255,7 @@ async def test_parallel_streams_retry_independently(srv: MockServer) -> None:
 
 
 async def test_stop_during_backoff_wait(srv: MockServer) -> None:
-    """BUG (notebook_llm/engine.py ``Engine.stream``, the ``await asyncio.sleep(delay)`` of the
+    """BUG (notebook_llm/engine/engine.py ``Engine.stream``, the ``await asyncio.sleep(delay)`` of the
     retry loop): the stop signal is only attached to the task inside ``streaming.guarded``, so a
     ``stop.set()`` while the engine sleeps out a ``Retry-After`` does nothing until the sleep
     ends (up to 120 s). Expected: the stream ends ``aborted`` promptly."""

@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 
 from notebook_llm import Completion, Engine, ErrorCode, LlmError, StopSignal
-from notebook_llm.batch import MAX_LOOKAHEAD, amap, map_prompts
-from notebook_llm.lua.lua_adapter import LuaAdapter
-from notebook_llm.mock.server import MockServer
+from notebook_llm.adapters.lua.lua_adapter import LuaAdapter
+from notebook_llm.adapters.mock.server import MockServer
+from notebook_llm.api.batch import MAX_LOOKAHEAD, amap, map_prompts
 from notebook_llm.wire.slots import (
     IDLE_TURNS,
     request_slot,

@@ -16,7 +16,7 @@ from IPython.core.interactiveshell import InteractiveShell
 from IPython.utils.capture import capture_output
 
 from notebook_llm import Engine, LlmAdapter
-from notebook_llm.protocol import (
+from notebook_llm.core.protocol import (
     BlockEnd,
     BlockStart,
     Event,
@@ -26,7 +26,7 @@ from notebook_llm.protocol import (
     TextBlock,
     TextDelta,
 )
-from notebook_llm.session import default_engine, set_default_engine
+from notebook_llm.engine.session import default_engine, set_default_engine
 
 
 @pytest.fixture
@@ -66,7 +66,7 @@ def _run(ip: InteractiveShell, code: str) -> tuple[Any, str]:
 
 
 ADD_PROVIDER = """\
-from notebook_llm.session import default_engine
+from notebook_llm.engine.session import default_engine
 default_engine().add_provider("local", adapter="openai", base_url="http://127.0.0.1:{port}/v1",
                               model="m")
 """
@@ -110,7 +110,7 @@ def test_rerunning_adapter_cells_and_loads_reloads(ip: InteractiveShell, tmp_pat
 
 
 def test_a_plugin_provider_name_is_one_line(ip: InteractiveShell) -> None:
-    code = 'from notebook_llm.session import default_engine\ndefault_engine().add_provider("mock", adapter="openai")\n'
+    code = 'from notebook_llm.engine.session import default_engine\ndefault_engine().add_provider("mock", adapter="openai")\n'
     result, out = _run(ip, code)
     assert not result.success
     lines = [line for line in out.splitlines() if line.strip()]
@@ -174,7 +174,7 @@ def test_compile_error_names_the_cells_line(ip: InteractiveShell) -> None:
 
 
 def test_runtime_error_names_the_cells_line_and_shows_the_code(ip: InteractiveShell) -> None:
-    from notebook_llm.mock.shared import shared_server
+    from notebook_llm.adapters.mock.shared import shared_server
 
     assert _run(ip, "%%adapter boom\n" + HOOK_FAILS_AT_CELL_LINE_9)[0].success
     default_engine().add_provider(

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from notebook_llm import ErrorCode, LlmError
+from notebook_llm.adapters.lua.lua_adapter import LuaAdapter
 from notebook_llm.conformance.draft import draft_adapter
 from notebook_llm.conformance.fixtures import CONTENT_TYPES, Fixture
 from notebook_llm.conformance.kit import replay_fixture
-from notebook_llm.lua.lua_adapter import LuaAdapter
 
 
 def ndjson(*texts: str) -> bytes:
@@ -76,7 +76,7 @@ def test_a_cumulative_text_that_is_rewritten_is_a_todo() -> None:
 
 
 def test_a_key_echoed_in_the_body_is_not_written_into_the_draft() -> None:
-    from notebook_llm.secrets import register_secret
+    from notebook_llm.core.redaction import register_secret
 
     register_secret("sk-live-REVIEW-7f3a9c")
     lines = [

@@ -9,9 +9,10 @@ import pytest
 from IPython.core.interactiveshell import InteractiveShell
 from IPython.utils.capture import capture_output
 
-from notebook_llm import Engine, pricing
-from notebook_llm.chat import set_default_engine
-from notebook_llm.mock.shared import shared_server
+from notebook_llm import Engine
+from notebook_llm.adapters.mock.shared import shared_server
+from notebook_llm.api.chat import set_default_engine
+from notebook_llm.engine import pricing
 
 
 @pytest.fixture

@@ -18,13 +18,14 @@ import pytest
 from PIL import Image
 
 import notebook_llm
-from notebook_llm import Engine, ErrorCode, LlmError, pricing
-from notebook_llm.estimate import Budget
-from notebook_llm.images import describe, figure_png, image_block, thumbnail_data_url
-from notebook_llm.mock import MockServer
-from notebook_llm.pricing import set_price
-from notebook_llm.protocol import ImageBlock
-from notebook_llm.structured import as_schema
+from notebook_llm import Engine, ErrorCode, LlmError
+from notebook_llm.adapters.mock import MockServer
+from notebook_llm.api.estimate import Budget
+from notebook_llm.core.images import describe, figure_png, image_block, thumbnail_data_url
+from notebook_llm.core.protocol import ImageBlock
+from notebook_llm.core.response_schema import as_schema
+from notebook_llm.engine import pricing
+from notebook_llm.engine.pricing import set_price
 
 map_ = notebook_llm.map
 
@@ -220,7 +221,7 @@ def test_an_image_url_is_shown_without_credentials_or_query() -> None:
 
 
 def test_a_huge_image_is_refused_in_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
-    from notebook_llm import images
+    from notebook_llm.core import images
 
     monkeypatch.setattr(images, "MAX_IMAGE_BYTES", 1000)
     with pytest.raises(LlmError) as info:
@@ -230,7 +231,7 @@ def test_a_huge_image_is_refused_in_one_line(monkeypatch: pytest.MonkeyPatch) ->
 
 
 def test_a_thumbnail_of_a_huge_picture_is_not_decoded(monkeypatch: pytest.MonkeyPatch) -> None:
-    from notebook_llm import images
+    from notebook_llm.core import images
 
     monkeypatch.setattr(images, "THUMBNAIL_MAX_PIXELS", 100 * 100)
     block = image_block(png((200, 100)))
@@ -438,7 +439,7 @@ def test_an_image_path_that_is_not_a_file_is_one_line(path: str) -> None:
 def test_a_capped_batch_stopped_while_waiting_sends_nothing_more(
     engine: Engine, srv: MockServer
 ) -> None:
-    from notebook_llm.cancel import StopSignal
+    from notebook_llm.core.cancel import StopSignal
 
     set_price("lorem", 1.0, 0.001)  # cheap: the cap is never the reason to stop
     stop = StopSignal()
@@ -492,7 +493,7 @@ def test_a_typed_row_cut_at_max_tokens_says_so(engine: Engine) -> None:
     ids=["items", "chars"],
 )
 def test_the_mock_does_not_build_a_billion_of_anything(engine: Engine, schema: Any) -> None:
-    from notebook_llm.mock.schema_answers import instance
+    from notebook_llm.adapters.mock.schema_answers import instance
 
     assert len(instance(schema, "hi")) <= 10_000
     with pytest.raises(LlmError) as info:

@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 from live_view_support import INERT_TRICKS
 
-from notebook_llm.errors import ErrorCode, LlmError
-from notebook_llm.widgets.final import FinalView, ToolCallInfo
-from notebook_llm.widgets.render import ErrorBox, Result
-from notebook_llm.widgets.safe_html import (
+from notebook_llm.core.errors import ErrorCode, LlmError
+from notebook_llm.notebook.widgets.final import FinalView, ToolCallInfo
+from notebook_llm.notebook.widgets.render import ErrorBox, Result
+from notebook_llm.notebook.widgets.safe_html import (
     HIGHLIGHT_MAX_CHARS,
     clean,
     highlight_code,
@@ -530,7 +530,7 @@ def test_markdown_html_is_sanitized_by_itself() -> None:
 
 
 def test_adapter_views_are_kept_out_of_mathjax_too() -> None:
-    from notebook_llm.widgets.adapter_view import Rich
+    from notebook_llm.notebook.widgets.adapter_view import Rich
 
     html = Rich("x", "<b>$\\href{javascript:alert(1)}{x}$</b>")._repr_mimebundle_()["text/html"]
     assert html.startswith('<div class="notebook-llm-output tex2jax_ignore mathjax_ignore">')

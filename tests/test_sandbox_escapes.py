@@ -24,9 +24,9 @@ import httpx
 import pytest
 
 from notebook_llm import Engine, ErrorCode, Event, Finish, LlmError, assemble, validate_stream
-from notebook_llm.lua.lua_adapter import LuaAdapter
-from notebook_llm.lua.runtime import LuaLimits
-from notebook_llm.mock.server import MockServer
+from notebook_llm.adapters.lua.lua_adapter import LuaAdapter
+from notebook_llm.adapters.lua.runtime import LuaLimits
+from notebook_llm.adapters.mock.server import MockServer
 
 ADAPTERS = Path(__file__).resolve().parent.parent / "adapters"
 OPENAI = (ADAPTERS / "openai.lua").read_text("utf-8")

@@ -153,7 +153,7 @@ def test_saved_size_is_about_twice_the_answers_plus_boilerplate(
 ) -> None:
     # Either way it was saved. nbclient never drops a closed comm's state, so a headless run
     # (allow_stdin=False: nbclient, papermill, nbval) creates no widget at all: no one watches
-    # it stream (notebook_llm.frontend), and the static output is all a reader ever sees.
+    # it stream (notebook_llm.notebook.watching), and the static output is all a reader ever sees.
     nb, size = _execute(tmp_path, store_widget_state=store_widget_state)
     # What a reader reads: the plain text of every output (the answers, cards and footers).
     answers = sum(len(o["data"].get("text/plain", "")) for c in nb.cells for o in _outputs(c))
@@ -173,7 +173,7 @@ def test_a_headless_run_stores_no_widget_state(executed: tuple[Any, int]) -> Non
 
 
 def test_a_card_keeps_its_text_as_text_whatever_the_arguments_hold() -> None:
-    from notebook_llm.widgets.final import FinalView, ToolCallInfo
+    from notebook_llm.notebook.widgets.final import FinalView, ToolCallInfo
 
     call = ToolCallInfo("f", '{"a": "x\n\n# not a heading"}', "line 1\n\nline <2>", "ok")
     view = FinalView("answer", tools=[call], footer="mock:tools · done")

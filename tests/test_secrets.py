@@ -15,15 +15,15 @@ import pytest
 from conftest import KEY_VARS
 
 from notebook_llm import Engine, Event, Finish, GenerateOptions, LlmError, Message, assemble
+from notebook_llm.adapters.lua.lua_adapter import LuaAdapter
+from notebook_llm.adapters.mock.server import MockServer
 from notebook_llm.conformance import (
     CheckReport,
     RequestCase,
     check_requests,
     render_text,
 )
-from notebook_llm.lua.lua_adapter import LuaAdapter
-from notebook_llm.mock.server import MockServer
-from notebook_llm.providers import PRESETS
+from notebook_llm.engine.providers import PRESETS
 
 ADAPTERS = Path(__file__).resolve().parent.parent / "adapters"
 #: provider -> path of its generation route on the mock server (others get a 404)
@@ -288,7 +288,7 @@ def test_a_key_in_an_endpoint_url_is_hidden_in_httpx_logs_and_errors(
     import logging
     import urllib.parse
 
-    from notebook_llm.secrets import redact, register_secret
+    from notebook_llm.core.redaction import redact, register_secret
 
     key = "sk-LEAKCHECK/with+chars=="
     register_secret(key)

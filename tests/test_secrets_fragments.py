@@ -15,8 +15,8 @@ import pytest
 
 from notebook_llm import Engine, Event, Finish, LlmError
 from notebook_llm import record as rec
-from notebook_llm.lua.lua_adapter import LuaAdapter
-from notebook_llm.secrets import REDACTED, redact, redact_obj, register_secret, shorten
+from notebook_llm.adapters.lua.lua_adapter import LuaAdapter
+from notebook_llm.core.redaction import REDACTED, redact, redact_obj, register_secret, shorten
 from notebook_llm.wire.http_errors import MAX_MESSAGE_CHARS, provider_error_message
 
 #: 27 characters, like the key of the review; registered by each test that needs it.

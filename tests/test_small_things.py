@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from notebook_llm.adapters.lua.lua_adapter import LuaAdapter
 from notebook_llm.conformance import replay_fixture
-from notebook_llm.errors import LlmError
-from notebook_llm.lua.lua_adapter import LuaAdapter
+from notebook_llm.core.errors import LlmError
 
 ROOT = Path(__file__).resolve().parent.parent
 

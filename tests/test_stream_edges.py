@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator
 import httpx
 
 from notebook_llm import Completion, Engine, LuaAdapter, assemble, validate_stream
-from notebook_llm.lua.loader import builtin_adapters_dir
+from notebook_llm.engine.routing.lua_files import builtin_adapters_dir
 
 CHUNK = 'data: {"choices":[{"index":0,"delta":{"content":"%s"},"finish_reason":%s}]}\n\n'
 

@@ -7,8 +7,8 @@ from typing import Any
 
 from live_view_support import Clock, feed, feed_tool_call, pane_ops, words
 
-from notebook_llm.loop_events import StepStart, ToolOutcome, ToolRun
-from notebook_llm.protocol import (
+from notebook_llm.api.tool_calling.events import StepStart, ToolOutcome, ToolRun
+from notebook_llm.core.protocol import (
     BlockEnd,
     BlockStart,
     Finish,
@@ -21,9 +21,9 @@ from notebook_llm.protocol import (
     ToolCallDelta,
     Usage,
 )
-from notebook_llm.secrets import register_secret
-from notebook_llm.widgets import live
-from notebook_llm.widgets.stream_view import StreamView
+from notebook_llm.core.redaction import register_secret
+from notebook_llm.notebook.widgets import live
+from notebook_llm.notebook.widgets.stream_view import StreamView
 
 
 def test_renders_reasoning_text_tools_and_footer(comms: list[tuple[str, str]]) -> None:
@@ -215,8 +215,8 @@ def test_close_empties_then_closes_every_model_of_the_view(
 def test_the_running_token_estimate_counts_characters_when_a_delta_holds_several_tokens() -> None:
     """A server that sends several tokens per delta (the mock sends 1-3) showed a fraction of its
     rate while streaming: the estimate counted deltas. It is now at least the text's length / 4."""
-    from notebook_llm.protocol import BlockStart, TextDelta
-    from notebook_llm.widgets.stream_view import StreamView
+    from notebook_llm.core.protocol import BlockStart, TextDelta
+    from notebook_llm.notebook.widgets.stream_view import StreamView
 
     view = StreamView("m")
     view.handle(BlockStart(index=0, block_type="text"))

@@ -13,11 +13,11 @@ import pytest
 from pydantic import BaseModel, Field
 
 from notebook_llm import Engine, ErrorCode, LlmError
-from notebook_llm.base_adapter import LlmAdapter
-from notebook_llm.completion import assemble
-from notebook_llm.mock import MockReply, MockServer
-from notebook_llm.mock.schema_answers import instance
-from notebook_llm.protocol import (
+from notebook_llm.adapters.base import LlmAdapter
+from notebook_llm.adapters.mock import MockReply, MockServer
+from notebook_llm.adapters.mock.schema_answers import instance
+from notebook_llm.core.completion import assemble
+from notebook_llm.core.protocol import (
     BlockEnd,
     BlockStart,
     Event,
@@ -26,7 +26,7 @@ from notebook_llm.protocol import (
     TextBlock,
     TextDelta,
 )
-from notebook_llm.structured import as_schema, check_subset
+from notebook_llm.core.response_schema import as_schema, check_subset
 
 
 class Sentiment(BaseModel):

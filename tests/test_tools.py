@@ -37,8 +37,7 @@ from notebook_llm import (
     Usage,
     validate_stream,
 )
-from notebook_llm.loop_events import LoopEvent, StepStart, ToolOutcome, ToolRun
-from notebook_llm.tools import (
+from notebook_llm.api.tool_calling import (
     DECLINED,
     Tool,
     as_tool,
@@ -50,6 +49,7 @@ from notebook_llm.tools import (
     stream_tools,
     tool,
 )
+from notebook_llm.api.tool_calling.events import LoopEvent, StepStart, ToolOutcome, ToolRun
 
 # ---------------------------------------------------------------------------------- helpers
 
@@ -722,7 +722,7 @@ async def test_loop_options(engine: Engine) -> None:
 
 async def test_calls_cut_off_by_max_tokens_are_never_run() -> None:
     from notebook_llm import Engine
-    from notebook_llm.tools import stream_tools
+    from notebook_llm.api.tool_calling import stream_tools
 
     ran: list[str] = []
 

@@ -13,9 +13,9 @@ import pytest
 from test_tools import scripted, text_turn, tool_turn
 
 from notebook_llm import Engine, ErrorCode, Finish, LlmError, StopSignal, ToolResultBlock
-from notebook_llm._sync import run_sync
-from notebook_llm.loop_events import ToolOutcome
-from notebook_llm.tools import Tool, run_tools, stream_tools
+from notebook_llm.api.tool_calling import Tool, run_tools, stream_tools
+from notebook_llm.api.tool_calling.events import ToolOutcome
+from notebook_llm.core.background_loop import run_sync
 
 
 @pytest.fixture

@@ -9,10 +9,10 @@ from pathlib import Path
 import httpx
 
 from notebook_llm import Engine, LuaAdapter, validate_stream
-from notebook_llm.loop_events import StepStart, ToolOutcome, ToolRun
-from notebook_llm.lua.loader import builtin_adapters_dir
-from notebook_llm.protocol import Finish
-from notebook_llm.tools import run_tools, stream_tools
+from notebook_llm.api.tool_calling import run_tools, stream_tools
+from notebook_llm.api.tool_calling.events import StepStart, ToolOutcome, ToolRun
+from notebook_llm.core.protocol import Finish
+from notebook_llm.engine.routing.lua_files import builtin_adapters_dir
 
 WIRE = Path(__file__).parent / "fixtures" / "wire" / "openai"
 # Both bodies come from one simonw/llm cassette (see tests/fixtures/wire/SOURCES.md).

@@ -14,7 +14,7 @@ providers document:
   json_object}`` with the word "json" and the schema in the prompt.
 
 Each goes through the real script's ``transform_request`` in the sandbox, from the kernel request
-that :func:`notebook_llm.lua.request.build_request` makes.
+that :func:`notebook_llm.adapters.lua.kernel_request.build_request` makes.
 """
 
 from __future__ import annotations
@@ -26,11 +26,11 @@ from typing import Any
 
 import pytest
 
-from notebook_llm.images import image_block
-from notebook_llm.lua.request import build_request
-from notebook_llm.lua.runtime import LuaSandbox
-from notebook_llm.protocol import GenerateOptions, Message, TextBlock
-from notebook_llm.structured import as_schema
+from notebook_llm.adapters.lua.kernel_request import build_request
+from notebook_llm.adapters.lua.runtime import LuaSandbox
+from notebook_llm.core.images import image_block
+from notebook_llm.core.protocol import GenerateOptions, Message, TextBlock
+from notebook_llm.core.response_schema import as_schema
 
 ADAPTERS = Path(__file__).resolve().parent.parent / "adapters"
 # A 1x1 PNG.

@@ -17,10 +17,11 @@ from IPython.utils.capture import capture_output
 from PIL import Image
 from pydantic import BaseModel
 
-from notebook_llm import Engine, pricing
-from notebook_llm.chat import set_default_engine
-from notebook_llm.mock.shared import shared_server
-from notebook_llm.pricing import set_price
+from notebook_llm import Engine
+from notebook_llm.adapters.mock.shared import shared_server
+from notebook_llm.api.chat import set_default_engine
+from notebook_llm.engine import pricing
+from notebook_llm.engine.pricing import set_price
 
 
 class Sentiment(BaseModel):
@@ -134,7 +135,7 @@ def test_budget_without_a_price_says_how_to_set_one(shell: InteractiveShell) -> 
 
 
 def test_schema_retries_sends_the_message_back_as_a_second_turn(shell: InteractiveShell) -> None:
-    from notebook_llm.mock import MockReply
+    from notebook_llm.adapters.mock import MockReply
 
     shared_server().queue_reply(MockReply.build('{"label": "great"}'))
     cap = run(shell, "mock:echo --schema Sentiment --schema-retries 1 -o r", "Review: ok")

@@ -12,11 +12,19 @@ import pytest
 from pydantic import BaseModel
 
 import notebook_llm
-from notebook_llm import Engine, ErrorCode, LlmError, estimate_cost, pricing
-from notebook_llm.base_adapter import LlmAdapter
-from notebook_llm.mock import MockServer
-from notebook_llm.pricing import set_price
-from notebook_llm.protocol import BlockEnd, BlockStart, Event, Finish, GenerateOptions, TextBlock
+from notebook_llm import Engine, ErrorCode, LlmError, estimate_cost
+from notebook_llm.adapters.base import LlmAdapter
+from notebook_llm.adapters.mock import MockServer
+from notebook_llm.core.protocol import (
+    BlockEnd,
+    BlockStart,
+    Event,
+    Finish,
+    GenerateOptions,
+    TextBlock,
+)
+from notebook_llm.engine import pricing
+from notebook_llm.engine.pricing import set_price
 
 map_ = notebook_llm.map
 

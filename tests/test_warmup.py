@@ -1,4 +1,4 @@
-"""The background warm-up ``%load_ext notebook_llm`` starts (``notebook_llm/magics/warmup.py``).
+"""The background warm-up ``%load_ext notebook_llm`` starts (``notebook_llm/notebook/magics/warmup.py``).
 
 Each scenario runs in a fresh process (the warm-up is once per process, and what it loads is
 what is checked). No timing is asserted: the order of what happened is.
@@ -23,7 +23,7 @@ def _run(code: str, **env: str) -> dict[str, object]:
         "import json, sys, io, contextlib\n"
         "from IPython.core.interactiveshell import InteractiveShell\n"
         "shell = InteractiveShell.instance()\n"
-        "from notebook_llm.magics import warmup\n"
+        "from notebook_llm.notebook.magics import warmup\n"
     )
     out = subprocess.run(
         [sys.executable, "-c", prelude + code],
@@ -44,8 +44,8 @@ def test_load_ext_warms_the_first_cell_up_and_changes_nothing_the_session_sees()
         "shell.run_line_magic('load_ext', 'notebook_llm')\n"
         "started = warmup._thread is not None\n"
         "assert warmup.join(60)\n"
-        "import notebook_llm.session as session, notebook_llm.mock.shared as shared\n"
-        "heavy = ('httpx', 'lupa', 'ipywidgets', 'notebook_llm.engine', 'notebook_llm.chat')\n"
+        "import notebook_llm.engine.session as session, notebook_llm.adapters.mock.shared as shared\n"
+        "heavy = ('httpx', 'lupa', 'ipywidgets', 'notebook_llm.engine.engine', 'notebook_llm.api.chat')\n"
         "print('RESULT ' + json.dumps({'started': started,\n"
         "    'loaded': sorted(m for m in heavy if m in sys.modules),\n"
         "    'server': shared._server is not None,\n"
@@ -56,8 +56,8 @@ def test_load_ext_warms_the_first_cell_up_and_changes_nothing_the_session_sees()
         "httpx",
         "ipywidgets",
         "lupa",
-        "notebook_llm.chat",
-        "notebook_llm.engine",
+        "notebook_llm.api.chat",
+        "notebook_llm.engine.engine",
     ]
     assert result["server"] is True  # the mock server is up before the first cell
     # the session's engine (config file, .env, its notices) is still made by the first cell
@@ -113,7 +113,7 @@ def test_the_warm_up_can_be_turned_off() -> None:
     result = _run(
         "shell.run_line_magic('load_ext', 'notebook_llm')\n"
         "print('RESULT ' + json.dumps({'started': warmup._thread is not None,\n"
-        "    'engine': 'notebook_llm.engine' in sys.modules}))\n",
+        "    'engine': 'notebook_llm.engine.engine' in sys.modules}))\n",
         NOTEBOOK_LLM_WARMUP="0",
     )
     assert result == {"started": False, "engine": False}

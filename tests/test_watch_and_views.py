@@ -7,10 +7,10 @@ import threading
 import time
 from pathlib import Path
 
-from notebook_llm.errors import ErrorCode, LlmError
-from notebook_llm.lua.lines import line_of, lua_line_of
-from notebook_llm.watch import FileWatcher, Signal
-from notebook_llm.widgets.adapter_view import text_table
+from notebook_llm.adapters.lua.lines import line_of, lua_line_of
+from notebook_llm.core.errors import ErrorCode, LlmError
+from notebook_llm.notebook.file_watch import FileWatcher, Signal
+from notebook_llm.notebook.widgets.adapter_view import text_table
 
 
 def _wait(event: threading.Event) -> bool:

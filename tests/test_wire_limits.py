@@ -24,8 +24,8 @@ import httpx
 import pytest
 
 from notebook_llm import Engine, LlmError
-from notebook_llm.lua.loader import builtin_adapters_dir
-from notebook_llm.lua.lua_adapter import LuaAdapter
+from notebook_llm.adapters.lua.lua_adapter import LuaAdapter
+from notebook_llm.engine.routing.lua_files import builtin_adapters_dir
 from notebook_llm.wire.body import STEP, decoded, read_body, read_error_body
 from notebook_llm.wire.limits import DEFAULT_LIMITS, MiB
 from notebook_llm.wire.transport import ACCEPT_ENCODING, network_client

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from notebook_llm.errors import ErrorCode, LlmError
+from notebook_llm.core.errors import ErrorCode, LlmError
 from notebook_llm.wire.ndjson import NDJSONDecoder
 
 WIRE = Path(__file__).parent / "fixtures" / "wire"

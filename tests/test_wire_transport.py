@@ -17,8 +17,8 @@ import pytest
 import trustme
 
 from notebook_llm import Completion, Engine, Finish, LlmError, StopSignal, TextDelta
-from notebook_llm.batch import amap
-from notebook_llm.mock.server import MockServer
+from notebook_llm.adapters.mock.server import MockServer
+from notebook_llm.api.batch import amap
 from notebook_llm.wire.models import fetch_openai_models
 from notebook_llm.wire.transport import (
     MalformedResponse,

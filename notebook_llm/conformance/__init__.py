@@ -10,7 +10,7 @@ content type of its framing and an HTTP status taken from a ``<file>.meta.json``
 (``{"status": 429, "content_type": ..., "headers": {...}}``) or from the name (``error_401_*``),
 else 200. Streams (``.sse``/``.ndjson``) go through the adapter's real ``stream()`` path;
 a 200 ``.json`` body goes through ``transform_response``, mapped by the adapter's own
-non-stream path (:meth:`~notebook_llm.lua.lua_adapter.LuaAdapter.map_body`). The result is
+non-stream path (:meth:`~notebook_llm.adapters.lua.lua_adapter.LuaAdapter.map_body`). The result is
 the event list, :func:`~notebook_llm.validate_stream`'s verdict (rule and position), the
 assembled :class:`~notebook_llm.Completion`, the script's ``log()`` lines, and a diff against an
 expected result ``{text, reasoning, tool_calls: [{name, args}], usage, finish, error_code}``

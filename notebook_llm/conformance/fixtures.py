@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from ..errors import ErrorCode, LlmError
+from ..core.errors import ErrorCode, LlmError
 
 __all__ = [
     "CONTENT_TYPES",
@@ -157,7 +157,7 @@ def is_recording(path: Path) -> bool:
 def fixtures_from_recording(path: str | Path) -> list[Fixture]:
     """Each response recorded by ``%llm record`` (e.g. a session against the mock server) as a
     fixture named ``FILE#N``, served with its recorded status and content type."""
-    from ..record import load_exchanges
+    from ..api.recording import load_exchanges
 
     p = Path(path)
     out = []

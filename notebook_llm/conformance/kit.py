@@ -14,9 +14,9 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..errors import ErrorCode, LlmError
-from ..lua.lua_adapter import LuaAdapter
-from ..secrets import redact
+from ..adapters.lua.lua_adapter import LuaAdapter
+from ..core.errors import ErrorCode, LlmError
+from ..core.redaction import redact
 from .fixtures import (
     Fixture,
     expected_for,

@@ -11,7 +11,7 @@ came out. A warning names the hook and the payload number (1-based, ``[DONE]`` n
 provider APIs (``CONTENT_KEYS``), so this is a heuristic: a warning, never a failure.
 
 A body whose text is all dropped is not a warning but a failure, found by the engine itself
-(:mod:`notebook_llm.lua.dropped_text`), so the cell fails too. What stays a warning is a partial
+(:mod:`notebook_llm.adapters.lua.dropped_text`), so the cell fails too. What stays a warning is a partial
 loss that leaves an answer standing:
 
 * the body carries reasoning (``reasoning``, ``reasoning_content``, ``thinking``) and the
@@ -25,11 +25,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ..completion import Completion
-from ..errors import LlmError
-from ..lua.dropped_text import CONTENT_KEYS
-from ..lua.lua_adapter import LuaAdapter
-from ..lua.runtime import LuaSandbox
+from ..adapters.lua.dropped_text import CONTENT_KEYS
+from ..adapters.lua.lua_adapter import LuaAdapter
+from ..adapters.lua.runtime import LuaSandbox
+from ..core.completion import Completion
+from ..core.errors import LlmError
 from ..wire.ndjson import NDJSONDecoder
 from ..wire.sse import SSEDecoder
 from .fixtures import Fixture

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
-from ..lua.lua_adapter import LuaAdapter
+from ..adapters.lua.lua_adapter import LuaAdapter
 from .fixtures import Fixture
 from .requests import check_requests, request_cases
 

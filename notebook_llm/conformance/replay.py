@@ -4,7 +4,7 @@ The user's adapter is never touched: :func:`replica` runs the same script with a
 ``httpx.MockTransport`` that serves the fixture (:func:`body_transport`, optionally in small
 pieces to exercise incremental decoding) and a log sink of the kit's. A stream body goes
 through the adapter's real ``stream()`` path; a 200 JSON body goes through
-:meth:`LuaAdapter.map_body <notebook_llm.lua.lua_adapter.LuaAdapter.map_body>`, the very mapping
+:meth:`LuaAdapter.map_body <notebook_llm.adapters.lua.lua_adapter.LuaAdapter.map_body>`, the very mapping
 ``stream()`` uses for a non-stream answer (the kit once had its own copy, which drifted: it
 blamed the script for a body that was not JSON and named a different provider). The result is
 the events and the error that ended them; judging them is :mod:`.report`'s job.
@@ -17,10 +17,10 @@ from pathlib import Path
 
 import httpx
 
-from .._sync import run_sync
-from ..errors import LlmError
-from ..lua.lua_adapter import LuaAdapter
-from ..protocol import Event, GenerateOptions
+from ..adapters.lua.lua_adapter import LuaAdapter
+from ..core.background_loop import run_sync
+from ..core.errors import LlmError
+from ..core.protocol import Event, GenerateOptions
 from .fixtures import Fixture
 
 __all__ = ["as_adapter", "body_transport", "collect_events", "replay_events", "replica"]

@@ -17,9 +17,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..completion import Completion, assemble
-from ..errors import ErrorCode, LlmError
-from ..protocol import (
+from ..core.completion import Completion, assemble
+from ..core.errors import ErrorCode, LlmError
+from ..core.protocol import (
     BlockEnd,
     BlockStart,
     Event,
@@ -29,8 +29,8 @@ from ..protocol import (
     ToolCallDelta,
     Usage,
 )
-from ..secrets import redact, shorten
-from ..validate import validate_stream
+from ..core.redaction import redact, shorten
+from ..core.stream_rules import validate_stream
 from .requests import RequestResult
 
 __all__ = [

@@ -17,10 +17,10 @@ from typing import Any
 
 import httpx
 
-from .._sync import run_sync
-from ..errors import ErrorCode, LlmError
-from ..lua.lua_adapter import LuaAdapter
-from ..protocol import (
+from ..adapters.lua.lua_adapter import LuaAdapter
+from ..core.background_loop import run_sync
+from ..core.errors import ErrorCode, LlmError
+from ..core.protocol import (
     GenerateOptions,
     ImageBlock,
     Message,
@@ -30,7 +30,7 @@ from ..protocol import (
     ToolResultBlock,
     ToolSchema,
 )
-from ..secrets import redact, redact_headers, redact_obj, register_secret
+from ..core.redaction import redact, redact_headers, redact_obj, register_secret
 from .replay import as_adapter, replica
 
 __all__ = [

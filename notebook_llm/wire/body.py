@@ -26,7 +26,7 @@ from collections.abc import AsyncGenerator, Iterator
 
 import httpx
 
-from ..errors import ErrorCode, LlmError
+from ..core.errors import ErrorCode, LlmError
 from .limits import MiB
 
 __all__ = ["STEP", "decoded", "read_body", "read_error_body", "too_large"]

@@ -1,7 +1,7 @@
 """The recording file (a "cassette"): one :class:`Exchange` per HTTP request and response,
 redacted before it is written, read back for replay. No engine, no globals.
 
-The format and what is never written are described in :mod:`notebook_llm.record`; the
+The format and what is never written are described in :mod:`notebook_llm.api.recording`; the
 transports that fill and read a cassette are in :mod:`notebook_llm.wire.tap`.
 """
 
@@ -17,11 +17,11 @@ from typing import Any
 
 import httpx
 
-from ..errors import ErrorCode, LlmError
-from ..images import shrink_images
-from ..secrets import SENSITIVE_HEADERS, redact, redact_obj, register_secret
+from ..core.errors import ErrorCode, LlmError
+from ..core.images import shrink_images
+from ..core.redaction import SENSITIVE_HEADERS, redact, redact_obj, register_secret
 
-log = logging.getLogger("notebook_llm.record")
+log = logging.getLogger("notebook_llm.api.recording")
 
 #: Error code of a request that has no recording in replay mode (the one in ``ErrorCode``).
 REPLAY_MISS = ErrorCode.REPLAY_MISS

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from ..errors import ErrorCode, LlmError
+from ..core.errors import ErrorCode, LlmError
 from .body import too_large
 
 #: The default bound on one line (terminator excluded), in bytes.

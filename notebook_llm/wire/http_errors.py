@@ -1,4 +1,4 @@
-"""Turning a failed HTTP response into an :class:`~notebook_llm.errors.LlmError`, and retry timing.
+"""Turning a failed HTTP response into an :class:`~notebook_llm.core.errors.LlmError`, and retry timing.
 
 Pure functions, no I/O:
 
@@ -7,7 +7,7 @@ Pure functions, no I/O:
   with a plain-text fallback;
 * :func:`parse_retry_after` / :func:`parse_retry_after_ms` / :func:`retry_after_from_headers`
   read ``Retry-After`` (delta-seconds or HTTP-date) and ``retry-after-ms``;
-* :func:`error_from_http` builds the error: code from :func:`~notebook_llm.errors.code_for_status`
+* :func:`error_from_http` builds the error: code from :func:`~notebook_llm.core.errors.code_for_status`
   on the whole body text, message ``"HTTP <status> from <provider>: <provider message>"``,
   ``retry_after`` from headers (else a Gemini ``RetryInfo.retryDelay`` in the body) and the
   request id from headers (else Anthropic's ``request_id`` in the body);
@@ -28,8 +28,8 @@ from collections.abc import Mapping
 from datetime import UTC
 from typing import Any
 
-from ..errors import LlmError, code_for_status
-from ..secrets import shorten
+from ..core.errors import LlmError, code_for_status
+from ..core.redaction import shorten
 
 __all__ = [
     "backoff_delay",

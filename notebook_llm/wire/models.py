@@ -14,9 +14,9 @@ from typing import Any
 
 import httpx
 
-from ..errors import ErrorCode, LlmError
-from ..protocol import ModelInfo
-from ..secrets import redact, shorten
+from ..core.errors import ErrorCode, LlmError
+from ..core.protocol import ModelInfo
+from ..core.redaction import redact, shorten
 from .body import read_body, read_error_body
 from .http_errors import error_from_http
 from .limits import DEFAULT_LIMITS

@@ -15,7 +15,7 @@ lines; parsing the JSON is the caller's job. Rules:
 
 from __future__ import annotations
 
-from ..errors import LlmError
+from ..core.errors import LlmError
 from .framing import DEFAULT_MAX_LINE_BYTES, event_too_large, line_too_long
 
 __all__ = ["NDJSONDecoder"]

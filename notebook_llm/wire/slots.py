@@ -1,6 +1,6 @@
 """Request slots: a batch's limit on requests in flight, taken by the request itself.
 
-A batch (:func:`notebook_llm.batch.amap`) with ``concurrency=N`` promises at most N requests
+A batch (:func:`notebook_llm.api.batch.amap`) with ``concurrency=N`` promises at most N requests
 at the provider at a time. N worker tasks would keep that promise, but a worker would prepare
 its next request only after its previous answer was done: the Lua sandbox, the script's
 ``transform_request``, the body and the ``httpx.Request`` would sit between the end of one

@@ -42,7 +42,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
-from ..errors import LlmError
+from ..core.errors import LlmError
 from .framing import DEFAULT_MAX_LINE_BYTES, event_too_large, line_too_long
 
 __all__ = ["SSEDecoder", "SSEEvent"]

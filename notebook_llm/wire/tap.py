@@ -17,8 +17,8 @@ from typing import Any
 
 import httpx
 
-from ..errors import LlmError
-from ..secrets import redact, register_secret
+from ..core.errors import LlmError
+from ..core.redaction import redact, register_secret
 from .cassette import (
     REPLAY_KEY,
     REPLAY_MISS,
@@ -32,7 +32,7 @@ from .cassette import (
     _Writer,
 )
 
-log = logging.getLogger("notebook_llm.record")
+log = logging.getLogger("notebook_llm.api.recording")
 
 # --------------------------------------------------------------------------------- recording
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import httpx
 
 from notebook_llm import Engine
-from notebook_llm.record import REPLAY_KEY, Recorder
+from notebook_llm.api.recording import REPLAY_KEY, Recorder
 
 HERE = Path(__file__).resolve().parent
 WIRE = HERE.parents[1] / "tests" / "fixtures" / "wire"

@@ -28,8 +28,8 @@ from notebook_llm import (
     validate_stream,
 )
 from notebook_llm import map as map_prompts
-from notebook_llm.errors import ErrorCode
-from notebook_llm.protocol import ToolCallBlock, ToolResultBlock
+from notebook_llm.core.errors import ErrorCode
+from notebook_llm.core.protocol import ToolCallBlock, ToolResultBlock
 
 from .conftest import ALIAS, LlamaServer, start_server
 

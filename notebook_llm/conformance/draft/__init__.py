@@ -24,7 +24,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ...errors import ErrorCode, LlmError
+from ...core.errors import ErrorCode, LlmError
 from ...wire.limits import DEFAULT_LIMITS
 from ..fixtures import CONTENT_TYPES, Fixture
 from ..report import FixtureResult, summarize
@@ -173,7 +173,7 @@ def _read(what: bytes | str | Path, kind: str) -> tuple[bytes, str]:
 
 
 def _check(draft: Draft, raw: bytes, label: str) -> None:
-    from ...lua.lua_adapter import LuaAdapter
+    from ...adapters.lua.lua_adapter import LuaAdapter
     from ..kit import replay_fixture
     from ..requests import check_requests
 

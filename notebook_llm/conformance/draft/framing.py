@@ -12,8 +12,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from ...errors import ErrorCode, LlmError
-from ...secrets import shorten
+from ...core.errors import ErrorCode, LlmError
+from ...core.redaction import shorten
 from ...wire.limits import DEFAULT_LIMITS
 from ...wire.ndjson import NDJSONDecoder
 from ...wire.sse import SSEDecoder

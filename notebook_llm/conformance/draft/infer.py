@@ -34,7 +34,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from ...errors import ErrorCode, LlmError
+from ...core.errors import ErrorCode, LlmError
 from .framing import Body
 from .lua_text import EACH, FIRST, Path, show_path
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from ...secrets import redact
+from ...core.redaction import redact
 
 __all__ = ["EACH", "FIRST", "Path", "comment_text", "lua_path", "lua_str", "show_path"]
 

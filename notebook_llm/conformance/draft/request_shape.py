@@ -14,7 +14,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from ...errors import ErrorCode, LlmError
+from ...core.errors import ErrorCode, LlmError
 from .framing import _depth_ok
 from .infer import norm
 from .lua_text import Path, comment_text, lua_path, lua_str, show_path

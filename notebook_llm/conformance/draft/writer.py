@@ -118,7 +118,7 @@ it; what the body could not tell is marked TODO. Check the draft on other bodies
   %adapter test {name} OTHER_BODY                    (in a notebook)
 Written to the HomeAgent Lua adapter contract, in the kernel's idioms (json.decode turns null
 into nil; present() tells a value from an absent one); the commented template is
-notebook_llm/templates/adapter_template.lua.
+notebook_llm/adapters/lua/adapter_template.lua.
 ]]
 """
 

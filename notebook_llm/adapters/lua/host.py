@@ -1,0 +1,305 @@
+"""Python side of the Lua sandbox built-ins: HTTP, logging, hashing and the CPU budget.
+
+Every callable here is handed to the trusted setup chunk (``sandbox.lua``), which keeps it in an
+upvalue and wraps it in a Lua function that checks and converts its arguments first. So these
+callables only ever receive ``str`` arguments (UTF-8 checked, binary data as hex) and only return
+``str``/``bool``/``None``; they never raise (an exception crossing into Lua would become a Lua
+error object carrying a Python object, i.e. a way out of the sandbox).
+
+``http_get`` / ``http_post`` are not callables: the hook yields the request to the sandbox's
+caller, which answers it (:class:`TransportHttp` on the engine's transport, awaited; or an
+:class:`HttpBridge` in a synchronous call) and resumes the hook with the envelope.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import hashlib
+import hmac
+import logging
+import time
+from collections.abc import Callable
+from typing import Any, Protocol, runtime_checkable
+
+import httpx
+
+from ...core.errors import LlmError
+from ...core.redaction import redact
+from ...wire.limits import DEFAULT_LIMITS
+from ...wire.transport import network_client
+
+#: The contract's timeout of one ``http_get`` / ``http_post`` (the hook's wall budget bounds it too).
+HTTP_TIMEOUT_SECONDS = 30.0
+
+LogCallback = Callable[[str, str], None]
+
+_LEVELS = {
+    "debug": logging.DEBUG,
+    "trace": logging.DEBUG,
+    "info": logging.INFO,
+    "warn": logging.WARNING,
+    "warning": logging.WARNING,
+    "error": logging.ERROR,
+}
+
+
+@runtime_checkable
+class HttpBridge(Protocol):
+    """A synchronous stand-in for the network, for :meth:`LuaSandbox.call` (tests, tools that
+    run a hook outside the engine). Both return ``(status, body_text)``."""
+
+    def get(self, url: str) -> tuple[int, str]: ...
+
+    def post(self, url: str, body: str) -> tuple[int, str]: ...
+
+
+OpenClient = Callable[[], tuple[httpx.AsyncClient, bool]]
+
+
+def envelope_error(url: str, message: str) -> dict[str, Any]:
+    return {"url": url, "error": message}
+
+
+class TransportHttp:
+    """``http_get`` / ``http_post`` on the engine's transport, for :meth:`LuaSandbox.acall`.
+
+    ``open_client`` gives the client of the stream the hook belongs to and whether the caller
+    must close it (``http_request.open_client``: the engine's transport, its recorder or its
+    replayer), so a Recorder records these requests with the stream and a Replayer answers them
+    without the network. The body is read up to ``max_body_bytes`` decoded bytes. Never raises:
+    every failure is the contract's ``{"url", "error"}`` envelope.
+    """
+
+    def __init__(
+        self,
+        open_client: OpenClient | None = None,
+        *,
+        max_body_bytes: int = DEFAULT_LIMITS.max_body_bytes,
+        timeout: httpx.Timeout | float = HTTP_TIMEOUT_SECONDS,
+    ) -> None:
+        self._open = open_client
+        self.max_body_bytes = max_body_bytes
+        self.timeout = timeout if isinstance(timeout, httpx.Timeout) else httpx.Timeout(timeout)
+
+    async def request(self, method: str, url: str, body: str | None) -> dict[str, Any]:
+        try:
+            if self._open is not None:
+                client, owned = self._open()
+            else:
+                client, owned = network_client(timeout=self.timeout), True
+            async with contextlib.AsyncExitStack() as stack:
+                if owned:
+                    await stack.enter_async_context(client)
+                request = client.build_request(
+                    method,
+                    url,
+                    content=None if body is None else body.encode("utf-8"),
+                    headers={"content-type": "application/json"} if body is not None else None,
+                    timeout=self.timeout,
+                )
+                response = await client.send(request, stream=True, follow_redirects=True)
+                try:
+                    buf = bytearray()
+                    async for piece in response.aiter_bytes():  # decoded (gzip, br, ...)
+                        buf += piece
+                        if len(buf) > self.max_body_bytes:
+                            mib = self.max_body_bytes / (1024 * 1024)
+                            return envelope_error(
+                                url, f"the answer is larger than the {mib:g} MiB limit on a body"
+                            )
+                finally:
+                    await response.aclose()
+                text = buf.decode(response.encoding or "utf-8", "replace")
+                return {"url": url, "status": int(response.status_code), "body": text}
+        except LlmError as exc:  # e.g. a replay without a recording of this request
+            return envelope_error(url, redact(exc.message))
+        except Exception as exc:
+            return envelope_error(url, redact(str(exc)) or type(exc).__name__)
+
+
+class Budget:
+    """Per-call CPU budget measured in CPU time of the calling thread.
+
+    ``time.thread_time`` (not ``os.clock``/process time): streams run concurrently in several
+    threads and each call must only be charged for its own thread's work; blocking in a socket
+    costs no CPU time, and the CPU time spent inside the HTTP bridge is subtracted as well.
+    """
+
+    __slots__ = (
+        "excluded",
+        "interrupted",
+        "limit",
+        "over",
+        "over_wall",
+        "signalled",
+        "start",
+        "stop",
+        "stopped",
+        "wall_limit",
+        "wall_start",
+    )
+
+    def __init__(self, limit: float, wall_limit: float = 30.0) -> None:
+        self.limit = limit
+        #: Wall-clock seconds one call may take, HTTP calls from the script included: the CPU
+        #: budget alone would let a script that keeps calling http_get hold its stream forever.
+        self.wall_limit = wall_limit
+        self.start = 0.0
+        self.wall_start = 0.0
+        self.excluded = 0.0
+        self.over = False
+        self.over_wall = False
+        #: Asked at every check: True stops the call (the stream's ``StopSignal.is_set``).
+        self.stop: Callable[[], bool] | None = None
+        #: The call was stopped by ``stop`` / by a kernel interrupt (KeyboardInterrupt) that
+        #: arrived while Lua ran in this thread; the sandbox raises ABORTED / re-raises it.
+        self.stopped = False
+        self.interrupted = False
+        self.signalled = False
+
+    def begin(self) -> None:
+        self.start = time.thread_time()
+        self.wall_start = time.monotonic()
+        self.excluded = 0.0
+        self.over = False
+        self.over_wall = False
+        self.stopped = False
+        self.interrupted = False
+        self.signalled = False
+
+    def interrupt(self) -> None:
+        """A KeyboardInterrupt arrived inside a callback: end the call, re-raise it after."""
+        self.interrupted = self.stopped = self.over = True
+
+    def wall_exceeded(self) -> bool:
+        if not self.over_wall and time.monotonic() - self.wall_start > self.wall_limit:
+            self.over_wall = self.over = True
+        return self.over_wall
+
+    def check(self) -> bool:
+        """Called by the count hook: True once this call's budget is used up or it was stopped
+        (sticky). Never raises: a kernel interrupt that lands here (SIGINT's handler runs at the
+        next Python instruction of the main thread, i.e. here while Lua runs) is recorded; an
+        exception crossing into Lua could be swallowed by the script's ``pcall``."""
+        try:
+            if not self.over:
+                if time.thread_time() - self.start - self.excluded > self.limit:
+                    self.over = True
+                elif not self.wall_exceeded() and self.stop is not None and self.stop():
+                    self.stopped = self.over = True
+            return self.over
+        except KeyboardInterrupt:
+            self.interrupt()
+            return True
+
+    def used(self) -> float:
+        return time.thread_time() - self.start - self.excluded
+
+
+class Host:
+    """The Python callables given to one Lua state. Holds no reference to the Lua runtime."""
+
+    def __init__(
+        self, name: str, budget: Budget, http: HttpBridge | None, log: LogCallback | None
+    ) -> None:
+        self.budget = budget
+        self.http = http
+        self.log_callback = log
+        #: Bytes the Lua state may still allocate (set by the sandbox): a result that does not
+        #: fit is not handed back (the Lua side then raises "not enough memory").
+        self.room: Callable[[], int] = lambda: 1 << 62
+        self.set_name(name)
+
+    def set_name(self, name: str) -> None:
+        self.name = name
+        self.logger = logging.getLogger(f"notebook_llm.adapter.{name}")
+
+    def callables(self) -> dict[str, Callable[..., Any]]:
+        return {
+            "check": self.budget.check,
+            "log": self.log,
+            "hmac_sha256_hex": self.hmac_sha256_hex,
+            "sha256_hex": self.sha256_hex,
+            "base64_encode": self.base64_encode,
+        }
+
+    def fits(self, text: str) -> str | None:
+        """``text`` if it fits in the room left in the Lua state, else ``None``."""
+        return text if len(text) + 4096 <= self.room() else None
+
+    # The built-ins that return a new string: lupa pushes it inside the callback, where a failed
+    # allocation would jump over Python's frames, so only a result that fits is handed back.
+
+    def base64_encode(self, data_hex: str) -> str | None:
+        return self.fits(base64_encode(data_hex))
+
+    def sha256_hex(self, data_hex: str) -> str | None:
+        return self.fits(sha256_hex(data_hex))
+
+    def hmac_sha256_hex(self, key_hex: str, msg_hex: str) -> str | None:
+        return self.fits(hmac_sha256_hex(key_hex, msg_hex))
+
+    def log(self, level: str, msg: str) -> None:
+        # Its time is the script's (a loop of log calls must meet the budget); the Lua side
+        # cuts a message at 16 KiB.
+        try:
+            # every field a sink sees is redacted: the level string is the script's too
+            level, msg = redact(str(level)), redact(str(msg))
+            self.logger.log(_LEVELS.get(level.lower(), logging.INFO), "%s", msg)
+            if self.log_callback is not None:
+                self.log_callback(level, msg)
+        except Exception:  # a failing log sink must not break (or escape into) the script
+            pass
+        except KeyboardInterrupt:
+            self.budget.interrupt()
+
+    def sync_answer(self, method: str, url: str, body: str | None) -> dict[str, Any]:
+        """The answer to a hook's request in a synchronous call: from the ``HttpBridge`` given
+        to the sandbox, else an error (the network is reached only through the engine)."""
+        if self.budget.wall_exceeded():
+            return envelope_error(
+                url, f"the adapter call ran out of its {self.budget.wall_limit:g} s"
+            )
+        if self.http is None:
+            return envelope_error(
+                url, f"{method} needs the engine: this hook was called without an HTTP transport"
+            )
+        t0 = time.thread_time()
+        try:
+            if body is None:
+                status, text = self.http.get(url)
+            else:
+                status, text = self.http.post(url, body)
+            return {"url": url, "status": int(status), "body": str(text)}
+        except Exception as exc:
+            return envelope_error(url, redact(str(exc)) or type(exc).__name__)
+        except KeyboardInterrupt:
+            self.budget.interrupt()
+            return envelope_error(url, "interrupted")
+        finally:
+            self.budget.excluded += time.thread_time() - t0
+
+
+# Hash helpers: the Lua wrappers pass every argument hex-encoded so binary strings survive.
+
+
+def hmac_sha256_hex(key_hex: str, msg_hex: str) -> str:
+    try:
+        return hmac.new(bytes.fromhex(key_hex), bytes.fromhex(msg_hex), hashlib.sha256).hexdigest()
+    except Exception:  # pragma: no cover - the Lua side always sends valid hex
+        return ""
+
+
+def sha256_hex(data_hex: str) -> str:
+    try:
+        return hashlib.sha256(bytes.fromhex(data_hex)).hexdigest()
+    except Exception:  # pragma: no cover
+        return ""
+
+
+def base64_encode(data_hex: str) -> str:
+    try:
+        return base64.b64encode(bytes.fromhex(data_hex)).decode("ascii")
+    except Exception:  # pragma: no cover
+        return ""

@@ -1,0 +1,284 @@
+"""The HTTP request a Lua adapter sends, and the httpx client that carries it.
+
+One stream's request is built here, from the script's own Lua state (so a reload in the middle
+cannot pair an old script with a new endpoint):
+
+* ``GenerateOptions`` -> the contract request (:func:`~notebook_llm.adapters.lua.kernel_request.build_request`)
+  -> the script's ``transform_request`` -> a JSON body, checked here so that a bad body is the
+  script's one-line mistake and not the server's HTTP 400;
+* the token limit moved under the provider's ``max_tokens_field`` (a provider setting);
+* the URL: ``base_url`` + ``endpoint`` (``stream_endpoint`` when streaming), with the
+  ``{model}`` and ``{api_key}`` placeholders URL-quoted;
+* the headers: JSON, the script's static ``headers``, the provider's, ``build_headers``; the
+  default ``Authorization: Bearer <key>`` only when nothing else carries the key.
+
+:func:`open_client` picks the client: a transport given to the adapter or by the engine (its
+recorder/replayer), else a batch's shared pool, else on the package's background loop one
+long-lived client for every adapter, else a client for this one stream.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import contextlib
+import json
+import threading
+import time
+import urllib.parse
+from typing import Any, NamedTuple
+
+import httpx
+
+from ...core.errors import ErrorCode, LlmError
+from ...core.protocol import GenerateOptions
+from ...core.redaction import shorten
+from ...wire.transport import network_client, scoped_client
+from .kernel_request import build_request
+from .runtime import LuaSandbox
+
+#: The default HTTP timeouts of one socket operation. No read timeout: a reasoning model may
+#: send nothing for minutes before its first token, and a stream's wait for its next event and
+#: the request as a whole have their own limits (``GenerateOptions.timeouts``,
+#: :mod:`notebook_llm.wire.deadline`), which a trickle of bytes does not reset.
+DEFAULT_TIMEOUT = httpx.Timeout(connect=10.0, read=None, write=30.0, pool=10.0)
+
+#: The contract's hooks, in the order ``meta["hooks"]`` lists the ones a script defines.
+HOOKS = ("build_headers", "transform_request", "transform_response", "transform_stream_chunk")
+
+#: The two names OpenAI-style APIs use for the output token limit.
+MAX_TOKENS_FIELDS = ("max_tokens", "max_completion_tokens")
+
+
+class HttpRequest(NamedTuple):
+    """One stream's POST: where, with which headers and body, and whether it streams."""
+
+    url: str
+    headers: dict[str, str]
+    body: str
+    streaming: bool
+
+
+def script_meta(sandbox: LuaSandbox) -> dict[str, Any]:
+    """The script's metadata, with ``hooks``: the contract hooks it defines."""
+    meta = sandbox.meta()
+    meta["hooks"] = [h for h in HOOKS if sandbox.has_hook(h)]
+    return meta
+
+
+async def aprepare_request(
+    sandbox: LuaSandbox, options: GenerateOptions, adapter: str
+) -> HttpRequest:
+    """Run ``transform_request`` in ``sandbox`` and build the URL and headers around its body.
+    The hooks are awaited (:meth:`LuaSandbox.acall`): their ``http_get`` / ``http_post`` go
+    out on the stream's transport while the loop runs on."""
+    meta, streaming, request = _request_of(sandbox, options)
+    body = _checked_body(await sandbox.acall("transform_request", request), options, adapter)
+    url = request_url(options, meta, streaming, adapter)
+    args = _headers_hook_args(meta, options, url, body)
+    built = await sandbox.acall("build_headers", args) if args is not None else None
+    headers = request_headers(options, meta, streaming, built, adapter)
+    return HttpRequest(url, headers, body, streaming)
+
+
+def _request_of(sandbox: LuaSandbox, options: GenerateOptions) -> tuple[dict[str, Any], bool, str]:
+    # The metadata of this stream's own state: a reload meanwhile cannot pair the old script
+    # with the new endpoint or hooks.
+    meta = script_meta(sandbox)
+    streaming = "transform_stream_chunk" in meta["hooks"]
+    request = build_request(options, stream=streaming)
+    return meta, streaming, json.dumps(request, ensure_ascii=False)
+
+
+def _checked_body(body: Any, options: GenerateOptions, adapter: str) -> str:
+    if not isinstance(body, str):
+        raise LlmError(
+            f"adapter {adapter!r}: transform_request must return a JSON string, got {type(body).__name__}",
+            ErrorCode.ADAPTER_ERROR,
+            adapter=adapter,
+            hook="transform_request",
+        )
+    try:  # a bad body is the script's mistake: say so here, not with the server's HTTP 400
+        doc = json.loads(body)
+    except ValueError as exc:
+        raise LlmError(
+            f"adapter {adapter!r}: transform_request returned invalid JSON ({exc}); "
+            f"it must return json.encode(...) of the request, got {shorten(body, 60)!r}",
+            ErrorCode.ADAPTER_ERROR,
+            adapter=adapter,
+            hook="transform_request",
+        ) from None
+    return apply_max_tokens_field(body, doc, options)
+
+
+def _headers_hook_args(
+    meta: dict[str, Any], options: GenerateOptions, url: str, body: str
+) -> dict[str, Any] | None:
+    """``build_headers``' argument, or ``None`` when the script has no such hook."""
+    if "build_headers" not in meta["hooks"]:
+        return None
+    return {
+        "url": url,
+        "method": "POST",
+        "body": body,
+        "api_key": options.api_key or "",
+        "timestamp": int(time.time()),
+        "source": {"name": options.provider},
+    }
+
+
+def request_url(
+    options: GenerateOptions, meta: dict[str, Any], streaming: bool, adapter: str
+) -> str:
+    """``base_url`` + the script's endpoint, placeholders filled in."""
+    if not options.base_url:
+        raise LlmError(
+            f"provider {options.provider!r} has no base_url for adapter {adapter!r}",
+            ErrorCode.INVALID_OPTIONS,
+            provider=options.provider,
+        )
+    endpoint = str(
+        (streaming and meta.get("stream_endpoint")) or meta.get("endpoint") or "/chat/completions"
+    )
+    endpoint = endpoint.replace("{model}", urllib.parse.quote(options.model or "", safe=""))
+    endpoint = endpoint.replace("{api_key}", urllib.parse.quote(options.api_key or "", safe=""))
+    return options.base_url.rstrip("/") + endpoint
+
+
+def request_headers(
+    options: GenerateOptions,
+    meta: dict[str, Any],
+    streaming: bool,
+    built: Any,
+    adapter: str,
+) -> dict[str, str]:
+    """The request's headers (see the module docstring for who adds the key); ``built`` is what
+    the script's ``build_headers`` returned."""
+    headers = {"content-type": "application/json"}
+    if streaming:
+        headers["accept"] = "text/event-stream, application/x-ndjson"
+    headers.update({str(k): str(v) for k, v in (meta.get("headers") or {}).items()})
+    headers.update(options.headers)
+    if "build_headers" in meta["hooks"]:
+        if built is not None and not isinstance(built, dict):
+            raise LlmError(
+                f"adapter {adapter!r}: build_headers must return a table of strings",
+                ErrorCode.ADAPTER_ERROR,
+                adapter=adapter,
+                hook="build_headers",
+            )
+        headers.update({str(k): str(v) for k, v in (built or {}).items()})
+    lower = {k.lower() for k in headers}
+    key_in_url = "{api_key}" in str(meta.get("endpoint", "")) + str(meta.get("stream_endpoint", ""))
+    if (
+        options.api_key
+        and not key_in_url
+        and "build_headers" not in meta["hooks"]  # the adapter's own headers carry the key
+        and not lower & {"authorization", "x-api-key", "x-goog-api-key"}
+    ):
+        headers["authorization"] = f"Bearer {options.api_key}"
+    return headers
+
+
+def apply_max_tokens_field(body: str, doc: Any, options: GenerateOptions) -> str:
+    """Put the token limit under the provider's ``max_tokens_field``.
+
+    A provider setting, not a script's: the same ``openai`` adapter talks to OpenAI (which wants
+    ``max_completion_tokens``) and to llama.cpp or vLLM (which read only ``max_tokens``). Only a
+    body that carries one of the two OpenAI names at the top level is touched, so adapters with
+    their own shapes (Gemini's ``generationConfig``, Ollama's ``options``) are left alone.
+    """
+    field = options.max_tokens_field
+    if not field or options.max_tokens is None or not isinstance(doc, dict):
+        return body
+    found = [name for name in MAX_TOKENS_FIELDS if name in doc]
+    if not found or found == [field]:
+        return body
+    value = doc[found[0]]
+    for name in found:
+        del doc[name]
+    doc[field] = value
+    return json.dumps(doc, ensure_ascii=False)
+
+
+def with_max_tokens_hint(err: LlmError, raw: bytes, options: GenerateOptions) -> LlmError:
+    """Add what to change to an error that refuses the token-limit field (OpenAI's
+    ``unsupported_parameter`` with ``param: "max_tokens"``, or the other name)."""
+    if err.status != 400:
+        return err
+    try:
+        error = json.loads(raw).get("error")
+    except (ValueError, AttributeError):
+        return err
+    param = error.get("param") if isinstance(error, dict) else None
+    if param not in MAX_TOKENS_FIELDS:
+        return err
+    other = MAX_TOKENS_FIELDS[1 - MAX_TOKENS_FIELDS.index(param)]
+    err.message = (
+        f'{err.message} (set max_tokens_field = "{other}" for provider '
+        f'{options.provider!r} in config.toml, or add_provider(..., max_tokens_field="{other}"))'
+    )
+    err.args = (err.message,)
+    return err
+
+
+# ---------------------------------------------------------------- the client
+
+#: Guards the creation of :data:`_background_client_instance` (two threads may ask at once).
+_background_client_lock = threading.RLock()
+
+_background_client_instance: httpx.AsyncClient | None = None
+
+
+def _on_background_loop() -> bool:
+    from ...core.background_loop import is_background_loop
+
+    return is_background_loop()
+
+
+def _background_client() -> httpx.AsyncClient:
+    # One connection pool for every adapter on the long-lived background loop, held by the
+    # module so that it is never garbage-collected with open connections.
+    global _background_client_instance
+    with _background_client_lock:
+        if _background_client_instance is None:
+            _background_client_instance = network_client()
+            from ...core.background_loop import background_loop
+
+            atexit.register(_close_background_client, background_loop())
+        return _background_client_instance
+
+
+def _close_background_client(loop: asyncio.AbstractEventLoop) -> None:
+    """Close the background loop's client at interpreter exit, on its own loop: aiohttp
+    warns about (and leaks) a session that is garbage-collected open."""
+    client = _background_client_instance
+    if client is None or loop.is_closed() or not loop.is_running():
+        return
+    with contextlib.suppress(Exception):
+        asyncio.run_coroutine_threadsafe(client.aclose(), loop).result(timeout=2)
+
+
+def open_client(
+    transport: httpx.AsyncBaseTransport | None,
+    options: GenerateOptions | None,
+    timeout: httpx.Timeout,
+) -> tuple[httpx.AsyncClient, bool]:
+    """An HTTP client for one stream, and whether the caller owns (must close) it.
+
+    ``transport`` is the adapter's own; else the engine's (``options.make_transport``: its
+    transport, recorder or replayer). Without either: inside a batch its shared pool; on the
+    package's long-lived background loop (sync calls, magics, batches) one client for every
+    adapter, so connections are kept alive across requests. On any other loop (an
+    ``asyncio.run`` of the user's, a test's loop) the client lives for one stream: a pooled
+    connection must not outlive the loop it was opened on.
+    """
+    make = options.make_transport if options is not None else None  # the engine's, or its tap
+    transport = transport or (make() if make is not None else None)
+    if transport is None:
+        pooled = scoped_client()
+        if pooled is not None:
+            return pooled, False
+        if _on_background_loop():
+            return _background_client(), False
+    return network_client(timeout=timeout, transport=transport), True

@@ -1,0 +1,393 @@
+"""Many prompts at once: :func:`amap` (async) and :func:`map_prompts` (sync, Jupyter-safe).
+
+>>> results = map_prompts(["a", "b"], provider="mock", model="echo")  # doctest: +SKIP
+>>> [r.text for r in results]  # doctest: +SKIP
+['a', 'b']
+
+Results come back in input order; a prompt that fails for good holds its ``LlmError`` in its
+slot instead of a ``Completion``, so one failure never loses the others.
+
+Retries: one policy, the engine's (``Engine(retries=, retry_base=, retry_cap=)``; the shared
+session engine's by default). A prompt that fails with a retryable code (RATE_LIMIT, SERVER,
+TIMEOUT, TRANSPORT, EMPTY_RESPONSE) is sent at most ``1 + retries`` times in all, waiting
+``backoff_delay`` between tries (exponential with full jitter, never shorter than the provider's
+``Retry-After``). ``map(..., retries=N)`` sets that count for this batch instead of the
+engine's; it does not add a second loop on top.
+
+Nothing here imports notebook code; the progress bar helper imports ipywidgets lazily and only
+when running inside a Jupyter kernel.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import sys
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+from ..core.background_loop import run_sync
+from ..core.cancel import StopSignal, until_stopped
+from ..core.completion import Completion
+from ..core.errors import ErrorCode, LlmError
+from ..core.protocol import Message
+from ..engine.engine import Engine
+from ..engine.pricing import Price, cost, price_of
+from ..wire.slots import request_slots, when_idle
+from ..wire.transport import connection_pool
+from .dataframes import prompts_of, to_frame
+from .estimate import cap_value, check_cap, estimate_cost, money
+
+__all__ = ["BatchResult", "ProgressFn", "amap", "map_prompts", "notebook_progress"]
+
+log = logging.getLogger("notebook_llm.api.batch")
+
+#: ``progress(done, total)``, called once with ``done=0`` and after each prompt finishes.
+ProgressFn = Callable[[int, int], None]
+#: One slot of the result list.
+BatchResult = Completion | LlmError
+
+
+def _engine(engine: Engine | None) -> Engine:
+    """``engine``, else the session's (the one the magics and ``Chat`` use, with their keys)."""
+    from ..engine.session import default_engine
+
+    return engine if engine is not None else default_engine()
+
+
+def _request(prompt: Any) -> dict[str, Any]:
+    if isinstance(prompt, str):
+        return {"prompt": prompt}
+    if isinstance(prompt, Message):
+        return {"messages": [prompt]}
+    if isinstance(prompt, Sequence) and all(isinstance(m, Message) for m in prompt):
+        return {"messages": list(prompt)}
+    return {"prompt": str(prompt)}  # numbers, numpy strings and the like from a DataFrame
+
+
+def notebook_progress(total: int) -> ProgressFn | None:
+    """A progress bar in the running Jupyter kernel (an ipywidgets ``IntProgress``), as a
+    ``progress`` callback; ``None`` outside a kernel or without ipywidgets. In a headless run
+    (nbclient, papermill: see :mod:`notebook_llm.notebook.watching`) only the final line is shown."""
+    if "ipykernel" not in sys.modules:
+        return None
+    from ..notebook.watching import in_kernel, interactive
+
+    if not in_kernel():
+        return None
+    try:
+        from IPython.display import display
+    except ImportError:  # pragma: no cover - IPython comes with ipykernel
+        return None
+    if not interactive():  # no one watches: store no widget, just the final line
+        return _final_line_only(display)
+    try:
+        from ipywidgets import IntProgress
+    except ImportError:
+        return None
+    bar = IntProgress(value=0, min=0, max=max(total, 1), description=f"0/{total}")
+    handle = display(bar, display_id=True)  # type: ignore[no-untyped-call]
+
+    def update(done: int, total: int) -> None:
+        bar.value = done
+        spent = getattr(update, "spent", None)
+        bar.description = f"{done}/{total}" + (f" {money(spent)}" if spent is not None else "")
+        if done >= total and handle is not None:
+            # A saved notebook keeps a plain line, not a widget that needs the kernel.
+            handle.update(_done_line(done, total, spent), raw=True)
+            bar.close()
+
+    update.spent = None  # type: ignore[attr-defined]
+    return update
+
+
+def _done_line(done: int, total: int, spent: float | None = None) -> dict[str, str]:
+    """What a finished batch leaves in the cell: one plain line, no widget."""
+    cost = f", {money(spent)} spent" if spent is not None else ""
+    return {"text/plain": f"{done}/{total} prompts done{cost}"}
+
+
+def _final_line_only(display: Callable[..., Any]) -> ProgressFn:
+    def update(done: int, total: int) -> None:
+        if done >= total:
+            display(_done_line(done, total, getattr(update, "spent", None)), raw=True)
+
+    update.spent = None  # type: ignore[attr-defined]
+    return update
+
+
+def _progress_fn(progress: ProgressFn | bool | None, total: int) -> ProgressFn | None:
+    if progress is None or progress is True:
+        return notebook_progress(total)
+    if progress is False:
+        return None
+    return progress
+
+
+async def _one(
+    engine: Engine,
+    provider: str,
+    model: str | None,
+    prompt: Any,
+    retries: int | None,
+    stop: StopSignal | None,
+    kw: dict[str, Any],
+) -> BatchResult:
+    if stop is not None and stop.is_set():
+        return LlmError(stop.reason, ErrorCode.ABORTED, provider=provider)
+    try:
+        # The engine's retry loop is the only one: no second loop here to multiply it.
+        return await engine.complete(
+            provider, model, stop_signal=stop, retries=retries, **_request(prompt), **kw
+        )
+    except LlmError as err:
+        return err
+    except Exception as exc:  # a bug somewhere must not lose the other prompts
+        return LlmError(f"{type(exc).__name__}: {exc}", ErrorCode.UNKNOWN, provider=provider)
+
+
+#: At most this many prompts of a batch wait ready to send (``_lookahead``).
+MAX_LOOKAHEAD = 8
+
+
+def _lookahead(engine: Engine, provider: str, concurrency: int) -> int:
+    """How many prompts beyond ``concurrency`` to start: the ones the adapter prepares while
+    every request slot is taken (:mod:`notebook_llm.wire.slots`). None unless the adapter takes
+    its slot around the HTTP exchange only; otherwise the workers are the limit."""
+    try:
+        adapter = engine.adapter_of(provider)
+    except Exception:  # an unknown provider, a bad config: each prompt's slot reports it
+        return 0
+    return min(concurrency, MAX_LOOKAHEAD) if adapter.takes_request_slot else 0
+
+
+async def amap(
+    prompts: Iterable[Any],
+    *,
+    engine: Engine | None = None,
+    provider: str = "mock",
+    model: str | None = None,
+    concurrency: int = 8,
+    retries: int | None = None,
+    progress: ProgressFn | bool | None = None,
+    stop_signal: StopSignal | None = None,
+    template: str | None = None,
+    max_cost: float | None = None,
+    **kw: Any,
+) -> Any:
+    """Complete every prompt, at most ``concurrency`` at a time; results in input order.
+
+    ``prompts``: any iterable (a list, a generator, a pandas Series: its values) of strings,
+    ``Message`` s or message lists. ``kw`` goes to :meth:`Engine.complete` (``system``,
+    ``temperature``, ``max_tokens``...). ``concurrency``: the most requests at the provider
+    at once; with an adapter that supports it (the Lua adapters), up to :data:`MAX_LOOKAHEAD`
+    more prompts are prepared meanwhile, so each goes out as soon as a slot frees
+    (:mod:`notebook_llm.wire.slots`). ``progress``: a ``(done, total)`` callback, ``False``
+    for none, ``None`` for a progress bar when running in a Jupyter kernel. ``stop_signal``:
+    once set, running requests are aborted and the remaining prompts are not sent; their slots
+    hold ``LlmError(ABORTED)``.
+
+    A pandas DataFrame (with ``template=``, filled from each row's columns) or Series gives a
+    DataFrame back, with the input's index: the schema's fields (``schema=``) or an ``answer``
+    column, and an ``error`` column (:mod:`notebook_llm.api.dataframes`). ``template=`` also fills a
+    list's items. ``schema=``, ``schema_retries=`` and ``images=`` go to every request.
+    ``max_cost``: a cap in US dollars; the batch is refused (``BUDGET_EXCEEDED``, nothing sent)
+    when its estimate (:func:`notebook_llm.estimate_cost`) is over it, and once the cost spent
+    reaches it the remaining prompts are not sent (their slots hold ``BUDGET_EXCEEDED``).
+    """
+    if concurrency < 1:
+        raise LlmError(
+            f"concurrency must be at least 1, not {concurrency}", ErrorCode.INVALID_OPTIONS
+        )
+    for key in ("prompt", "messages", "stop_signal"):
+        if key in kw:
+            raise LlmError(
+                f"{key}= cannot be used with map; pass the prompts", ErrorCode.INVALID_OPTIONS
+            )
+    if max_cost is not None:
+        max_cost = cap_value(max_cost)
+    eng = _engine(engine)
+    items, index = prompts_of(prompts, template)
+    total = len(items)
+    if max_cost is not None:
+        estimate = estimate_cost(
+            items,
+            provider=provider,
+            model=model,
+            engine=eng,
+            max_tokens=kw.get("max_tokens"),
+            system=kw.get("system"),
+            schema=kw.get("schema"),
+            images=kw.get("images"),
+        )
+        check_cap(estimate, max_cost, provider)  # refused: nothing is sent
+    results: list[BatchResult | None] = [None] * total
+    report = _progress_fn(progress, total)
+    done = 0
+    spent = 0.0
+    price = price_of(eng, provider, model)
+    children: set[StopSignal] = set()
+
+    def tick() -> None:
+        if report is None:
+            return
+        try:
+            if hasattr(report, "spent") and price is not None:
+                report.spent = spent
+            report(done, total)
+        except Exception:
+            log.warning("batch: the progress callback failed", exc_info=True)
+
+    tick()
+    next_index = 0
+    # With a cap: requests in flight, requests answered, and a condition to wait on (admit).
+    in_flight = 0
+    answered = 0
+    gate = asyncio.Condition()
+
+    async def admit() -> bool:
+        """Whether one more request may go out under ``max_cost`` (``False``: the spent cost
+        reached it). The estimate may be far below what answers really cost (no max_tokens),
+        so the cap cannot trust it for the requests in flight: the first request goes alone,
+        and then one more goes out only while the spent cost plus the in-flight requests at
+        the cost seen so far per answer stays under the cap. Sequential batches behave as
+        before (send while spent < cap); concurrent ones overshoot by at most about one
+        answer instead of ``concurrency`` answers."""
+        nonlocal in_flight
+        assert max_cost is not None
+        async with gate:
+            while True:
+                if spent >= max_cost and spent > 0:  # a cap of 0 lets free requests through
+                    return False
+                if in_flight == 0 or (stop_signal is not None and stop_signal.is_set()):
+                    break
+                if answered and spent + in_flight * (spent / answered) < max_cost:
+                    break
+                await gate.wait()
+            in_flight += 1
+            return True
+
+    async def release() -> None:
+        nonlocal in_flight, answered
+        async with gate:
+            in_flight -= 1
+            answered += 1
+            gate.notify_all()
+
+    async def worker() -> None:
+        nonlocal next_index, done, spent
+        while next_index < total:
+            i = next_index
+            next_index += 1
+            stopped = stop_signal is not None and stop_signal.is_set()
+            if lookahead and not stopped:  # prepared while the loop has nothing else to do
+                await when_idle()
+            if stop_signal is not None and stop_signal.is_set():
+                results[i] = LlmError(stop_signal.reason, ErrorCode.ABORTED, provider=provider)
+                done += 1
+                tick()
+                continue
+            if max_cost is not None and not await admit():
+                results[i] = LlmError(
+                    f"not sent: the cost spent ({money(spent)}) reached max_cost={money(max_cost)}",
+                    ErrorCode.BUDGET_EXCEEDED,
+                    provider=provider,
+                )
+                done += 1
+                tick()
+                continue
+            if max_cost is not None and stop_signal is not None and stop_signal.is_set():
+                await release()  # stopped while waiting for the cap's turn: not sent
+                results[i] = LlmError(stop_signal.reason, ErrorCode.ABORTED, provider=provider)
+                done += 1
+                tick()
+                continue
+            # Each request gets its own signal: a StopSignal stops one stream at a time.
+            child = StopSignal() if stop_signal is not None else None
+            if child is not None:
+                children.add(child)
+            try:
+                results[i] = result = await _one(eng, provider, model, items[i], retries, child, kw)
+                if price is not None:
+                    spent += _cost_of(result, price)
+            finally:
+                if child is not None:
+                    children.discard(child)
+                if max_cost is not None:
+                    await release()
+            done += 1
+            tick()
+
+    async def watch_stop(signal: StopSignal) -> None:
+        await until_stopped(signal)
+        for child in list(children):
+            child.set(signal.reason)
+
+    watcher = asyncio.ensure_future(watch_stop(stop_signal)) if stop_signal is not None else None
+    lookahead = _lookahead(eng, provider, concurrency)
+    try:
+        # One keep-alive connection pool for the whole batch (closed with it); at most
+        # `concurrency` requests hold a slot (and a connection) at once.
+        with request_slots(concurrency):
+            async with connection_pool(concurrency):
+                await asyncio.gather(
+                    *(worker() for _ in range(min(concurrency + lookahead, total)))
+                )
+    finally:
+        if watcher is not None:
+            watcher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await watcher
+    out = [r if r is not None else LlmError("not run", ErrorCode.ABORTED) for r in results]
+    if index is not None:
+        return to_frame(out, index, kw.get("schema"))
+    return out
+
+
+def _cost_of(result: BatchResult, price: Price) -> float:
+    """What one slot's request cost (a failed one's partial completion counts too)."""
+    completion = result if isinstance(result, Completion) else result.details.get("completion")
+    usage = getattr(completion, "usage", None)
+    return cost(usage, price) if usage is not None else 0.0
+
+
+def map_prompts(
+    prompts: Iterable[Any],
+    *,
+    engine: Engine | None = None,
+    provider: str = "mock",
+    model: str | None = None,
+    concurrency: int = 8,
+    retries: int | None = None,
+    progress: ProgressFn | bool | None = None,
+    template: str | None = None,
+    max_cost: float | None = None,
+    stop_signal: StopSignal | None = None,
+    **kw: Any,
+) -> Any:
+    """:func:`amap` from synchronous code, also inside a running loop (Jupyter): a list of
+    results, or a DataFrame for a DataFrame or Series (see :func:`amap`).
+
+    An interrupt (Ctrl-C, the kernel's stop button) aborts the requests in flight and skips the
+    rest; the results gathered so far are still returned (the others hold ``ABORTED`` errors).
+    ``stop_signal``: the caller's own signal (e.g. set from a progress callback); an interrupt
+    sets it too.
+    """
+    stop = stop_signal if stop_signal is not None else StopSignal()
+    return run_sync(
+        amap(
+            prompts,
+            engine=engine,
+            provider=provider,
+            model=model,
+            concurrency=concurrency,
+            retries=retries,
+            progress=progress,
+            stop_signal=stop,
+            template=template,
+            max_cost=max_cost,
+            **kw,
+        ),
+        on_interrupt=stop.set,
+    )

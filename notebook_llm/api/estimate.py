@@ -1,0 +1,250 @@
+"""What a request or a batch will cost, before anything is sent, and the caps that use it.
+
+:func:`estimate_cost` needs no network and no key: it counts the input tokens of each prompt
+with a character estimate (:func:`estimate_tokens`: about four characters a token, plus a few
+tokens a message, :data:`IMAGE_TOKENS` an image, and the schema's JSON if one is given), takes
+``max_tokens`` (else :data:`DEFAULT_OUTPUT_TOKENS`) as each answer's length, and prices both
+with :func:`notebook_llm.engine.pricing.price_of`. An estimate is an upper-leaning guess, not a bill:
+the provider's tokenizer decides the real counts.
+
+Two caps use it, both refusing with ``LlmError(BUDGET_EXCEEDED)`` in one line that gives the
+estimate, the cap and how to raise it:
+
+* ``map(..., max_cost=USD)`` (:func:`check_cap`) sends nothing when the estimate is over the
+  cap, and stops sending once the cost spent reaches it;
+* ``%llm budget USD`` (:class:`Budget`) caps the session's ``%%llm`` cells: a cell whose
+  estimate would take the spent cost over the cap is refused; each answer's cost is added.
+
+A model without a known price cannot be estimated: a cap then refuses too, and says how to set
+a price (``notebook_llm.set_price``).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ..core.errors import ErrorCode, LlmError
+from ..core.protocol import ImageBlock, Message, TextBlock, ToolResultBlock
+from ..engine.pricing import Price, cost, price_of
+
+if TYPE_CHECKING:
+    from ..core.completion import Completion
+    from ..engine.engine import Engine
+    from .turn import Turn
+
+__all__ = [
+    "DEFAULT_OUTPUT_TOKENS",
+    "IMAGE_TOKENS",
+    "Budget",
+    "CostEstimate",
+    "cap_value",
+    "check_cap",
+    "estimate_cost",
+    "estimate_tokens",
+    "money",
+]
+
+#: Output tokens assumed per answer when ``max_tokens`` is not given.
+DEFAULT_OUTPUT_TOKENS = 256
+#: Input tokens assumed per image (providers charge roughly 250-1,600 depending on size).
+IMAGE_TOKENS = 1_000
+#: Tokens assumed per message for roles and separators.
+MESSAGE_TOKENS = 4
+
+
+def money(usd: float) -> str:
+    """``$0.0012`` below a dollar, ``$12.34`` above, ``<$0.0001`` for less than that."""
+    if 0 < usd < 0.00005:
+        return "<$0.0001"
+    return f"${usd:.4f}" if usd < 1 else f"${usd:,.2f}"
+
+
+def estimate_tokens(text: str) -> int:
+    """About four characters a token (the usual rule of thumb for English and code)."""
+    return math.ceil(len(text) / 4) if text else 0
+
+
+def _message_tokens(message: Message) -> int:
+    total = MESSAGE_TOKENS
+    for block in message.content:
+        if isinstance(block, ImageBlock):
+            total += IMAGE_TOKENS
+        elif isinstance(block, (ToolResultBlock, TextBlock)):
+            total += estimate_tokens(block.text)
+        else:
+            total += estimate_tokens(getattr(block, "text", "") or getattr(block, "arguments", ""))
+    return total
+
+
+def prompt_tokens(prompt: Any, system: str | None = None, schema: Any = None) -> int:
+    """The estimated input tokens of one prompt (text, a message or a conversation)."""
+    if isinstance(prompt, Message):
+        total = _message_tokens(prompt)
+    elif isinstance(prompt, Sequence) and not isinstance(prompt, str):
+        total = sum(_message_tokens(m) for m in prompt if isinstance(m, Message))
+    else:
+        total = MESSAGE_TOKENS + estimate_tokens(str(prompt))
+    if system:
+        total += MESSAGE_TOKENS + estimate_tokens(system)
+    if schema is not None:
+        from ..core.response_schema import as_schema
+
+        total += estimate_tokens(json.dumps(as_schema(schema).schema))
+    return total
+
+
+@dataclass
+class CostEstimate:
+    """The estimated cost of sending some prompts (see the module docstring)."""
+
+    prompts: int
+    input_tokens: int
+    output_tokens: int
+    model: str | None
+    price: Price | None
+
+    @property
+    def usd(self) -> float | None:
+        """Dollars, or ``None`` when the model's price is unknown."""
+        if self.price is None:
+            return None
+        from ..core.protocol import TokenUsage
+
+        return cost(TokenUsage(self.input_tokens, self.output_tokens), self.price)
+
+    def __str__(self) -> str:
+        amount = money(self.usd) if self.usd is not None else "unknown cost (no price known)"
+        return (
+            f"~{amount} for {self.prompts:,} prompt{'s' if self.prompts != 1 else ''} "
+            f"(~{self.input_tokens:,} input + {self.output_tokens:,} output tokens"
+            f"{f' of {self.model}' if self.model else ''})"
+        )
+
+    def _repr_pretty_(self, p: Any, cycle: bool) -> None:
+        p.text(str(self))
+
+
+def estimate_cost(
+    prompts: Any,
+    *,
+    provider: str = "mock",
+    model: str | None = None,
+    engine: Engine | None = None,
+    max_tokens: int | None = None,
+    system: str | None = None,
+    schema: Any = None,
+    template: str | None = None,
+    images: Any = None,
+) -> CostEstimate:
+    """The estimated cost of sending ``prompts`` (one prompt, a list, a pandas Series, or a
+    DataFrame with ``template``), without sending anything."""
+    from .dataframes import prompts_of
+
+    if engine is None:
+        from ..engine.session import default_engine
+
+        engine = default_engine()
+    items = prompts_of(prompts, template)[0] if template or _is_frame(prompts) else None
+    if items is None:
+        items = [prompts] if isinstance(prompts, str | Message) else list(prompts)
+    extra = IMAGE_TOKENS * (len(images) if isinstance(images, list | tuple) else 1)
+    per_image = extra if images is not None else 0
+    tokens = sum(prompt_tokens(p, system, schema) + per_image for p in items)
+    out = len(items) * (max_tokens or DEFAULT_OUTPUT_TOKENS)
+    if model is None:
+        try:
+            model = engine.provider(provider).model
+        except LlmError:
+            model = None
+    return CostEstimate(len(items), tokens, out, model, price_of(engine, provider, model))
+
+
+def _is_frame(obj: Any) -> bool:
+    return type(obj).__module__.startswith("pandas") and hasattr(obj, "columns")
+
+
+def _no_price(estimate: CostEstimate, provider: str, what: str) -> LlmError:
+    model = estimate.model or "?"
+    return LlmError(
+        f"{what}: no price is known for {provider}:{model}, so the cost cannot be capped; set one "
+        f'with notebook_llm.set_price("{model}", INPUT_USD_PER_M, OUTPUT_USD_PER_M)',
+        ErrorCode.BUDGET_EXCEEDED,
+        provider=provider,
+    )
+
+
+def cap_value(value: Any, what: str = "max_cost") -> float:
+    """``value`` as a cap in dollars: a number, not negative, not NaN (a NaN compares false with
+    everything, so it would cap nothing); ``inf`` is allowed and caps nothing, knowingly."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or math.isnan(value):
+        raise LlmError(
+            f"{what} takes a number of US dollars (e.g. 0.50), not {value!r}",
+            ErrorCode.INVALID_OPTIONS,
+        )
+    if value < 0:
+        raise LlmError(
+            f"{what} must not be negative (got {value!r}); 0 sends only what is free",
+            ErrorCode.INVALID_OPTIONS,
+        )
+    return float(value) + 0.0  # -0.0 shows as $0.0000
+
+
+def check_cap(estimate: CostEstimate, max_cost: float, provider: str) -> None:
+    """Refuse (``BUDGET_EXCEEDED``) a batch whose estimate is over ``max_cost`` dollars."""
+    usd = estimate.usd
+    if usd is None:
+        raise _no_price(estimate, provider, "max_cost")
+    if usd > max_cost:
+        raise LlmError(
+            f"not sent: the estimated cost {money(usd)} ({estimate.prompts:,} prompts, "
+            f"~{estimate.input_tokens:,} input + {estimate.output_tokens:,} output tokens) is "
+            f"over max_cost={money(max_cost)}; raise max_cost=, lower max_tokens= or send "
+            "fewer prompts",
+            ErrorCode.BUDGET_EXCEEDED,
+            provider=provider,
+            details={"estimate": usd, "max_cost": max_cost},
+        )
+
+
+class Budget:
+    """The session's cost cap for ``%%llm`` cells (``%llm budget USD``)."""
+
+    def __init__(self, cap: float, engine: Engine) -> None:
+        self.cap = cap_value(cap, "a budget")
+        self.spent = 0.0
+        self.engine = engine
+
+    def check_turn(self, turn: Turn) -> None:
+        """Refuse a turn whose estimate would take the spent cost over the cap."""
+        estimate = CostEstimate(
+            1,
+            prompt_tokens(turn.messages, turn.system, turn.schema),
+            turn.max_tokens or DEFAULT_OUTPUT_TOKENS,
+            turn.model,
+            price_of(self.engine, turn.provider, turn.model),
+        )
+        usd = estimate.usd
+        if usd is None:
+            raise _no_price(estimate, turn.provider, "%llm budget")
+        if self.spent + usd > self.cap:
+            raise LlmError(
+                f"not sent: this cell's estimated cost {money(usd)} would take the spent "
+                f"{money(self.spent)} over the budget of {money(self.cap)}; raise it with "
+                f"%llm budget {max(self.cap * 2, self.spent + usd):.2f} (or lower --max-tokens)",
+                ErrorCode.BUDGET_EXCEEDED,
+                provider=turn.provider,
+            )
+
+    def add(self, completion: Completion, turn: Turn) -> None:
+        """Count what a finished turn cost."""
+        price = price_of(self.engine, turn.provider, turn.model)
+        if completion.usage is not None and price is not None:
+            self.spent += cost(completion.usage, price)
+
+    def note(self) -> str:
+        """The footer's part: ``spent $0.0012 of $1.00 budget``."""
+        return f"spent {money(self.spent)} of {money(self.cap)} budget"

@@ -1,0 +1,470 @@
+"""The tool-calling loop: generate, run the requested tools, feed the results back, repeat.
+
+``stream_tools`` yields :data:`~notebook_llm.api.tool_calling.events.LoopEvent` s; ``run_tools`` folds them
+into one :class:`~notebook_llm.core.completion.Completion`.
+
+Event order, per step ``n`` (numbered from 1): ``StepStart(n)``, the step's protocol events
+(``BlockStart`` ... ``Finish``, obeying the five stream rules on their own), then for each
+tool call: ``ToolRun`` when it starts (in the model's order; after the ``confirm`` answer)
+and ``ToolOutcome`` when it ends (in the order the calls finish; each names its ``call_id``).
+The results go back to the model in the model's order.
+
+How the loop ends: the **last event is always a** ``Finish`` and its reason is the loop's
+outcome. ``stop`` (or ``max-tokens``) when the model answered without tool calls; ``error`` /
+``aborted`` when a generation failed or the stop signal was set. When the tools of step
+``max_steps`` have run and the model still wants more, or the stop signal is set while tools
+run, the loop adds a last step that makes no request and holds only
+``Finish(error, LlmError(TOOL_STEP_LIMIT))`` (or ``Finish(aborted, ABORTED)``); the
+transcript is complete up to then, so it can be continued with another call.
+
+``run_tools`` mirrors ``Engine.complete``: it returns the final completion when the loop ended
+normally and raises the ``LlmError`` otherwise (``TOOL_STEP_LIMIT`` included), with the whole
+loop's completion (steps, transcript, summed usage) in ``err.details["completion"]``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterable, Sequence
+from contextlib import aclosing
+from typing import TYPE_CHECKING, Any, cast
+
+from ...core.cancel import StopSignal, until_stopped
+from ...core.completion import Completion, assemble
+from ...core.errors import ErrorCode, LlmError
+from ...core.protocol import (
+    Event,
+    Finish,
+    FinishReason,
+    Message,
+    TokenUsage,
+    ToolCallBlock,
+    ToolResultBlock,
+)
+from .events import LoopEvent, StepStart, ToolOutcome, ToolRun
+from .tools import Tool, as_tool, error_text, result_text, run_user_code
+
+if TYPE_CHECKING:
+    from ...engine.engine import Engine
+
+__all__ = ["DECLINED", "ConfirmFn", "run_tools", "stream_tools"]
+
+log = logging.getLogger("notebook_llm.api.tool_calling")
+
+#: ``confirm(call)``: return (or resolve to) ``True`` to run the call, ``False`` to skip it.
+ConfirmFn = Callable[[ToolCallBlock], "bool | Awaitable[bool]"]
+
+#: What the model is told when the user skips a call.
+DECLINED = "the user declined to run this tool"
+STOPPED = "not run: the tool loop was stopped"
+
+
+def _tool_table(tools: Iterable[Tool | Callable[..., Any]]) -> dict[str, Tool]:
+    table: dict[str, Tool] = {}
+    for obj in tools:
+        t = as_tool(obj)
+        if t.name in table:
+            raise LlmError(f"two tools are named {t.name!r}", ErrorCode.INVALID_OPTIONS)
+        table[t.name] = t
+    return table
+
+
+#: How long a stopped step waits for its tasks to wind down before it leaves them behind: a
+#: tool that catches ``CancelledError`` and goes on must not hold the loop after a Stop.
+_CANCEL_GRACE = 1.0
+
+
+async def _confirmed(confirm: ConfirmFn, call: ToolCallBlock) -> bool:
+    # user code: whatever it raises of its own (sys.exit too) is an ordinary exception here
+    return bool(await run_user_code(confirm, call))
+
+
+class _StepRunner:
+    """Runs the tool calls of one step; events go to ``queue``, ``None`` marks the end."""
+
+    def __init__(
+        self,
+        calls: Sequence[ToolCallBlock],
+        table: dict[str, Tool],
+        concurrency: int,
+        confirm: ConfirmFn | None,
+        tool_timeout: float | None = None,
+    ) -> None:
+        self.calls = list(calls)
+        self.tool_timeout = tool_timeout
+        self.table = table
+        self.semaphore = asyncio.Semaphore(max(1, concurrency))
+        self.confirm = confirm
+        self.queue: asyncio.Queue[ToolRun | ToolOutcome | None] = asyncio.Queue()
+        self.results: dict[str, ToolOutcome] = {}
+        self.tasks: set[asyncio.Task[None]] = set()
+
+    def _finish(self, call: ToolCallBlock, result: ToolOutcome) -> None:
+        self.results[call.id] = result
+        self.queue.put_nowait(result)
+
+    async def dispatch(self) -> None:
+        """Start the calls in the model's order (confirmations one at a time), then wait."""
+        try:
+            for call in self.calls:
+                await self._start(call)
+            if self.tasks:
+                # return_exceptions: one call's failure must not end the others' wait
+                await asyncio.gather(*self.tasks, return_exceptions=True)
+        finally:
+            self.queue.put_nowait(None)
+
+    async def _start(self, call: ToolCallBlock) -> None:
+        try:
+            await self._start_call(call)
+        except Exception as exc:  # never lose a call: it is reported, the others go on
+            if call.id not in self.results:
+                text = f"the tool call could not be started: {error_text(exc)}"
+                self._finish(call, ToolOutcome(call.id, call.name, text, True, "error"))
+
+    async def _start_call(self, call: ToolCallBlock) -> None:
+        t = self.table.get(call.name)
+        if t is None:
+            known = ", ".join(sorted(self.table)) or "none"
+            self.queue.put_nowait(ToolRun(call.id, call.name, call.arguments))
+            text = f"unknown tool {call.name!r}; the available tools are: {known}"
+            self._finish(call, ToolOutcome(call.id, call.name, text, True, "error"))
+            return
+        kwargs, problem = t.prepare(call.arguments)
+        if kwargs is None:
+            self.queue.put_nowait(ToolRun(call.id, call.name, call.arguments))
+            text = problem or "invalid arguments"
+            self._finish(call, ToolOutcome(call.id, call.name, text, True, "error"))
+            return
+        if self.confirm is not None:
+            try:
+                ok = await _confirmed(self.confirm, call)
+            except Exception as exc:
+                text = f"the confirmation failed: {error_text(exc)}"
+                self._finish(call, ToolOutcome(call.id, call.name, text, True, "error"))
+                return
+            if not ok:
+                self._finish(call, ToolOutcome(call.id, call.name, DECLINED, True, "skipped"))
+                return
+        await self.semaphore.acquire()
+        self.queue.put_nowait(ToolRun(call.id, call.name, call.arguments))
+        task = asyncio.ensure_future(self._run(t, call, kwargs))
+        self.tasks.add(task)
+
+    async def _run(self, t: Tool, call: ToolCallBlock, kwargs: dict[str, Any]) -> None:
+        started = time.perf_counter()
+        try:
+            text, is_error = await self._call(t, kwargs)
+        finally:
+            self.semaphore.release()
+        self._finish(
+            call,
+            ToolOutcome(
+                call.id,
+                call.name,
+                text,
+                is_error,
+                "error" if is_error else "ok",
+                time.perf_counter() - started,
+            ),
+        )
+
+    async def _call(self, t: Tool, kwargs: dict[str, Any]) -> tuple[str, bool]:
+        """The call's ``(text, is_error)``. The call runs as a task of its own, so a stop or the
+        timeout ends the wait at once, even for a tool that ignores its cancellation."""
+        work = asyncio.ensure_future(t.call(kwargs))
+        try:
+            done, _ = await asyncio.wait({work}, timeout=self.tool_timeout)
+        except asyncio.CancelledError:
+            work.cancel()
+            raise
+        if not done:
+            work.cancel()
+            return (
+                f"tool {t.name!r} did not finish within {self.tool_timeout:g} s "
+                f"(tool_timeout={self.tool_timeout:g}) and was abandoned",
+                True,
+            )
+        try:
+            value = work.result()
+        except asyncio.CancelledError:
+            # the call's own task was cancelled from inside (the tool cancelled itself)
+            return f"tool {t.name!r} was cancelled", True
+        except Exception as exc:
+            return error_text(exc), True
+        return result_text(t.name, value)
+
+    def result_blocks(self) -> list[ToolResultBlock]:
+        """The results in the model's order; calls that never finished are reported as stopped."""
+        blocks = []
+        for call in self.calls:
+            r = self.results.get(call.id)
+            if r is None:
+                blocks.append(ToolResultBlock.of(call.id, STOPPED, is_error=True))
+            else:
+                blocks.append(ToolResultBlock.of(call.id, r.content, is_error=r.is_error))
+        return blocks
+
+
+async def stream_tools(
+    engine: Engine,
+    provider: str,
+    model: str | None = None,
+    *,
+    tools: Iterable[Tool | Callable[..., Any]],
+    max_steps: int = 8,
+    concurrency: int = 4,
+    confirm: ConfirmFn | bool | None = None,
+    stop_signal: StopSignal | None = None,
+    messages: Sequence[Message] | None = None,
+    prompt: str | None = None,
+    tool_timeout: float | None = None,
+    transcript: list[Message] | None = None,
+    **complete_kwargs: Any,
+) -> AsyncIterator[LoopEvent]:
+    """Run the tool loop, yielding step markers, protocol events and tool events.
+
+    ``tools``: functions, callables or :class:`Tool` s (duplicated names are an error).
+    ``max_steps``: the most generations made (at least 1). ``concurrency``: how many calls of
+    one step run at once. ``confirm``: ``confirm(call) -> bool`` (sync or async), asked before
+    each call runs, one at a time in the model's order; a declined call is not run and the model
+    is told so (``ToolOutcome(status="skipped")``); ``confirm=True`` raises ``INVALID_OPTIONS``
+    here (the notebook layer maps it to its Run/Skip buttons and passes a callable).
+    ``tool_timeout``: seconds one call may run before it is abandoned and the model told so
+    (``None``, the default: no limit; Stop still ends a call that hangs). A thread cannot be
+    killed: a sync tool that never returns goes on in its own daemon thread, its result dropped.
+    ``transcript``: a list the loop appends its messages to (assistant turns, tool results) as
+    it goes, for callers that keep a history. Other keywords (``system``, ``temperature``,
+    ``max_tokens``...) go to :meth:`Engine.stream` on every step.
+
+    Configuration errors raise ``LlmError`` before the first event; everything afterwards ends
+    the stream with a ``Finish`` (see the module docs). Callers read the transcript through
+    :func:`run_tools`, ``transcript=``, or rebuild it from the events.
+    """
+    state = _LoopState(transcript)
+    async with aclosing(
+        _loop(engine, provider, model, state=state, **_options(locals()))
+    ) as events:
+        async for event in events:
+            yield event
+
+
+class _LoopState:
+    def __init__(self, transcript: list[Message] | None = None) -> None:
+        self.steps: list[Completion] = []
+        self.transcript: list[Message] = transcript if transcript is not None else []
+        self.final: FinishReason | None = None
+
+
+async def _loop(
+    engine: Engine,
+    provider: str,
+    model: str | None,
+    *,
+    tools: Iterable[Tool | Callable[..., Any]],
+    max_steps: int,
+    concurrency: int,
+    confirm: ConfirmFn | bool | None,
+    stop_signal: StopSignal | None,
+    messages: Sequence[Message] | None,
+    prompt: str | None,
+    tool_timeout: float | None,
+    state: _LoopState | None,
+    kwargs: dict[str, Any],
+) -> AsyncGenerator[LoopEvent, None]:
+    if confirm is True:
+        raise LlmError(
+            "confirm=True needs a notebook view to ask with; at the engine level pass a "
+            "callable confirm(call) -> bool",
+            ErrorCode.INVALID_OPTIONS,
+        )
+    confirm_fn = confirm if callable(confirm) else None
+    if max_steps < 1:
+        raise LlmError(f"max_steps must be at least 1, not {max_steps}", ErrorCode.INVALID_OPTIONS)
+    if tool_timeout is not None and not tool_timeout > 0:
+        raise LlmError(
+            f"tool_timeout must be a positive number of seconds or None, not {tool_timeout!r}",
+            ErrorCode.INVALID_OPTIONS,
+        )
+    if "tools" in kwargs:
+        raise LlmError("tools= given twice", ErrorCode.INVALID_OPTIONS)
+    table = _tool_table(tools)
+    schemas = [t.schema for t in table.values()]
+    state = state if state is not None else _LoopState()
+    conversation = list(messages or [])
+    if prompt is not None:
+        conversation.append(Message.user(prompt))
+    if not conversation:
+        raise LlmError("nothing to send: give prompt= or messages=", ErrorCode.INVALID_OPTIONS)
+
+    step = 0
+    while True:
+        step += 1
+        yield StepStart(step)
+        if step > max_steps or (stop_signal is not None and stop_signal.is_set()):
+            if stop_signal is not None and stop_signal.is_set():
+                reason = FinishReason("aborted", LlmError(stop_signal.reason, ErrorCode.ABORTED))
+            else:
+                reason = FinishReason(
+                    "error",
+                    LlmError(
+                        f"the model still asked for tools after {max_steps} steps (max_steps="
+                        f"{max_steps}); the tool results so far are in the transcript",
+                        ErrorCode.TOOL_STEP_LIMIT,
+                        provider=provider,
+                        details={"max_steps": max_steps},
+                    ),
+                )
+            state.final = reason
+            yield Finish(reason)
+            return
+        events: list[Event] = []
+        step_stream = engine.stream(
+            provider, model, messages=conversation, tools=schemas, stop_signal=stop_signal, **kwargs
+        )
+        async with aclosing(cast(AsyncGenerator[Event, None], step_stream)) as stream:
+            async for event in stream:
+                events.append(event)
+                yield event
+        completion = assemble(events)
+        completion.provider = provider
+        completion.model = model or engine.provider(provider).model
+        state.steps.append(completion)
+        state.final = completion.finish
+        calls = completion.tool_calls
+        if completion.finish is not None and completion.finish.kind == "max-tokens":
+            calls = []  # cut off by max_tokens: never run a call whose arguments may be partial
+        if completion.error is not None or not calls:
+            if completion.error is None and completion.blocks:
+                # The final answer belongs to the conversation too, so it can be continued.
+                state.transcript.append(completion.message())
+            return
+        assistant = completion.message()
+        conversation.append(assistant)
+        state.transcript.append(assistant)
+        runner = _StepRunner(calls, table, concurrency, confirm_fn, tool_timeout)
+        dispatcher = asyncio.ensure_future(runner.dispatch())
+        try:
+            while True:
+                item = await _next(runner.queue, stop_signal)
+                if item is None:
+                    break
+                yield item
+        finally:
+            # Stopped, or the consumer went away: cancel what still runs (threads finish on
+            # their own; their results are dropped). The wait is bounded: a confirm function
+            # or a tool that swallows its cancellation is left behind, not waited for.
+            pending = [t for t in [dispatcher, *runner.tasks] if not t.done()]
+            for task in pending:
+                task.cancel()
+            if pending:
+                with contextlib.suppress(asyncio.CancelledError):
+                    await asyncio.wait(pending, timeout=_CANCEL_GRACE)
+        for call in runner.calls:
+            if call.id not in runner.results:
+                yield ToolOutcome(call.id, call.name, STOPPED, True, "error")
+        results = Message.tool_results(runner.result_blocks())
+        conversation.append(results)
+        state.transcript.append(results)
+
+
+async def _next(
+    queue: asyncio.Queue[ToolRun | ToolOutcome | None], stop: StopSignal | None
+) -> ToolRun | ToolOutcome | None:
+    """The next tool event; ``None`` when the step's calls are done or ``stop`` was set."""
+    if stop is None:
+        return await queue.get()
+    if stop.is_set():
+        return None
+    getter = asyncio.ensure_future(queue.get())
+    stopped = asyncio.ensure_future(until_stopped(stop))
+    try:
+        done, _ = await asyncio.wait({getter, stopped}, return_when=asyncio.FIRST_COMPLETED)
+        return getter.result() if getter in done else None
+    finally:
+        for waiter in (getter, stopped):
+            if not waiter.done():
+                waiter.cancel()
+
+
+#: The options ``stream_tools`` and ``run_tools`` hand to ``_loop`` as they are.
+_LOOP_OPTIONS = (
+    "tools",
+    "max_steps",
+    "concurrency",
+    "confirm",
+    "stop_signal",
+    "messages",
+    "prompt",
+    "tool_timeout",
+)
+
+
+def _options(args: dict[str, Any]) -> dict[str, Any]:
+    """The loop options among a public entry point's arguments (written out once, here), and
+    the rest of its keywords for :meth:`Engine.stream` as ``kwargs``."""
+    return {**{k: args[k] for k in _LOOP_OPTIONS}, "kwargs": args["complete_kwargs"]}
+
+
+def _sum_usage(steps: Sequence[Completion]) -> TokenUsage | None:
+    total: TokenUsage | None = None
+    for c in steps:
+        if c.usage is not None:
+            total = c.usage if total is None else total + c.usage
+    return total
+
+
+async def run_tools(
+    engine: Engine,
+    provider: str,
+    model: str | None = None,
+    *,
+    tools: Iterable[Tool | Callable[..., Any]],
+    max_steps: int = 8,
+    concurrency: int = 4,
+    confirm: ConfirmFn | bool | None = None,
+    stop_signal: StopSignal | None = None,
+    messages: Sequence[Message] | None = None,
+    prompt: str | None = None,
+    tool_timeout: float | None = None,
+    on_event: Callable[[LoopEvent], None] | None = None,
+    **complete_kwargs: Any,
+) -> Completion:
+    """Run the tool loop to the end; the final :class:`Completion`.
+
+    Its blocks and ``finish`` are the last step's; ``steps`` holds every step's completion,
+    ``transcript`` the messages the loop added (assistant turns and tool results, in order;
+    append them to your history), ``usage`` the sum over the steps, ``events`` the last
+    step's protocol events. ``on_event`` sees every loop event as it happens.
+
+    Raises ``LlmError`` when the loop did not end with the model's answer (a failed or aborted
+    generation, ``TOOL_STEP_LIMIT``); the loop's completion is in ``err.details["completion"]``.
+    """
+    state = _LoopState()
+    async with aclosing(
+        _loop(engine, provider, model, state=state, **_options(locals()))
+    ) as events:
+        async for event in events:
+            if on_event is not None:
+                on_event(event)
+    last = state.steps[-1] if state.steps else Completion()
+    result = Completion(
+        blocks=list(last.blocks),
+        usage=_sum_usage(state.steps),
+        finish=state.final,
+        events=list(last.events),
+        provider=provider,
+        model=last.model or model,
+        steps=state.steps,
+        transcript=state.transcript,
+    )
+    err = result.error
+    if err is not None:
+        err.details["completion"] = result
+        if err.provider is None:
+            err.provider = provider
+        raise err
+    return result

@@ -1,0 +1,93 @@
+"""Model prices, for the cost shown in the live view's footer.
+
+Prices are US dollars per million tokens, ``(input, output)``. Lookup order, first hit wins:
+
+1. prices set in this session with :func:`set_price` (for one provider, then for any provider);
+2. the provider's own table (``ProviderConfig.prices``: presets and ``[providers.X] prices``);
+3. the config file's top-level ``[prices]`` table;
+4. the small built-in table :data:`BUILTIN_PRICES` below.
+
+An unknown model has no price and the view shows no cost (never a made-up one).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..core.protocol import TokenUsage
+
+if TYPE_CHECKING:
+    from .engine import Engine
+
+#: (input, output) US dollars per million tokens.
+Price = tuple[float, float]
+
+#: A few common models not covered by the provider presets.
+BUILTIN_PRICES: dict[str, Price] = {
+    "mistral-small-latest": (0.10, 0.30),
+    "mistral-large-latest": (2.00, 6.00),
+    "llama-3.3-70b-versatile": (0.59, 0.79),
+    "openai/gpt-4o-mini": (0.15, 0.60),
+    "gemini-2.0-flash": (0.10, 0.40),
+}
+
+_session: dict[tuple[str | None, str], Price] = {}
+
+
+def set_price(
+    model: str, input_per_million: float, output_per_million: float, *, provider: str | None = None
+) -> None:
+    """Set the price of ``model`` (optionally only on ``provider``) for this session."""
+    if input_per_million < 0 or output_per_million < 0:
+        raise ValueError("prices must not be negative")
+    _session[(provider, model)] = (float(input_per_million), float(output_per_million))
+
+
+def price_for(
+    model: str | None, provider: str | None = None, engine: Engine | None = None
+) -> Price | None:
+    """The price of ``model`` on ``provider``, or ``None`` when unknown."""
+    if not model:
+        return None
+    for key in ((provider, model), (None, model)):
+        if key in _session:
+            return _session[key]
+    if engine is not None and provider:
+        try:
+            table = engine.provider(provider).prices
+        except Exception:  # an unknown provider simply has no price
+            table = {}
+        if model in table:
+            return table[model]
+        if model in engine.file_config.prices:
+            return engine.file_config.prices[model]
+    return BUILTIN_PRICES.get(model)
+
+
+def price_of(engine: Engine, provider: str, model: str | None) -> Price | None:
+    """The price used for a turn's cost: ``model``, or the provider's default model when it is
+    ``None`` (``None`` if unknown). Widgets and ``Chat`` both ask here (no upward import)."""
+    if model is None:
+        try:
+            model = engine.provider(provider).model
+        except Exception:  # an unknown provider simply has no price
+            return None
+    return price_for(model, provider, engine)
+
+
+def cost(usage: TokenUsage, price: Price) -> float:
+    """Dollars for ``usage`` at ``price`` (reasoning tokens are part of the output tokens)."""
+    return (usage.input_tokens * price[0] + usage.output_tokens * price[1]) / 1_000_000
+
+
+def format_cost(dollars: float) -> str:
+    """A cost as people read it: two significant digits below a cent (``$0.00021``), a floor
+    below a hundredth of a cent (``<$0.0001``), cents from a cent (``$0.13``), and ``$0`` for
+    nothing. Four fixed decimals once printed most single turns as ``$0.0000``."""
+    if dollars <= 0:
+        return "$0"
+    if dollars < 0.0001:
+        return "<$0.0001"
+    if dollars < 0.01:
+        return f"${dollars:.2g}"  # never in exponent form from 1e-4 up
+    return f"${dollars:,.2f}"

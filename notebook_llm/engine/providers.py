@@ -1,0 +1,478 @@
+"""Providers as data: a route name bound to an adapter plus connection settings.
+
+Presets cover the built-in adapters. Each can be overridden, and new providers added, from the
+config file (``<user config dir>/notebook_llm/config.toml``, or the file named by
+``NOTEBOOK_LLM_CONFIG``) and from the environment (``NOTEBOOK_LLM_<NAME>_BASE_URL``,
+``NOTEBOOK_LLM_<NAME>_MODEL``). Keys are never written in the config file: it names the
+environment variable that holds the key (``api_key_env``).
+
+Example ``config.toml``::
+
+    [defaults]
+    provider = "openai"
+    model = "gpt-4o-mini"
+
+    [providers.openai]
+    model = "gpt-4.1-mini"
+
+    [providers.local-vllm]          # any OpenAI-compatible server, no code needed
+    adapter = "openai"
+    base_url = "http://127.0.0.1:8000/v1"
+    model = "qwen2.5-7b"
+    api_key_env = "VLLM_KEY"        # optional
+    max_tokens_field = "max_tokens" # optional: the body field for max_tokens
+
+The ``openai`` adapter sends ``max_tokens``, which OpenAI-compatible servers (llama.cpp, vLLM,
+Ollama, LM Studio) read; the ``openai`` preset sets ``max_tokens_field = "max_completion_tokens"``
+because OpenAI's own API refuses ``max_tokens`` for its reasoning models.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+import tomllib
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import platformdirs
+
+from ..core.errors import ErrorCode, LlmError
+from ..core.redaction import Secret
+
+
+@dataclass
+class ProviderConfig:
+    """Connection settings of one provider route."""
+
+    name: str
+    adapter: str
+    base_url: str | None = None
+    model: str | None = None
+    api_key_env: str | None = None
+    api_key: Secret | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+    extra_body: dict[str, Any] = field(default_factory=dict)
+    #: Whether requests need a key (a preset for a local server does not).
+    needs_key: bool = True
+    #: Models shown by ``%llm models`` when the adapter cannot list them.
+    models: list[str] = field(default_factory=list)
+    #: Price per million tokens, (input, output), by model; used for cost in the live view.
+    prices: dict[str, tuple[float, float]] = field(default_factory=dict)
+    #: Where this configuration came from: preset, config file, code.
+    source: str = "code"
+    #: The body field that carries max_tokens (``max_tokens`` / ``max_completion_tokens``);
+    #: ``None`` keeps the adapter's choice.
+    max_tokens_field: str | None = None
+
+
+PRESETS: dict[str, ProviderConfig] = {
+    p.name: p
+    for p in [
+        ProviderConfig(
+            "openai",
+            "openai",
+            "https://api.openai.com/v1",
+            "gpt-4o-mini",
+            "OPENAI_API_KEY",
+            models=["gpt-4o-mini", "gpt-4o", "gpt-4.1", "gpt-4.1-mini", "o4-mini"],
+            prices={
+                "gpt-4o-mini": (0.15, 0.60),
+                "gpt-4o": (2.50, 10.00),
+                "gpt-4.1": (2.00, 8.00),
+                "gpt-4.1-mini": (0.40, 1.60),
+                "o4-mini": (1.10, 4.40),
+            },
+            source="preset",
+            max_tokens_field="max_completion_tokens",
+        ),
+        ProviderConfig(
+            "deepseek",
+            "deepseek",
+            "https://api.deepseek.com",
+            "deepseek-chat",
+            "DEEPSEEK_API_KEY",
+            models=["deepseek-chat", "deepseek-reasoner"],
+            prices={"deepseek-chat": (0.27, 1.10), "deepseek-reasoner": (0.55, 2.19)},
+            source="preset",
+        ),
+        ProviderConfig(
+            "anthropic",
+            "anthropic",
+            "https://api.anthropic.com",
+            "claude-sonnet-4-5",
+            "ANTHROPIC_API_KEY",
+            models=["claude-sonnet-4-5", "claude-haiku-4-5", "claude-opus-4-1"],
+            prices={
+                "claude-sonnet-4-5": (3.0, 15.0),
+                "claude-haiku-4-5": (1.0, 5.0),
+                "claude-opus-4-1": (15.0, 75.0),
+            },
+            source="preset",
+        ),
+        ProviderConfig(
+            "gemini",
+            "gemini",
+            "https://generativelanguage.googleapis.com/v1beta",
+            "gemini-2.5-flash",
+            "GEMINI_API_KEY",
+            models=["gemini-2.5-flash", "gemini-2.5-pro", "gemini-2.0-flash"],
+            prices={"gemini-2.5-flash": (0.30, 2.50), "gemini-2.5-pro": (1.25, 10.0)},
+            source="preset",
+        ),
+        ProviderConfig(
+            "mistral",
+            "mistral",
+            "https://api.mistral.ai/v1",
+            "mistral-small-latest",
+            "MISTRAL_API_KEY",
+            models=["mistral-small-latest", "mistral-large-latest", "magistral-medium-latest"],
+            source="preset",
+        ),
+        ProviderConfig(
+            "groq",
+            "groq",
+            "https://api.groq.com/openai/v1",
+            "llama-3.3-70b-versatile",
+            "GROQ_API_KEY",
+            models=["llama-3.3-70b-versatile", "openai/gpt-oss-120b", "qwen/qwen3-32b"],
+            source="preset",
+        ),
+        ProviderConfig(
+            "github",
+            "github",
+            "https://models.github.ai/inference",
+            "openai/gpt-4o-mini",
+            "GITHUB_TOKEN",
+            models=["openai/gpt-4o-mini", "openai/gpt-4.1", "meta/Llama-3.3-70B-Instruct"],
+            source="preset",
+        ),
+        ProviderConfig(
+            "ollama",
+            "ollama",
+            "http://127.0.0.1:11434",
+            "llama3.2",
+            "OLLAMA_API_KEY",
+            needs_key=False,
+            models=["llama3.2", "qwen3", "gpt-oss:20b"],
+            source="preset",
+        ),
+    ]
+}
+
+
+def config_path() -> Path:
+    """The config file: ``$NOTEBOOK_LLM_CONFIG`` or ``<user config dir>/notebook_llm/config.toml``."""
+    env = os.environ.get("NOTEBOOK_LLM_CONFIG")
+    if env:
+        return Path(env).expanduser()
+    return Path(platformdirs.user_config_dir("notebook_llm")) / "config.toml"
+
+
+def user_adapters_dir() -> Path:
+    """Folder of user ``*.lua`` adapters: ``$NOTEBOOK_LLM_ADAPTERS_DIR`` or the config dir's ``adapters/``."""
+    env = os.environ.get("NOTEBOOK_LLM_ADAPTERS_DIR")
+    if env:
+        return Path(env).expanduser()
+    return Path(platformdirs.user_config_dir("notebook_llm")) / "adapters"
+
+
+@dataclass
+class FileConfig:
+    default_provider: str | None = None
+    default_model: str | None = None
+    providers: dict[str, dict[str, Any]] = field(default_factory=dict)
+    prices: dict[str, tuple[float, float]] = field(default_factory=dict)
+
+
+_ALLOWED_KEYS = {
+    "adapter",
+    "base_url",
+    "model",
+    "api_key_env",
+    "headers",
+    "extra_body",
+    "models",
+    "needs_key",
+    "prices",
+    "max_tokens_field",
+}
+
+
+#: What each provider key must hold (checked when the file is read, so a wrong type is one
+#: line naming the key and the provider, not a failure deep in an adapter or a formatter).
+_KEY_TYPES: dict[str, Any] = {
+    "adapter": str,
+    "base_url": str,
+    "model": str,
+    "api_key_env": str,
+    "needs_key": bool,
+    "headers": "string table",
+    "models": "string list",
+    "prices": "price table",
+}
+
+_TYPE_WORDS = {
+    str: "a string (in quotes)",
+    bool: "true or false",
+    "string table": "a table of strings",
+    "string list": "a list of strings",
+    "price table": 'a table of [input, output] prices per million tokens, e.g. "m" = [0.15, 0.6]',
+    "price": "a list [input, output] of two prices per million tokens, e.g. [0.15, 0.6]",
+}
+
+
+def _type_ok(value: Any, want: Any) -> bool:
+    if want is str:
+        return isinstance(value, str)
+    if want is bool:
+        return isinstance(value, bool)
+    if want == "string table":
+        return isinstance(value, dict) and all(isinstance(v, str) for v in value.values())
+    if want == "string list":
+        return isinstance(value, list) and all(isinstance(v, str) for v in value)
+    if want == "price":
+        return (
+            isinstance(value, list)
+            and len(value) == 2
+            and all(isinstance(v, int | float) and not isinstance(v, bool) for v in value)
+        )
+    if want == "price table":
+        return isinstance(value, dict) and all(_type_ok(v, "price") for v in value.values())
+    return True  # extra_body: any JSON-like value
+
+
+def _toml_kind(value: Any) -> str:
+    kinds = {bool: "a boolean", int: "an integer", float: "a number", str: "a string"}
+    for kind, word in kinds.items():
+        if type(value) is kind:
+            return f"{word} ({value!r})"
+    return (
+        "a table" if isinstance(value, dict) else "a list" if isinstance(value, list) else "a date"
+    )
+
+
+def _check_type(path: Path, section: str, key: str, value: Any, want: Any) -> None:
+    if value is None or want is None or _type_ok(value, want):
+        return
+    raise LlmError(
+        f"{path}: {section} {key} must be {_TYPE_WORDS[want]}, not {_toml_kind(value)}",
+        ErrorCode.INVALID_OPTIONS,
+    )
+
+
+_noticed: set[str] = set()
+
+
+def notice(line: str) -> None:
+    """Tell the user one line on stderr, once per process (a setting that was ignored)."""
+    if line not in _noticed:
+        _noticed.add(line)
+        print(f"notebook_llm: {line}", file=sys.stderr)
+
+
+#: The largest config file read: a config is a few hundred bytes; a file this big is not one.
+MAX_CONFIG_BYTES = 1024 * 1024
+
+
+def load_file_config(path: Path | None = None) -> FileConfig:
+    """Read the TOML config file (missing file = empty config; a broken one is a clear error).
+
+    Whatever the file holds, the only exception is ``LlmError(INVALID_OPTIONS)`` with one line
+    naming the file and what to fix (the session engine then ignores the file): a wrong type at
+    any level, bytes that are not UTF-8 or not TOML, nesting too deep to read, a huge file.
+    """
+    named = path is None and bool(os.environ.get("NOTEBOOK_LLM_CONFIG"))
+    path = path or config_path()
+    try:
+        if not path.is_file():
+            if named:
+                notice(
+                    f"NOTEBOOK_LLM_CONFIG names {path}, which is not a file: no config file is used"
+                )
+            return FileConfig()
+        return _load_file_config(path)
+    except LlmError:
+        raise
+    except RecursionError:
+        raise LlmError(
+            f"config file {path} is nested too deeply to read; a config needs a few levels of "
+            "tables at most",
+            ErrorCode.INVALID_OPTIONS,
+        ) from None
+    except Exception as exc:  # any other fault of the file: one line, never a traceback
+        raise LlmError(
+            f"cannot read config file {path}: {type(exc).__name__}: {exc}",
+            ErrorCode.INVALID_OPTIONS,
+        ) from None
+
+
+def _load_file_config(path: Path) -> FileConfig:
+    size = path.stat().st_size
+    if size > MAX_CONFIG_BYTES:
+        raise LlmError(
+            f"config file {path} is {size:,} bytes, more than the {MAX_CONFIG_BYTES:,} a config "
+            "file may have: is it the right file?",
+            ErrorCode.INVALID_OPTIONS,
+        )
+    try:
+        with path.open("rb") as fh:
+            raw = fh.read(MAX_CONFIG_BYTES + 1)
+        if len(raw) > MAX_CONFIG_BYTES:  # grew meanwhile, or a size stat does not report
+            raise LlmError(
+                f"config file {path} is more than the {MAX_CONFIG_BYTES:,} bytes a config file "
+                "may have: is it the right file?",
+                ErrorCode.INVALID_OPTIONS,
+            )
+        data = tomllib.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        line = raw[: exc.start].count(b"\n") + 1
+        raise LlmError(
+            f"config file {path} is not UTF-8 text (byte 0x{raw[exc.start]:02x} on line {line}): "
+            "save it as UTF-8",
+            ErrorCode.INVALID_OPTIONS,
+        ) from None
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise LlmError(
+            f"cannot read config file {path}: {exc}", ErrorCode.INVALID_OPTIONS
+        ) from None
+    defaults = data.get("defaults", {})
+    for section, want in (("defaults", dict), ("prices", dict)):
+        if not isinstance(data.get(section, {}), want):
+            raise LlmError(f"{path}: [{section}] must be a table", ErrorCode.INVALID_OPTIONS)
+    for key in ("provider", "model"):
+        _check_type(path, "[defaults]", key, defaults.get(key), str)
+    for model, pair in data.get("prices", {}).items():
+        _check_type(path, "[prices]", model, pair, "price")
+    providers = data.get("providers", {})
+    if not isinstance(providers, dict):
+        raise LlmError(f"{path}: [providers] must be a table", ErrorCode.INVALID_OPTIONS)
+    for name, table in providers.items():
+        if not isinstance(table, dict):
+            raise LlmError(f"{path}: [providers.{name}] must be a table", ErrorCode.INVALID_OPTIONS)
+        if "api_key" in table:
+            raise LlmError(
+                f"{path}: [providers.{name}] has api_key; put the key in an environment variable "
+                "and name it with api_key_env instead, so it never lands in a file",
+                ErrorCode.INVALID_OPTIONS,
+            )
+        for key, kind in (
+            ("headers", dict),
+            ("extra_body", dict),
+            ("prices", dict),
+            ("models", list),
+        ):
+            if key in table and not isinstance(table[key], kind):
+                raise LlmError(
+                    f"{path}: [providers.{name}] {key} must be a {'table' if kind is dict else 'list'}",
+                    ErrorCode.INVALID_OPTIONS,
+                )
+        field_name = table.get("max_tokens_field")
+        if field_name is not None and (not isinstance(field_name, str) or not field_name):
+            raise LlmError(
+                f'{path}: [providers.{name}] max_tokens_field must be a field name, e.g. "max_tokens"',
+                ErrorCode.INVALID_OPTIONS,
+            )
+        unknown = set(table) - _ALLOWED_KEYS
+        if unknown:
+            raise LlmError(
+                f"{path}: [providers.{name}] has unknown keys {sorted(unknown)}; allowed: {sorted(_ALLOWED_KEYS)}",
+                ErrorCode.INVALID_OPTIONS,
+            )
+        for key, value in table.items():
+            _check_type(path, f"[providers.{name}]", key, value, _KEY_TYPES.get(key))
+        _check_request_parts(path, name, table)
+    prices = {
+        str(model): (float(v[0]), float(v[1]))
+        for model, v in data.get("prices", {}).items()
+        if isinstance(v, list | tuple) and len(v) == 2
+    }
+    return FileConfig(defaults.get("provider"), defaults.get("model"), providers, prices)
+
+
+#: A header name (an HTTP token) and a header value (no line breaks or NUL).
+_HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
+_HEADER_VALUE = re.compile(r"[^\r\n\x00]*")
+
+
+def _check_request_parts(path: Path, name: str, table: dict[str, Any]) -> None:
+    """What goes into every request must be sendable: checked here, so a bad header or an
+    ``extra_body`` that has no JSON form (a TOML date) is one line at start, not a failure of
+    each request."""
+    for header, value in (table.get("headers") or {}).items():
+        if not _HEADER_NAME.fullmatch(header) or not _HEADER_VALUE.fullmatch(value):
+            raise LlmError(
+                f"{path}: [providers.{name}] headers {header!r} is not a valid HTTP header "
+                "(a name of letters, digits and -, a value on one line)",
+                ErrorCode.INVALID_OPTIONS,
+            )
+    if "extra_body" in table:
+        try:
+            json.dumps(table["extra_body"], allow_nan=False)
+        except (TypeError, ValueError) as exc:
+            raise LlmError(
+                f"{path}: [providers.{name}] extra_body must hold JSON values only (strings, "
+                f"numbers, booleans, lists, tables; no dates, no nan/inf): {exc}",
+                ErrorCode.INVALID_OPTIONS,
+            ) from None
+    base_url = table.get("base_url")
+    if base_url is not None and not re.match(r"(?i)https?://[^\s/]", base_url):
+        raise LlmError(
+            f"{path}: [providers.{name}] base_url must be an http:// or https:// URL, not "
+            f"{base_url!r}",
+            ErrorCode.INVALID_OPTIONS,
+        )
+
+
+def resolve_provider_config(
+    name: str, file_config: FileConfig | None = None
+) -> ProviderConfig | None:
+    """The configuration for ``name``: preset, overlaid by the config file, then the environment."""
+    base = PRESETS.get(name)
+    table = (file_config.providers.get(name) if file_config else None) or {}
+    if base is None and not table:
+        return None
+    if base is None:
+        if "adapter" not in table:
+            raise LlmError(
+                f"provider {name!r} in the config file needs an 'adapter' (e.g. adapter = \"openai\")",
+                ErrorCode.INVALID_OPTIONS,
+            )
+        base = ProviderConfig(name, str(table["adapter"]), source="config file")
+    else:
+        base = replace(
+            base,
+            headers=dict(base.headers),
+            extra_body=dict(base.extra_body),
+            prices=dict(base.prices),
+        )
+    cfg = base
+    if table:
+        cfg = replace(
+            cfg,
+            adapter=str(table.get("adapter", cfg.adapter)),
+            base_url=table.get("base_url", cfg.base_url),
+            model=table.get("model", cfg.model),
+            api_key_env=table.get("api_key_env", cfg.api_key_env),
+            headers={**cfg.headers, **table.get("headers", {})},
+            extra_body={**cfg.extra_body, **table.get("extra_body", {})},
+            models=list(table.get("models", cfg.models)),
+            needs_key=bool(
+                table.get("needs_key", cfg.needs_key if name in PRESETS else "api_key_env" in table)
+            ),
+            prices={
+                **cfg.prices,
+                **{k: (float(v[0]), float(v[1])) for k, v in table.get("prices", {}).items()},
+            },
+            source="config file" if base.source != "preset" else "preset + config file",
+            max_tokens_field=table.get("max_tokens_field", cfg.max_tokens_field),
+        )
+    env_name = name.upper().replace("-", "_")
+    if url := os.environ.get(f"NOTEBOOK_LLM_{env_name}_BASE_URL"):
+        cfg = replace(cfg, base_url=url, source=cfg.source + " + env")
+    if model := os.environ.get(f"NOTEBOOK_LLM_{env_name}_MODEL"):
+        cfg = replace(cfg, model=model, source=cfg.source + " + env")
+    return cfg
