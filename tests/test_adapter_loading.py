@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from notebook_llm import Engine, LlmError, LuaAdapter, validate_stream
-from notebook_llm.engine.routing import lua_files as loader
 from notebook_llm.adapters.mock import MockServer
+from notebook_llm.engine.routing import lua_files as loader
 
 ROOT = Path(__file__).resolve().parents[1]
 
