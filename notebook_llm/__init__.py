@@ -300,7 +300,8 @@ class _MovedModuleFinder(MetaPathFinder, Loader):
         warnings.warn(
             f"{spec.name} moved to {new} (the old path goes in the next release)",
             DeprecationWarning,
-            stacklevel=_importer_level(),
+            # 2: the line with the import (warnings skips importlib's own frames)
+            stacklevel=2,
         )
         module = import_module(new)
         self._own_specs[spec.name] = module.__spec__
@@ -312,17 +313,6 @@ class _MovedModuleFinder(MetaPathFinder, Loader):
         own = self._own_specs.pop(str(module.__spec__.name if module.__spec__ else ""), None)
         if own is not None:
             module.__spec__ = own
-
-
-def _importer_level() -> int:
-    """The ``stacklevel`` of the frame whose ``import`` statement reached this finder (past
-    importlib's own frames), so the warning names the user's line."""
-    frame = sys._getframe(2)
-    level = 3
-    while frame is not None and frame.f_code.co_filename.startswith("<frozen importlib"):
-        frame = frame.f_back  # type: ignore[assignment]
-        level += 1
-    return level
 
 
 if not any(isinstance(f, _MovedModuleFinder) for f in sys.meta_path):

@@ -1,10 +1,16 @@
-"""The package's shape: no import cycle, and no module named for nothing in particular.
+"""The package's shape: the layers import only downward, no import cycle, no module named for
+nothing in particular or after a standard-library module.
 
 An AST scan (nothing is imported) reads every ``import`` in ``notebook_llm/``: at module level,
 inside functions (lazy imports) and under ``if TYPE_CHECKING:``; relative or absolute; and
 ``from pkg import name`` counts as importing ``pkg.name`` when that is a submodule, else
 ``pkg`` itself (its ``__init__``). Every elementary cycle of that graph is reported, written
 from its alphabetically first module.
+
+The layers are folders (``core`` < ``wire`` < ``adapters`` < ``engine`` < ``api`` <
+``conformance`` < ``notebook``): a module may import its own layer and the ones below, and only
+``notebook`` may import the notebook libraries (IPython, ipywidgets, anywidget, ...). The root's
+``__init__`` and ``__main__`` join the layers and may import any of them.
 
 ``KNOWN_CYCLES`` lists what is there today and is not fixed yet. The test compares in both
 directions: a new cycle fails, and so does an entry that no longer holds, so the list only
@@ -15,6 +21,7 @@ became a target that commits moved code to meet.
 from __future__ import annotations
 
 import ast
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -110,7 +117,110 @@ def spell(cycle: tuple[str, ...], package: str = "notebook_llm") -> str:
     return " -> ".join([*short, short[0]])
 
 
+#: The layers, bottom first: each may import itself and those before it.
+LAYERS = ("core", "wire", "adapters", "engine", "api", "conformance", "notebook")
+
+#: What only the notebook layer may import (the kernel, its widgets and their protocol).
+NOTEBOOK_LIBRARIES = frozenset(
+    {"IPython", "ipykernel", "ipywidgets", "anywidget", "jupyter_ui_poll", "traitlets", "comm"}
+)
+
+#: What may stand at the package root besides the layer folders.
+ROOT_FILES = frozenset({"__init__.py", "__main__.py", "py.typed"})
+
+
+def layer_of(module: str, package: str = "notebook_llm") -> str | None:
+    """``notebook_llm.api.chat`` -> ``api``; the root modules belong to no layer."""
+    parts = module.split(".")
+    if len(parts) < 2 or parts[0] != package or parts[1] == "__main__":
+        return None
+    return parts[1]
+
+
+def external_imports(path: Path) -> Iterator[tuple[int, str]]:
+    """The top-level names of the other packages a file imports, anywhere in it (lazy and
+    ``TYPE_CHECKING`` imports too, and ``import_module("x")`` / ``__import__("x")`` with a
+    literal name), with their line numbers."""
+    tree = ast.parse(path.read_text("utf-8"), str(path))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield node.lineno, alias.name.split(".")[0]
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            yield node.lineno, node.module.split(".")[0]
+        elif (
+            isinstance(node, ast.Call)
+            and getattr(node.func, "attr", getattr(node.func, "id", None))
+            in ("import_module", "__import__")
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+            and isinstance(node.args[0].value, str)
+        ):
+            yield node.lineno, node.args[0].value.lstrip(".").split(".")[0]
+
+
+def layer_violations(root: Path) -> list[str]:
+    """Every import that goes up a layer, or to a notebook library outside ``notebook``."""
+    package = root.name
+    rank = {name: n for n, name in enumerate(LAYERS)}
+    mods = modules(root)
+    known = set(mods)
+    found: list[str] = []
+    for name, path in sorted(mods.items()):
+        layer = layer_of(name, package)
+        if layer is None:
+            continue  # the root joins the layers
+        for target in sorted(set(imports(name, path, known))):
+            to = layer_of(target, package)
+            if to is None:
+                found.append(f"{name} imports the package root {target} (import the layer)")
+            elif rank.get(to, -1) > rank.get(layer, -1):
+                found.append(f"{name} ({layer}) imports {target} ({to}), a layer above it")
+        if layer != "notebook":
+            for line, lib in external_imports(path):
+                if lib in NOTEBOOK_LIBRARIES:
+                    found.append(f"{name}:{line} ({layer}) imports {lib}: only notebook may")
+    return found
+
+
 # ---------------------------------------------------------------- the package
+
+
+def test_the_root_holds_only_the_layer_folders() -> None:
+    stray = sorted(
+        p.name
+        for p in PACKAGE.iterdir()
+        if p.name not in ROOT_FILES
+        and p.name != "__pycache__"
+        and not (p.is_dir() and p.name in LAYERS)
+        and not p.name.startswith("_builtin_adapters")
+    )
+    assert not stray, f"only the layers and {sorted(ROOT_FILES)} stand at the root: {stray}"
+    assert {p.name for p in PACKAGE.iterdir() if p.is_dir()} - {"__pycache__"} <= {
+        *LAYERS,
+        "_builtin_adapters",
+    }
+
+
+def test_layers_import_only_downward() -> None:
+    found = layer_violations(PACKAGE)
+    assert not found, (
+        "imports against the layers (lazy and TYPE_CHECKING imports count; bottom first: "
+        + " < ".join(LAYERS)
+        + "): pass a value or a callback in instead, or move the code down:\n"
+        + "\n".join(found)
+    )
+
+
+def test_no_module_shadows_the_standard_library() -> None:
+    names = {
+        part
+        for p in PACKAGE.rglob("*.py")
+        for part in p.relative_to(PACKAGE).with_suffix("").parts
+        if part != "__init__"
+    }
+    shadowing = sorted(names & set(sys.stdlib_module_names))
+    assert not shadowing, f"module or folder names that are standard-library names: {shadowing}"
 
 
 def test_no_import_cycle_beyond_the_known_ones() -> None:
@@ -119,8 +229,7 @@ def test_no_import_cycle_beyond_the_known_ones() -> None:
     assert not new, (
         "new import cycle(s) inside notebook_llm (lazy and TYPE_CHECKING imports count): "
         + "; ".join(new)
-        + ". Import only downward: protocol -> completion -> engine -> tools -> chat -> "
-        "widgets -> magics (pass a value in instead of importing upward)."
+        + ". Import only downward (pass a value in instead of importing upward)."
     )
 
 
@@ -131,8 +240,9 @@ def test_every_known_cycle_still_exists() -> None:
 
 
 def test_no_module_is_named_plain_adapter() -> None:
-    """Four modules were once called ``adapter.py``; each is now named for its role
-    (``base_adapter``, ``mock/direct_adapter``, ``lua/lua_adapter``, ``magics/adapter_magics``)."""
+    """Each module that handles an adapter is named for its role (``adapters/base``,
+    ``adapters/mock/direct_adapter``, ``adapters/lua/lua_adapter``,
+    ``notebook/magics/adapter_magics``), not plain ``adapter.py``."""
     plain = sorted(p.relative_to(PACKAGE).as_posix() for p in PACKAGE.rglob("adapter.py"))
     assert not plain, f"name these modules for their role, not plain adapter.py: {plain}"
 
@@ -169,6 +279,48 @@ def test_the_scan_sees_lazy_type_checking_relative_and_submodule_imports(toy: Pa
     assert graph["toy.sub.e"] == {"toy"}
     assert graph["toy.f"] == {"toy.sub.e"}
     assert {spell(c, "toy") for c in cycles(graph)} == {"a -> b -> a", "c -> sub.d -> c"}
+
+
+@pytest.fixture
+def layered(tmp_path: Path) -> Path:
+    """A package with one import of each kind that breaks the layers, and some that do not."""
+    root = tmp_path / "pkg"
+    files = {
+        "__init__.py": "from .notebook import view  # the root may join layers\n",
+        "core/__init__.py": "",
+        "core/base.py": "def f():\n    from ..api import chat  # lazy, upward\n",
+        "core/ok.py": "from . import base\nimport json\n",
+        "wire/__init__.py": "",
+        "wire/net.py": (
+            "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+            "    from pkg.engine import run  # absolute, upward\n"
+        ),
+        "engine/__init__.py": "",
+        "engine/run.py": "from ..core import base\nimport pkg\n",
+        "api/__init__.py": "",
+        "api/chat.py": (
+            "import importlib\nfrom ..engine import run\n"
+            "def g():\n    importlib.import_module('ipywidgets')\n"
+        ),
+        "notebook/__init__.py": "",
+        "notebook/view.py": "import IPython\nfrom ..api import chat\n",
+    }
+    for rel, text in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text, "utf-8")
+    return root
+
+
+def test_the_layer_rule_sees_lazy_absolute_type_checking_and_import_module(
+    layered: Path,
+) -> None:
+    found = layer_violations(layered)
+    assert found == [
+        "pkg.api.chat:4 (api) imports ipywidgets: only notebook may",
+        "pkg.core.base (core) imports pkg.api.chat (api), a layer above it",
+        "pkg.engine.run imports the package root pkg (import the layer)",
+        "pkg.wire.net (wire) imports pkg.engine.run (engine), a layer above it",
+    ]
 
 
 def test_package_init_cycles_are_found(toy: Path) -> None:
