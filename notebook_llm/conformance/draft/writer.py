@@ -189,6 +189,16 @@ local function matches(holder, cond)
   return hit
 end
 
+-- The string keys of an object, sorted: the deep walks visit them in one stable order.
+local function sorted_keys(v)
+  local keys = {}
+  for k in pairs(v) do
+    if type(k) == "string" then keys[#keys + 1] = k end
+  end
+  table.sort(keys)
+  return keys
+end
+
 -- Every value of `key` anywhere in v (lists in order, object keys sorted), with its holder:
 -- how a drafted-from-a-stream transform_response finds a field the stream's paths miss.
 local function deep_values(v, key, out, depth)
@@ -199,12 +209,7 @@ local function deep_values(v, key, out, depth)
     for _, item in ipairs(v) do deep_values(item, key, out, depth + 1) end
     return out
   end
-  local keys = {}
-  for k in pairs(v) do
-    if type(k) == "string" then keys[#keys + 1] = k end
-  end
-  table.sort(keys)
-  for _, k in ipairs(keys) do
+  for _, k in ipairs(sorted_keys(v)) do
     local x = v[k]
     if k == key and present(x) then out[#out + 1] = { x, v } end
     deep_values(x, key, out, depth + 1)
@@ -332,12 +337,7 @@ local function deep_calls(v, spec, out, depth)
     for _, item in ipairs(v) do deep_calls(item, spec, out, depth + 1) end
     return out
   end
-  local keys = {}
-  for k in pairs(v) do
-    if type(k) == "string" then keys[#keys + 1] = k end
-  end
-  table.sort(keys)
-  for _, k in ipairs(keys) do deep_calls(v[k], spec, out, depth + 1) end
+  for _, k in ipairs(sorted_keys(v)) do deep_calls(v[k], spec, out, depth + 1) end
   return out
 end
 
