@@ -19,7 +19,7 @@ default plugin is a bug in this package, so it raises.
 
 Adapter *scripts* found by name (built-in ``*.lua``, the user's folder, the
 ``notebook_llm.adapters`` entry points) are still resolved lazily by the catalog
-(:mod:`notebook_llm.engine.routing.lua_files`), which the ``builtins`` plugin installs.
+(:mod:`notebook_llm.engine.routing.lua_files`), which the ``builtin_plugin`` installs.
 """
 
 from __future__ import annotations
