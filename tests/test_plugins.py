@@ -39,6 +39,12 @@ def test_builtins_are_a_default_plugin() -> None:
     assert engine.complete_sync(provider="mock-direct", prompt="hi").text == "hi"
 
 
+def test_the_entry_point_group_keeps_its_published_name() -> None:
+    """Third-party packages declare ``[project.entry-points."notebook_llm.plugins"]``: moving the
+    module into ``engine/routing/`` must not rename the group they register under."""
+    assert plugins_mod.PLUGIN_GROUP == "notebook_llm.plugins"
+
+
 def test_an_entry_point_plugin_adds_a_provider(monkeypatch: pytest.MonkeyPatch) -> None:
     def register(host: plugins_mod.PluginHost) -> None:
         host.add_provider("plugged", adapter=MockAdapter(), model="echo", needs_key=False)

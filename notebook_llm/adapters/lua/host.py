@@ -65,7 +65,7 @@ class TransportHttp:
     """``http_get`` / ``http_post`` on the engine's transport, for :meth:`LuaSandbox.acall`.
 
     ``open_client`` gives the client of the stream the hook belongs to and whether the caller
-    must close it (``http_request.open_client``: the engine's transport, its recorder or its
+    must close it (``provider_request.open_client``: the engine's transport, its recorder or its
     replayer), so a Recorder records these requests with the stream and a Replayer answers them
     without the network. The body is read up to ``max_body_bytes`` decoded bytes. Never raises:
     every failure is the contract's ``{"url", "error"}`` envelope.

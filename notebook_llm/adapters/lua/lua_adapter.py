@@ -18,8 +18,8 @@ Extensions to the contract (documented in the README):
   the URL.
 
 This module holds the adapter itself (loading, reload, the stream's steps in order); each step
-lives where its job is: ``http_request.py`` builds the request and picks the HTTP client,
-``stream_pipeline.py`` turns a streamed body into events, ``response_mapping.py`` maps a whole
+lives where its job is: ``provider_request.py`` builds the request and picks the HTTP client,
+``stream_pipeline.py`` turns a streamed body into events, ``hook_results.py`` maps a whole
 body, hook results and transport failures.
 """
 
@@ -200,13 +200,13 @@ class LuaAdapter(LlmAdapter):
     # ------------------------------------------------------------------ requests
 
     async def _prepare(self, sandbox: LuaSandbox, options: GenerateOptions) -> HttpRequest:
-        """This stream's URL, headers and body (:func:`~.http_request.aprepare_request`: the
+        """This stream's URL, headers and body (:func:`~.provider_request.aprepare_request`: the
         hooks' ``http_get`` / ``http_post`` on the stream's transport)."""
         return await aprepare_request(sandbox, options, self.name)
 
     def _client(self, options: GenerateOptions | None = None) -> tuple[httpx.AsyncClient, bool]:
         """An HTTP client for this stream, and whether the caller owns (must close) it
-        (:func:`~.http_request.open_client`)."""
+        (:func:`~.provider_request.open_client`)."""
         return open_client(self.transport, options, self.timeout)
 
     async def stream(self, options: GenerateOptions) -> AsyncIterator[Event]:

@@ -5,7 +5,7 @@ the built-ins are plugins like any other. ``Engine()`` calls :func:`install_plug
 
 1. the default plugins named in :data:`DEFAULT_PLUGINS` (``notebook_llm.engine.routing.builtin_plugin``: the Lua
    adapter catalog and the offline ``mock`` / ``mock-direct`` providers), then
-2. every entry point in the group ``notebook_llm.engine.routing.plugins`` (``name = "pkg.mod"`` or
+2. every entry point in the group ``notebook_llm.plugins`` (``name = "pkg.mod"`` or
    ``"pkg.mod:register"``) of the installed packages.
 
 The default plugins are named by string and imported here, exactly as entry points are, so the
@@ -19,7 +19,7 @@ default plugin is a bug in this package, so it raises.
 
 Adapter *scripts* found by name (built-in ``*.lua``, the user's folder, the
 ``notebook_llm.adapters`` entry points) are still resolved lazily by the catalog
-(:mod:`notebook_llm.engine.routing.lua_files`), which the ``builtins`` plugin installs.
+(:mod:`notebook_llm.engine.routing.lua_files`), which the ``builtin_plugin`` installs.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from ...adapters.base import LlmAdapter
 log = logging.getLogger("notebook_llm.engine.routing.plugins")
 
 #: The entry-point group of engine plugins (each names a module or a ``register`` callable).
-PLUGIN_GROUP = "notebook_llm.engine.routing.plugins"
+PLUGIN_GROUP = "notebook_llm.plugins"
 
 #: The plugins every engine installs first, by module name (the same path entry points take).
 DEFAULT_PLUGINS: tuple[str, ...] = ("notebook_llm.engine.routing.builtin_plugin",)
