@@ -1,14 +1,14 @@
 """Showing one turn: the live view while it streams, then ONE static output in its place.
 
-:class:`Presenter` is the notebook's :class:`~notebook_llm.api.observers.TurnObserver`; the
-package's root installs it as the factory ``Chat`` gets its observers from,
-so the API layer runs the turn and the notebook layer only watches it.
+:class:`Presenter` is the notebook's :class:`~notebook_llm.api.observers.TurnObserver`: the
+package's root installs it as the factory ``Chat`` gets its observers from, so the API layer
+runs the turn (:mod:`notebook_llm.api.turn_runner`) and the notebook layer only watches it.
 
 The live view is displayed with a ``display_id``; when the stream ends (finished, stopped,
 errored or interrupted) that same output is updated to a :class:`~.final.FinalView` (reasoning,
 tool-call cards, answer, error, footer) and every widget of the view is emptied and closed, so a
 saved notebook holds no widget reference and no answer text in widget state. Without a live
-view (``display`` only, or no kernel) the final view is simply displayed.
+view (``live=False``, or no one watching) the final view is simply displayed.
 """
 
 from __future__ import annotations
@@ -123,7 +123,7 @@ class Presenter(TurnObserver):
         self._waiting = False
         #: The events of the turn (tool results and their status feed the final view).
         self.events: list[LoopEvent] = []
-        #: What :meth:`finished` returned from :meth:`show` (the parsed value for ``json``).
+        #: The parsed answer of ``fmt='json'`` once :meth:`finished` showed it (else ``None``).
         self.parsed: Any = None
 
     # ------------------------------------------------------------------ TurnObserver
