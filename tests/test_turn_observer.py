@@ -314,6 +314,32 @@ def test_an_observer_that_fails_stops_the_turn_with_its_error(
     assert chat.last is completion
 
 
+# ---------------------------------------------------------------- a batch's progress
+
+
+def test_a_batch_reports_to_the_installed_progress_hook(engine: Engine) -> None:
+    from notebook_llm.api.batch import map_prompts
+
+    made: list[int] = []
+    seen: list[tuple[int, int, float | None]] = []
+
+    def factory(total: int) -> observers.BatchProgress:
+        made.append(total)
+        return lambda done, total, spent: seen.append((done, total, spent))
+
+    installed = observers._batch_progress
+    observers.set_batch_progress(factory)
+    try:
+        map_prompts(["a", "b"], engine=engine, provider="counted")  # progress=None: the hook
+        assert made == [2]
+        assert [(d, t) for d, t, _s in seen] == [(0, 2), (1, 2), (2, 2)]
+        assert all(s is None for _d, _t, s in seen)  # no price known for this model
+        map_prompts(["a"], engine=engine, provider="counted", progress=False)
+        assert made == [2]  # progress=False: the hook is not asked
+    finally:
+        observers.set_batch_progress(installed)
+
+
 # ---------------------------------------------------------------- the layer rule
 
 
