@@ -8,7 +8,8 @@ lazily: ``import notebook_llm`` and ``%load_ext notebook_llm`` load no engine, h
 widgets.
 
 This module is also where the layers are joined: it tells the lower layers how to ask whether
-a person is watching, and keeps the module paths of 0.1 importing (with a warning) for one
+a person is watching and how a turn and a batch are shown (the notebook layer's observers,
+imported when first used: :mod:`notebook_llm.api.observers`), and keeps the module paths of 0.1 importing (with a warning) for one
 release.
 """
 
@@ -22,6 +23,7 @@ from importlib.machinery import ModuleSpec
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
+from .api import observers
 from .core import audience
 
 if TYPE_CHECKING:
@@ -211,7 +213,22 @@ def _someone_watching() -> bool:
     return interactive()
 
 
+def _turn_observer(*args: Any, **kwargs: Any) -> Any:
+    from .notebook.widgets.present import Presenter
+
+    return Presenter(*args, **kwargs)
+
+
+def _progress_bar(total: int) -> Any:
+    from .notebook.progress import progress_bar
+
+    return progress_bar(total)
+
+
+# The layers below ask; the notebook layer answers, imported when first asked.
 audience.set_watch_check(_someone_watching)
+observers.set_turn_display(_turn_observer)
+observers.set_batch_progress(_progress_bar)
 
 
 # -------------------------------------------------------------------------------------------

@@ -21,7 +21,7 @@ from notebook_llm import (
 )
 from notebook_llm.adapters.mock.direct_adapter import MockAdapter
 from notebook_llm.adapters.mock.server import MockServer
-from notebook_llm.api.batch import amap, map_prompts, notebook_progress
+from notebook_llm.api.batch import amap, map_prompts
 
 
 @pytest.fixture
@@ -201,7 +201,9 @@ async def test_progress_callback_errors_do_not_stop_the_batch(
 
 
 def test_no_progress_bar_outside_a_kernel() -> None:
-    assert notebook_progress(10) is None  # pytest is not a kernel, even with ipykernel imported
+    from notebook_llm.notebook.progress import progress_bar
+
+    assert progress_bar(10) is None  # pytest is not a kernel, even with ipykernel imported
 
 
 async def test_a_batch_shares_one_connection_pool_and_closes_it() -> None:

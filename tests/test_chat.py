@@ -9,6 +9,7 @@ import pytest
 from notebook_llm import Engine
 from notebook_llm.api.chat import Chat, set_default_engine, tool_schema
 from notebook_llm.api.tool_calling.events import StepStart, ToolOutcome, ToolRun
+from notebook_llm.api.turn_runner import all_text, completion_from
 from notebook_llm.core.protocol import (
     BlockEnd,
     BlockStart,
@@ -20,7 +21,6 @@ from notebook_llm.core.protocol import (
     ToolCallBlock,
     Usage,
 )
-from notebook_llm.notebook.widgets.runner import all_text, completion_from
 
 
 @pytest.fixture

@@ -26,6 +26,7 @@ from notebook_llm import (
     TextDelta,
 )
 from notebook_llm.api.chat import Turn, set_default_engine
+from notebook_llm.api.turn_runner import TurnRunner
 from notebook_llm.notebook.magics.llm import HINT, LlmMagics
 from notebook_llm.notebook.widgets.present import Presenter
 from notebook_llm.notebook.widgets.render import STOPPED_MARK
@@ -272,8 +273,9 @@ def test_interrupt_stops_within_a_second(engine: Engine, comms: list[str]) -> No
         presenter = Presenter(engine, turn, live=True, poll=poll)
         from notebook_llm.api.chat import make_source
 
-        completion = presenter.run_sync(make_source(engine, turn, presenter.stop))
-        presenter.show(completion)
+        runner = TurnRunner(presenter, presenter.stop, turn.provider, turn.model)
+        completion = runner.run_blocking(make_source(engine, turn, presenter.stop))
+        presenter.finished(completion)
     assert ip is not None
     assert completion.finish is not None
     assert completion.finish.kind == "aborted"
@@ -295,8 +297,9 @@ def test_stop_button(engine: Engine, comms: list[str]) -> None:
 
     with capture_output() as cap:
         presenter = Presenter(engine, turn, live=True, poll=poll)
-        completion = presenter.run_sync(make_source(engine, turn, presenter.stop))
-        presenter.show(completion)
+        runner = TurnRunner(presenter, presenter.stop, turn.provider, turn.model)
+        completion = runner.run_blocking(make_source(engine, turn, presenter.stop))
+        presenter.finished(completion)
     assert completion.finish is not None
     assert completion.finish.kind == "aborted"
     assert "endless · stopped" in data(cap, "text/plain")[-1]

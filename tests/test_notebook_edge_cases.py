@@ -95,15 +95,15 @@ def test_a_blocking_send_in_a_kernel_without_ui_polling_offers_interrupt_instead
     class Shell:
         kernel = Kernel()
 
-    monkeypatch.setattr("notebook_llm.notebook.widgets.runner._shell", lambda: Shell())
+    monkeypatch.setattr("notebook_llm.notebook.widgets.kernel_poll._shell", lambda: Shell())
     views: list[Any] = []
-    original = present.Presenter._start
+    original = present.Presenter.started
 
     def spy(self: Any) -> None:
         views.append(self.view)
         original(self)
 
-    monkeypatch.setattr(present.Presenter, "_start", spy)
+    monkeypatch.setattr(present.Presenter, "started", spy)
     with capture_output():
         Chat("mock", "echo", live=True).send("hello")
     view = views[0]

@@ -14,8 +14,9 @@ TIMEOUT, TRANSPORT, EMPTY_RESPONSE) is sent at most ``1 + retries`` times in all
 ``Retry-After``). ``map(..., retries=N)`` sets that count for this batch instead of the
 engine's; it does not add a second loop on top.
 
-Nothing here imports notebook code; the progress bar helper imports ipywidgets lazily and only
-when running inside a Jupyter kernel.
+Nothing here imports notebook code: by default a batch reports its progress to the function that
+the package's root installs (:func:`notebook_llm.api.observers.batch_progress`: a progress bar
+where a person watches the notebook, :mod:`notebook_llm.notebook.progress`).
 """
 
 from __future__ import annotations
@@ -23,7 +24,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import sys
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -38,8 +38,9 @@ from ..wire.slots import request_slots, when_idle
 from ..wire.transport import connection_pool
 from .dataframes import prompts_of, to_frame
 from .estimate import cap_value, check_cap, estimate_cost, money
+from .observers import BatchProgress, batch_progress
 
-__all__ = ["BatchResult", "ProgressFn", "amap", "map_prompts", "notebook_progress"]
+__all__ = ["BatchResult", "ProgressFn", "amap", "map_prompts"]
 
 log = logging.getLogger("notebook_llm.api.batch")
 
@@ -66,63 +67,22 @@ def _request(prompt: Any) -> dict[str, Any]:
     return {"prompt": str(prompt)}  # numbers, numpy strings and the like from a DataFrame
 
 
-def notebook_progress(total: int) -> ProgressFn | None:
-    """A progress bar in the running Jupyter kernel (an ipywidgets ``IntProgress``), as a
-    ``progress`` callback; ``None`` outside a kernel or without ipywidgets. In a headless run
-    (nbclient, papermill: see :mod:`notebook_llm.notebook.watching`) only the final line is shown."""
-    if "ipykernel" not in sys.modules:
-        return None
-    from ..notebook.watching import in_kernel, interactive
-
-    if not in_kernel():
-        return None
-    try:
-        from IPython.display import display
-    except ImportError:  # pragma: no cover - IPython comes with ipykernel
-        return None
-    if not interactive():  # no one watches: store no widget, just the final line
-        return _final_line_only(display)
-    try:
-        from ipywidgets import IntProgress
-    except ImportError:
-        return None
-    bar = IntProgress(value=0, min=0, max=max(total, 1), description=f"0/{total}")
-    handle = display(bar, display_id=True)  # type: ignore[no-untyped-call]
-
-    def update(done: int, total: int) -> None:
-        bar.value = done
-        spent = getattr(update, "spent", None)
-        bar.description = f"{done}/{total}" + (f" {money(spent)}" if spent is not None else "")
-        if done >= total and handle is not None:
-            # A saved notebook keeps a plain line, not a widget that needs the kernel.
-            handle.update(_done_line(done, total, spent), raw=True)
-            bar.close()
-
-    update.spent = None  # type: ignore[attr-defined]
-    return update
-
-
-def _done_line(done: int, total: int, spent: float | None = None) -> dict[str, str]:
-    """What a finished batch leaves in the cell: one plain line, no widget."""
-    cost = f", {money(spent)} spent" if spent is not None else ""
-    return {"text/plain": f"{done}/{total} prompts done{cost}"}
-
-
-def _final_line_only(display: Callable[..., Any]) -> ProgressFn:
-    def update(done: int, total: int) -> None:
-        if done >= total:
-            display(_done_line(done, total, getattr(update, "spent", None)), raw=True)
-
-    update.spent = None  # type: ignore[attr-defined]
-    return update
-
-
-def _progress_fn(progress: ProgressFn | bool | None, total: int) -> ProgressFn | None:
+def _progress_fn(progress: ProgressFn | bool | None, total: int) -> BatchProgress | None:
+    """The batch's report: the caller's ``progress(done, total)`` (an object with a ``spent``
+    attribute gets the cost so far there first, when the price is known), none (``False``), or
+    by default the progress bar of whoever shows things (the notebook layer, via the root)."""
     if progress is None or progress is True:
-        return notebook_progress(total)
+        return batch_progress(total)
     if progress is False:
         return None
-    return progress
+    report = progress
+
+    def call(done: int, total: int, spent: float | None) -> None:
+        if spent is not None and hasattr(report, "spent"):
+            report.spent = spent  # a callable object with a ``spent`` attribute is told it
+        report(done, total)
+
+    return call
 
 
 async def _one(
@@ -233,9 +193,7 @@ async def amap(
         if report is None:
             return
         try:
-            if hasattr(report, "spent") and price is not None:
-                report.spent = spent
-            report(done, total)
+            report(done, total, spent if price is not None else None)
         except Exception:
             log.warning("batch: the progress callback failed", exc_info=True)
 

@@ -1,4 +1,4 @@
-"""Conversations: :class:`Chat` (the Python API) and :func:`run_turn` (shared with ``%%llm``).
+"""Conversations: :class:`Chat`, the Python API that ``%%llm`` cells use too.
 
 >>> chat = Chat(provider="mock", model="echo", live=False)
 >>> chat.send("hello", display=False).text
@@ -6,13 +6,12 @@
 >>> len(chat.messages)
 2
 
-One turn: build the request, start the live view (when a widget front end is there), run the
-stream (blocking with ``send``, in the running loop with ``await asend``), then replace the live
-view in place (its display id) by ONE static ``text/markdown`` + ``text/plain`` output and
-close the view's widgets, so a saved notebook holds no widget reference::
-
-    while streaming:  [live widget: reasoning, text, tool cards, footer with Stop]
-    when it ended:    [reasoning (collapsed) · tool cards · answer · error box · footer line]
+One turn: build the request (:meth:`Chat.turn`), run its stream with a
+:class:`~.turn_runner.TurnRunner` (blocking with ``send``, in the running loop with
+``await asend``), and tell an observer what happens (:mod:`.observers`). ``Chat`` knows no
+widget: in a notebook, the observer that the package's root installs shows the live view while
+the turn streams, then ONE static output in its place
+(:mod:`notebook_llm.notebook.widgets.present`); with ``display=False`` nothing is shown.
 """
 
 from __future__ import annotations
@@ -30,10 +29,11 @@ from ..core.protocol import Message, ToolSchema
 from ..core.response_schema import as_schema, parse_into, retry_messages
 from ..engine.engine import Engine
 from ..engine.session import default_engine, set_default_engine
-from ..notebook.watching import interactive
+from .observers import turn_display
 from .tool_calling import as_tool, stream_tools
 from .tool_calling.events import LoopEvent
 from .turn import Turn
+from .turn_runner import TurnRunner
 
 # --------------------------------------------------------------------------------------------
 # tools (the tool loop lives in notebook_llm.api.tool_calling; this is only the hook)
@@ -96,7 +96,7 @@ class Chat:
     was stopped: check ``completion.error``); ``await chat.asend(text)`` in async code.
     ``live=None`` shows the widget view only where a person watches (a kernel driven by an
     interactive front end; headless runs such as nbclient or papermill get the static output
-    only, see :mod:`notebook_llm.notebook.watching`); ``False`` never; ``True`` always.
+    only: the notebook layer decides); ``False`` never; ``True`` always.
     A turn that fails without any text is not added to the history, so it can be retried.
     """
 
@@ -178,27 +178,10 @@ class Chat:
         With ``schema=`` and ``schema_retries=N``, an answer that does not validate is shown
         with its error, then sent back with the validation message as a new turn (at most N
         times); the history keeps the question and the last answer."""
-        from ..notebook.widgets.present import Presenter
-
-        first = turn = self.turn(text, **overrides)
-        _before(turn, display)
-        completion = Completion()
-        for attempt in range(1 + max(0, turn.schema_retries)):
-            if attempt:
-                turn = _retry_turn(turn, completion)
-                _before(turn, False)
-            presenter = Presenter(
-                self.engine, turn, live=self._live(display), display=display, max_rate=self.max_rate
-            )
-            completion = presenter.run_sync(
-                make_source(self.engine, turn, presenter.stop, presenter.confirm)
-            )
-            _after(turn, completion)
-            presenter.show(completion, fmt=fmt)
-            if not _mismatch(completion):
-                break
-        self.record(text, completion, first.messages[-1])
-        return completion
+        tries = _Tries(self, text, overrides, display=display, fmt=fmt)
+        while (runner := tries.next()) is not None:
+            tries.done(runner.run_blocking(tries.source(runner.confirm)))
+        return tries.keep()
 
     async def asend(
         self,
@@ -214,50 +197,82 @@ class Chat:
         A cancellation of this task (a kernel interrupt) stops the stream; what arrived is shown,
         marked as stopped, and kept in the history; then the cancellation propagates, unless
         ``interruptible=True`` (an async ``%%llm`` cell), which returns the partial completion."""
-        from ..notebook.widgets.present import Presenter
-
-        first = turn = self.turn(text, **overrides)
-        _before(turn, display)
-        completion = Completion()
-        for attempt in range(1 + max(0, turn.schema_retries)):
-            if attempt:
-                turn = _retry_turn(turn, completion)
-                _before(turn, False)
-            presenter = Presenter(
-                self.engine, turn, live=self._live(display), display=display, max_rate=self.max_rate
-            )
+        tries = _Tries(self, text, overrides, display=display, fmt=fmt)
+        while (runner := tries.next()) is not None:
+            source = tries.source(runner.confirm_async)
             try:
-                completion = await presenter.run_async(
-                    make_source(self.engine, turn, presenter.stop, presenter.confirm_async),
-                    interruptible=interruptible,
-                )
+                completion = await runner.run_async(source, interruptible=interruptible)
             except asyncio.CancelledError:
-                presenter.show(presenter.partial, fmt=fmt)
-                self.record(text, presenter.partial, first.messages[-1])
+                tries.done(runner.partial)
+                tries.keep()
                 raise
-            _after(turn, completion)
-            presenter.show(completion, fmt=fmt)
-            if not _mismatch(completion):
-                break
-        self.record(text, completion, first.messages[-1])
-        return completion
-
-    def _live(self, display: bool) -> bool:
-        if not display:
-            return False
-        return interactive() if self.live is None else self.live
+            tries.done(completion)
+        return tries.keep()
 
 
-def _before(turn: Turn, display: bool) -> None:
-    """Before a turn runs: refuse it when the session's budget is spent (or would be by this
-    turn's estimate); show its images as thumbnails (the saved notebook keeps only those)."""
-    if turn.budget is not None:
-        turn.budget.check_turn(turn)
-    if display and turn.images is not None:
-        from ..notebook.widgets.present import show_output
-        from ..notebook.widgets.typed_view import ImageStrip
+class _Tries:
+    """The tries of one message: its turn, then one more for each answer that does not match
+    the schema (at most ``schema_retries``). Each try runs with a stop signal and an observer
+    of its own (:func:`~notebook_llm.api.observers.turn_display`: the notebook's live view and
+    final output, or nothing); ``send`` and ``asend`` differ only in how they run a try."""
 
-        show_output(ImageStrip(turn.messages[-1].content))
+    def __init__(
+        self, chat: Chat, text: str, overrides: dict[str, Any], *, display: bool, fmt: str
+    ) -> None:
+        self.chat = chat
+        self.text = text
+        self.display = display
+        self.fmt = fmt
+        self.first = chat.turn(text, **overrides)
+        self.turn: Turn | None = None
+        self.left = max(0, self.first.schema_retries)
+        self.completion = Completion()
+        self.runner: TurnRunner | None = None
+
+    def next(self) -> TurnRunner | None:
+        """The runner of the next try, or ``None`` when the last answer stands. Refuses a try
+        when the session's budget is spent (or would be by this turn's estimate)."""
+        if self.turn is None:
+            turn = self.first
+        elif _mismatch(self.completion) and self.left:
+            self.left -= 1
+            turn = _retry_turn(self.turn, self.completion)
+        else:
+            return None
+        if turn.budget is not None:
+            turn.budget.check_turn(turn)
+        self.turn = turn
+        stop = StopSignal()
+        observer = turn_display(
+            self.chat.engine,
+            turn,
+            stop,
+            live=self.chat.live,
+            display=self.display,
+            max_rate=self.chat.max_rate,
+            fmt=self.fmt,
+        )
+        self.runner = TurnRunner(observer, stop, turn.provider, turn.model)
+        return self.runner
+
+    def source(self, confirm: Callable[..., Any]) -> Callable[[], AsyncIterator[LoopEvent]]:
+        """The event stream of the current try (``confirm``: how its tool calls are asked)."""
+        assert self.turn is not None
+        assert self.runner is not None
+        return make_source(self.chat.engine, self.turn, self.runner.stop, confirm)
+
+    def done(self, completion: Completion) -> None:
+        """A try ended: parse its answer, count its cost, then let the observer show it."""
+        assert self.turn is not None
+        assert self.runner is not None
+        _after(self.turn, completion)
+        self.completion = completion
+        self.runner.observer.finished(completion)
+
+    def keep(self) -> Completion:
+        """Add the message and the last answer to the chat's history; return that answer."""
+        self.chat.record(self.text, self.completion, self.first.messages[-1])
+        return self.completion
 
 
 def _mismatch(completion: Completion) -> bool:

@@ -1,33 +1,40 @@
 """Showing one turn: the live view while it streams, then ONE static output in its place.
 
+:class:`Presenter` is the notebook's :class:`~notebook_llm.api.observers.TurnObserver`: the
+package's root installs it as the factory ``Chat`` gets its observers from, so the API layer
+runs the turn (:mod:`notebook_llm.api.turn_runner`) and the notebook layer only watches it.
+
 The live view is displayed with a ``display_id``; when the stream ends (finished, stopped,
 errored or interrupted) that same output is updated to a :class:`~.final.FinalView` (reasoning,
 tool-call cards, answer, error, footer) and every widget of the view is emptied and closed, so a
 saved notebook holds no widget reference and no answer text in widget state. Without a live
-view (``display`` only, or no kernel) the final view is simply displayed.
+view (``live=False``, or no one watching) the final view is simply displayed.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
+from ...api.observers import TurnObserver
 from ...api.tool_calling.events import LoopEvent, ToolOutcome
+from ...api.turn_runner import all_text
 from ...core.cancel import StopSignal
 from ...core.completion import Completion
 from ...core.errors import ErrorCode, LlmError
 from ...core.protocol import ToolCallBlock
 from ...core.redaction import redact
 from ...engine.pricing import cost, price_of
+from ..watching import interactive
 from .adapter_view import adapter_excerpt
 from .final import FinalView, ToolCallInfo, footer_line
+from .kernel_poll import ui_poller
 from .render import ErrorBox, parse_json_answer, strip_fences
-from .runner import Source, completion_from, run_async, run_blocking, ui_poller
 from .stream_view import StreamView
-from .typed_view import typed_text
+from .typed_view import ImageStrip, typed_text
 
 if TYPE_CHECKING:
     from ...api.turn import Turn
@@ -75,41 +82,31 @@ def status_of(completion: Completion) -> str:
     }.get(kind, kind)
 
 
-class MainThreadCall:
-    """A function to run on the cell's main thread, on behalf of the stream's loop thread."""
+class Presenter(TurnObserver):
+    """The notebook's observer of one turn: a :class:`StreamView` while it streams (when
+    ``live``), then ONE static :class:`FinalView` in its place.
 
-    def __init__(self, fn: Callable[[], Any]) -> None:
-        self.fn = fn
-        self.done = threading.Event()
-        self.result: Any = None
-
-    def run(self) -> None:
-        try:
-            self.result = self.fn()
-        finally:
-            self.done.set()
-
-
-class Presenter:
-    """Runs one turn into a :class:`StreamView` (when ``live``) and shows the final outputs.
-
-    ``poll`` replaces the kernel UI poll (tests use it to simulate clicks and interrupts).
+    ``live=None``: the live view only where a person watches (see
+    :mod:`notebook_llm.notebook.watching`). ``stop`` is the turn's stop signal (the view's Stop
+    button sets it); ``fmt`` how the answer is shown (markdown, text, json, code). ``poll`` replaces the kernel UI poll (tests use it
+    to simulate clicks and interrupts).
     """
 
     def __init__(
         self,
         engine: Engine,
         turn: Turn,
+        stop: StopSignal | None = None,
         *,
-        live: bool,
-        display: bool = True,
+        live: bool | None,
         max_rate: float = 20.0,
+        fmt: str = "markdown",
         poll: Callable[[], None] | None = None,
     ) -> None:
         self.engine = engine
         self.turn = turn
-        self.display = display
-        self.stop = StopSignal()
+        self.fmt = fmt
+        self.stop = stop if stop is not None else StopSignal()
         self.poll = poll
         self.view = (
             StreamView(
@@ -118,28 +115,58 @@ class Presenter:
                 price=price_of(engine, turn.provider, turn.model),
                 max_rate=max_rate,
             )
-            if live
+            if (interactive() if live is None else live)
             else None
         )
-        self._main_calls: list[MainThreadCall] = []
         self._handle: Any = None
-        #: The events of the last run (tool results and their status feed the final view).
+        self._kernel_poll: Callable[[], None] | None = None
+        self._waiting = False
+        #: The events of the turn (tool results and their status feed the final view).
         self.events: list[LoopEvent] = []
-        #: The completion so far of the last ``run_async`` (set also when it was cancelled).
-        self.partial = Completion()
+        #: The parsed answer of ``fmt='json'`` once :meth:`finished` showed it (else ``None``).
+        self.parsed: Any = None
 
-    def confirm(self, *args: Any) -> bool:
-        """Ask the user whether a tool call may run (``--confirm``); callable from any thread."""
-        call = args[0] if args else None
-        name = getattr(call, "name", "tool")
-        arguments = getattr(call, "arguments", "" if call is None else str(call))
-        question = redact(f"Run tool {name}({arguments})? [y/N] ")
-        if threading.current_thread() is threading.main_thread():
-            return input(question).strip().lower() in ("y", "yes")
-        pending = MainThreadCall(lambda: input(question).strip().lower() in ("y", "yes"))
-        self._main_calls.append(pending)
-        pending.done.wait()
-        return bool(pending.result)
+    # ------------------------------------------------------------------ TurnObserver
+
+    def started(self) -> None:
+        """Show the turn's images as thumbnails (the saved notebook keeps only those), then
+        the live view under a display id (replaced by the final output at the end)."""
+        if self.turn.images is not None:
+            show_output(ImageStrip(self.turn.messages[-1].content))
+        if self.view is not None:
+            self._handle = display_widget(
+                self.view.widget, f"{redact(self.turn.label)}: streaming (live view)"
+            )
+
+    @contextmanager
+    def waiting(self) -> Iterator[None]:
+        """A blocking run: let the kernel dispatch the Stop click meanwhile, or, where it
+        cannot (ipykernel 7), replace Stop by what to do instead."""
+        with ui_poller(self.view is not None and self.poll is None) as kernel_poll:
+            if self.view is not None and self.poll is None and kernel_poll is None:
+                self.view.stop_unavailable(
+                    "interrupt the kernel (■) to stop, or use await chat.asend(...)"
+                )
+            self._kernel_poll, self._waiting = kernel_poll, True
+            try:
+                yield
+            finally:
+                self._kernel_poll, self._waiting = None, False
+
+    def event(self, event: LoopEvent) -> None:
+        self.events.append(event)
+        if self.view is not None:
+            self.view.handle(event)
+            if not self._waiting:  # awaited: no tick comes, so flush here (rate-limited)
+                self.view.maybe_flush()
+
+    def tick(self) -> None:
+        if self.view is not None:
+            self.view.maybe_flush()
+        if self.poll is not None:
+            self.poll()
+        if self._kernel_poll is not None:
+            self._kernel_poll()
 
     async def confirm_async(self, call: Any) -> bool:
         """Run / Skip buttons in the live view (the cell awaits, so the click is dispatched);
@@ -163,63 +190,18 @@ class Presenter:
         finally:
             self.view.cancel_question()  # answered, or cancelled by an interrupt
 
-    def _poll(self) -> None:
-        while self._main_calls:
-            self._main_calls.pop(0).run()
-        if self.poll is not None:
-            self.poll()
+    def finished(self, completion: Completion) -> None:
+        self.parsed = self.show(completion, fmt=self.fmt)
 
-    def run_sync(self, source: Source) -> Completion:
-        """Run the stream, blocking this thread (the kernel keeps handling widget clicks)."""
-        self._start()
-        with ui_poller(self.view is not None and self.poll is None) as kernel_poll:
-            if self.view is not None and self.poll is None and kernel_poll is None:
-                self.view.stop_unavailable(
-                    "interrupt the kernel (■) to stop, or use await chat.asend(...)"
-                )
-
-            def poll() -> None:
-                self._poll()
-                if kernel_poll is not None:
-                    kernel_poll()
-
-            events = run_blocking(source, self.stop, self.view, poll=poll)
-        self.events = events
-        return completion_from(events, self.turn.provider, self.turn.model)
-
-    async def run_async(self, source: Source, *, interruptible: bool = False) -> Completion:
-        """Run the stream in the running event loop (``interruptible``: see :func:`run_async`)."""
-        self._start()
-        events: list[LoopEvent] = []
-        self.events = events
-        try:
-            await run_async(
-                source, self.stop, self.view, swallow_cancel=interruptible, events=events
-            )
-        finally:
-            # What arrived, also when the task was cancelled (the caller can still show it).
-            self.partial = completion_from(events, self.turn.provider, self.turn.model)
-        return self.partial
-
-    def _start(self) -> None:
-        if self.view is not None and self.display:
-            self._handle = display_widget(
-                self.view.widget, f"{redact(self.turn.label)}: streaming (live view)"
-            )
+    # ------------------------------------------------------------------ the final output
 
     def show(self, completion: Completion, *, fmt: str = "markdown") -> Any:
         """End the turn's display: the live view (if any) is replaced in place by ONE static
         :class:`FinalView` and its widgets are closed. Returns the parsed value for
         ``fmt='json'`` (else ``None``)."""
-        from .runner import all_text
-
         error = completion.error
         stopped = error is not None and error.code == ErrorCode.ABORTED
         status = status_of(completion)
-        if not self.display:
-            if self.view is not None:
-                self.view.close()
-            return None
         text = (
             all_text(completion) if fmt == "json" else typed_text(completion, all_text(completion))
         )
