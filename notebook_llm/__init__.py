@@ -282,6 +282,7 @@ _MOVED_MODULES: dict[str, str] = {
     "validate": "core.stream_rules",
     "watch": "notebook.file_watch",
     "widgets": "notebook.widgets",
+    "widgets.runner": "api.turn_runner",
 }
 
 

@@ -92,7 +92,8 @@ OLD_TO_NEW = {
     "notebook_llm.widgets.playground": "notebook_llm.notebook.widgets.playground",
     "notebook_llm.widgets.present": "notebook_llm.notebook.widgets.present",
     "notebook_llm.widgets.render": "notebook_llm.notebook.widgets.render",
-    "notebook_llm.widgets.runner": "notebook_llm.notebook.widgets.runner",
+    # split: the turn running went to the API layer, the kernel's comm polling stayed
+    "notebook_llm.widgets.runner": "notebook_llm.api.turn_runner",
     "notebook_llm.widgets.safe_html": "notebook_llm.notebook.widgets.safe_html",
     "notebook_llm.widgets.sparse": "notebook_llm.notebook.widgets.sparse",
     "notebook_llm.widgets.stream_view": "notebook_llm.notebook.widgets.stream_view",
