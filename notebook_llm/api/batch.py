@@ -25,6 +25,7 @@ import contextlib
 import logging
 import sys
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import replace
 from typing import Any
 
 from ..core.background_loop import run_sync
@@ -34,10 +35,11 @@ from ..core.errors import ErrorCode, LlmError
 from ..core.protocol import Message
 from ..engine.engine import Engine
 from ..engine.pricing import Price, cost, price_of
+from ..engine.request import Request, request_of
 from ..wire.slots import request_slots, when_idle
 from ..wire.transport import connection_pool
 from .dataframes import prompts_of, to_frame
-from .estimate import cap_value, check_cap, estimate_cost, money
+from .estimate import cap_value, check_cap, estimate_request, money
 
 __all__ = ["BatchResult", "ProgressFn", "amap", "map_prompts", "notebook_progress"]
 
@@ -126,25 +128,19 @@ def _progress_fn(progress: ProgressFn | bool | None, total: int) -> ProgressFn |
 
 
 async def _one(
-    engine: Engine,
-    provider: str,
-    model: str | None,
-    prompt: Any,
-    retries: int | None,
-    stop: StopSignal | None,
-    kw: dict[str, Any],
+    engine: Engine, request: Request, prompt: Any, stop: StopSignal | None
 ) -> BatchResult:
     if stop is not None and stop.is_set():
-        return LlmError(stop.reason, ErrorCode.ABORTED, provider=provider)
+        return LlmError(stop.reason, ErrorCode.ABORTED, provider=request.provider)
     try:
         # The engine's retry loop is the only one: no second loop here to multiply it.
-        return await engine.complete(
-            provider, model, stop_signal=stop, retries=retries, **_request(prompt), **kw
-        )
+        return await engine.complete(replace(request, stop_signal=stop, **_request(prompt)))
     except LlmError as err:
         return err
     except Exception as exc:  # a bug somewhere must not lose the other prompts
-        return LlmError(f"{type(exc).__name__}: {exc}", ErrorCode.UNKNOWN, provider=provider)
+        return LlmError(
+            f"{type(exc).__name__}: {exc}", ErrorCode.UNKNOWN, provider=request.provider
+        )
 
 
 #: At most this many prompts of a batch wait ready to send (``_lookahead``).
@@ -207,21 +203,13 @@ async def amap(
             )
     if max_cost is not None:
         max_cost = cap_value(max_cost)
+    # Every prompt's request: checked once, here, before anything is sent.
+    request = request_of(provider, model, {**kw, "retries": retries}, "map")
     eng = _engine(engine)
     items, index = prompts_of(prompts, template)
     total = len(items)
     if max_cost is not None:
-        estimate = estimate_cost(
-            items,
-            provider=provider,
-            model=model,
-            engine=eng,
-            max_tokens=kw.get("max_tokens"),
-            system=kw.get("system"),
-            schema=kw.get("schema"),
-            images=kw.get("images"),
-        )
-        check_cap(estimate, max_cost, provider)  # refused: nothing is sent
+        check_cap(estimate_request(request, eng, items), max_cost, provider)  # nothing sent
     results: list[BatchResult | None] = [None] * total
     report = _progress_fn(progress, total)
     done = 0
@@ -308,7 +296,7 @@ async def amap(
             if child is not None:
                 children.add(child)
             try:
-                results[i] = result = await _one(eng, provider, model, items[i], retries, child, kw)
+                results[i] = result = await _one(eng, request, items[i], child)
                 if price is not None:
                     spent += _cost_of(result, price)
             finally:
@@ -341,7 +329,7 @@ async def amap(
                 await watcher
     out = [r if r is not None else LlmError("not run", ErrorCode.ABORTED) for r in results]
     if index is not None:
-        return to_frame(out, index, kw.get("schema"))
+        return to_frame(out, index, request.schema)
     return out
 
 

@@ -19,21 +19,25 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Callable, Sequence
-from dataclasses import replace
-from typing import Any
+from dataclasses import fields, replace
+from typing import Any, Unpack
 
 from ..core.cancel import StopSignal
 from ..core.completion import Completion
-from ..core.errors import ErrorCode
+from ..core.errors import ErrorCode, LlmError
 from ..core.images import image_blocks
 from ..core.protocol import Message, ToolSchema
-from ..core.response_schema import as_schema, parse_into, retry_messages
+from ..core.response_schema import parse_into, retry_messages
 from ..engine.engine import Engine
+from ..engine.request import TurnOptions, request_of
 from ..engine.session import default_engine, set_default_engine
 from ..notebook.watching import interactive
 from .tool_calling import as_tool, stream_tools
 from .tool_calling.events import LoopEvent
 from .turn import Turn
+
+#: What a turn sets beside its request (``send(max_steps=3)``).
+_TURN_SETTINGS = tuple(f.name for f in fields(Turn) if f.name != "request")
 
 # --------------------------------------------------------------------------------------------
 # tools (the tool loop lives in notebook_llm.api.tool_calling; this is only the hook)
@@ -48,39 +52,21 @@ def make_source(
     engine: Engine, turn: Turn, stop: StopSignal, confirm: Callable[..., Any] | None = None
 ) -> Callable[[], AsyncIterator[LoopEvent]]:
     """A function that starts the event stream of ``turn`` (the tool loop when tools are given;
-    else one plain stream)."""
-    common: dict[str, Any] = {
-        "messages": turn.messages,
-        "system": turn.system,
-        "temperature": turn.temperature,
-        "max_tokens": turn.max_tokens,
-        "reasoning_effort": turn.reasoning_effort,
-        "stop_signal": stop,
-    }
-    if turn.schema is not None:
-        common["schema"] = turn.schema
+    else one plain stream), stopped by ``stop``."""
+    request = replace(turn.request, stop_signal=stop)
     if turn.tools:
+        # turn.confirm: False, True (ask through ``confirm``) or a function of its own
+        ask = turn.confirm if callable(turn.confirm) else confirm if turn.confirm else None
 
         def start_loop() -> AsyncIterator[LoopEvent]:
             return stream_tools(
-                engine,
-                turn.provider,
-                turn.model,
-                tools=turn.tools,
-                max_steps=turn.max_steps,
-                # turn.confirm: False, True (ask through ``confirm``) or a function of its own
-                confirm=turn.confirm
-                if callable(turn.confirm)
-                else confirm
-                if turn.confirm
-                else None,
-                **common,
+                engine, request, tools=turn.tools, max_steps=turn.max_steps, confirm=ask
             )
 
         return start_loop
 
     def start() -> AsyncIterator[LoopEvent]:
-        return engine.stream(turn.provider, turn.model, **common)
+        return engine.stream(request)
 
     return start
 
@@ -105,31 +91,57 @@ class Chat:
         provider: str | None = None,
         model: str | None = None,
         *,
-        system: str | None = None,
         tools: Sequence[Callable[..., Any]] = (),
         engine: Engine | None = None,
-        temperature: float | None = None,
-        max_tokens: int | None = None,
-        reasoning_effort: str | None = None,
         live: bool | None = None,
         max_rate: float = 20.0,
-        schema: Any = None,
+        **options: Unpack[TurnOptions],
     ) -> None:
+        """``options``: what every turn asks for unless it gives its own (``system``,
+        ``temperature``, ``max_tokens``, ``schema``...: the fields of
+        :class:`~notebook_llm.engine.request.Request`), checked here."""
         self.engine = engine or default_engine()
-        self.provider = provider or self.engine.file_config.default_provider or "mock"
-        self.model = model or (self.engine.file_config.default_model if provider is None else None)
-        self.system = system
+        for key in ("prompt", "messages", "images", "stop_signal"):
+            if key in options:
+                raise LlmError(
+                    f"{key}= is not a Chat setting; give it to send()", ErrorCode.INVALID_OPTIONS
+                )
+        if provider is None:
+            model = model or self.engine.file_config.default_model
+        #: What every turn asks for: the provider, the model and the options (no history).
+        self.request = request_of(
+            provider or self.engine.file_config.default_provider or "mock", model, options, "Chat"
+        )
         self.tools = list(tools)
-        self.temperature = temperature
-        self.max_tokens = max_tokens
-        self.reasoning_effort = reasoning_effort
         self.live = live
         self.max_rate = max_rate
-        #: The schema every answer follows unless a turn gives its own (``send(schema=...)``).
-        self.schema = schema
         self.messages: list[Message] = []
         #: The last completion (``None`` before the first turn).
         self.last: Completion | None = None
+
+    @property
+    def provider(self) -> str:
+        return self.request.provider
+
+    @provider.setter
+    def provider(self, value: str) -> None:
+        self.request = replace(self.request, provider=value)
+
+    @property
+    def model(self) -> str | None:
+        return self.request.model
+
+    @model.setter
+    def model(self, value: str | None) -> None:
+        self.request = replace(self.request, model=value)
+
+    @property
+    def system(self) -> str | None:
+        return self.request.system
+
+    @system.setter
+    def system(self, value: str | None) -> None:
+        self.request = replace(self.request, system=value)
 
     def __repr__(self) -> str:
         return (
@@ -142,24 +154,18 @@ class Chat:
         self.last = None
 
     def turn(self, text: str, **overrides: Any) -> Turn:
-        """The request for the next turn (history + ``text``, with ``images=`` after it)."""
-        values: dict[str, Any] = {
-            "provider": self.provider,
-            "model": self.model,
-            "system": self.system,
-            "tools": self.tools,
-            "temperature": self.temperature,
-            "max_tokens": self.max_tokens,
-            "reasoning_effort": self.reasoning_effort,
-            "schema": self.schema,
-        }
-        values.update({k: v for k, v in overrides.items() if v is not None})
-        if values["schema"] is not None:
-            values["schema"] = as_schema(values["schema"])  # a wrong schema fails before I/O
+        """The request for the next turn: history + ``text`` (with ``images=`` after it), the
+        chat's options with ``overrides`` over them (``None``: not given), and the turn's own
+        settings (:class:`Turn`'s ``tools``, ``confirm``, ``max_steps``, ``images``,
+        ``budget``)."""
+        given = {k: v for k, v in overrides.items() if v is not None}
+        extras = {k: given.pop(k) for k in _TURN_SETTINGS if k in given}
+        extras.setdefault("tools", self.tools)
         user = Message.user(text)
-        if values.get("images") is not None:
-            user = Message("user", [*user.content, *image_blocks(values["images"])])
-        return Turn(messages=[*self.messages, user], **values)
+        if extras.get("images") is not None:
+            user = Message("user", [*user.content, *image_blocks(extras["images"])])
+        given["messages"] = [*self.messages, user]
+        return Turn(request_of(self.request, None, given, "Chat.send"), **extras)
 
     def record(self, text: str, completion: Completion, user: Message | None = None) -> None:
         """Add a finished turn to the history (skipped when it failed without text); ``user``
@@ -268,7 +274,8 @@ def _mismatch(completion: Completion) -> bool:
 def _retry_turn(turn: Turn, completion: Completion) -> Turn:
     """The next try of a turn whose answer did not validate: the answer and why, sent back."""
     assert completion.error is not None
-    return replace(turn, messages=retry_messages(turn.messages, completion.error), images=None)
+    messages = retry_messages(turn.messages, completion.error)
+    return replace(turn, request=replace(turn.request, messages=messages), images=None)
 
 
 def _after(turn: Turn, completion: Completion) -> None:
