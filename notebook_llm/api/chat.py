@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import fields, replace
-from typing import Any, Unpack
+from typing import Any, Generic, TypeVar, Unpack, overload
 
 from ..core.cancel import StopSignal
 from ..core.completion import Completion
@@ -73,6 +73,29 @@ def make_source(
 
 # --------------------------------------------------------------------------------------------
 
+T = TypeVar("T")
+
+
+class _Default(Generic[T]):
+    """A :class:`Chat` attribute that is a field of the chat's default request: reading it
+    reads the field, setting it replaces the request by a copy with the new value."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    @overload
+    def __get__(self, chat: None, owner: type) -> _Default[T]: ...
+    @overload
+    def __get__(self, chat: Chat, owner: type | None = None) -> T: ...
+    def __get__(self, chat: Chat | None, owner: type | None = None) -> T | _Default[T]:
+        if chat is None:
+            return self
+        value: T = getattr(chat.request, self.name)
+        return value
+
+    def __set__(self, chat: Chat, value: T) -> None:
+        chat.request = chat.request.replace(**{self.name: value})
+
 
 class Chat:
     """A conversation with one model, rendered live like ``%%llm``.
@@ -85,6 +108,11 @@ class Chat:
     only, see :mod:`notebook_llm.notebook.watching`); ``False`` never; ``True`` always.
     A turn that fails without any text is not added to the history, so it can be retried.
     """
+
+    #: The chat's provider, model and system prompt: fields of its :attr:`request`, settable.
+    provider = _Default[str]()
+    model = _Default[str | None]()
+    system = _Default[str | None]()
 
     def __init__(
         self,
@@ -118,30 +146,6 @@ class Chat:
         self.messages: list[Message] = []
         #: The last completion (``None`` before the first turn).
         self.last: Completion | None = None
-
-    @property
-    def provider(self) -> str:
-        return self.request.provider
-
-    @provider.setter
-    def provider(self, value: str) -> None:
-        self.request = replace(self.request, provider=value)
-
-    @property
-    def model(self) -> str | None:
-        return self.request.model
-
-    @model.setter
-    def model(self, value: str | None) -> None:
-        self.request = replace(self.request, model=value)
-
-    @property
-    def system(self) -> str | None:
-        return self.request.system
-
-    @system.setter
-    def system(self, value: str | None) -> None:
-        self.request = replace(self.request, system=value)
 
     def __repr__(self) -> str:
         return (

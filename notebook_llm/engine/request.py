@@ -130,7 +130,7 @@ class Request:
 
     def replace(self, **changes: Any) -> Request:
         """A copy with ``changes`` (checked as a new request is)."""
-        _refuse_unknown(changes, "Request.replace")
+        _refuse_unknown(changes, "Request.replace", ("provider", "model", *OPTION_NAMES))
         return dataclasses.replace(self, **changes)
 
 
@@ -178,10 +178,11 @@ def request_of(
     return Request(provider, model, **options)
 
 
-def _refuse_unknown(options: Mapping[str, Any], where: str) -> None:
+def _refuse_unknown(
+    options: Mapping[str, Any], where: str, known: Sequence[str] = ("model", *OPTION_NAMES)
+) -> None:
     """A keyword that is no option of a request: one line that names the close ones (a
     ``TypeError``, as Python's own for a function's unknown keyword)."""
-    known = ("model", *OPTION_NAMES)
     unknown = [name for name in options if name not in known]
     if not unknown:
         return
