@@ -121,6 +121,15 @@ class Request:
         for name, value in fixed.items():
             object.__setattr__(self, name, value)  # frozen: the checked values, set once
 
+    def __repr__(self) -> str:
+        """The fields that are set: ``Request(provider='mock', model='echo', prompt='hi')``."""
+        shown = []
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if value is not None and not (f.name == "schema_retries" and value == 0):
+                shown.append(f"{f.name}={value!r}")
+        return f"Request({', '.join(shown)})"
+
     @classmethod
     def of(cls, provider: str | Request, model: str | None = None, /, **options: Any) -> Request:
         """A request from the keywords users type (``Request.of("mock", "echo", prompt=...)``);
