@@ -1,6 +1,6 @@
 """One request object: :class:`notebook_llm.Request` is the one written list of the request
 options, and every entry point (``Engine.stream``, ``complete``, ``map``, ``Chat``) carries it to
-the adapter. A new field that is not plumbed through fails here (the table below must name it,
+the adapter (and the tool loop too). A new field that is not plumbed through fails here (the table below must name it,
 and each entry point must deliver it)."""
 
 from __future__ import annotations
@@ -139,9 +139,10 @@ SAMPLES: dict[
 NOT_THROUGH = {
     ("stream", "schema_retries"): "a stream is one generation; complete and Chat retry",
     ("chat", "stop_signal"): "a turn's stop signal is the view's (its Stop button)",
+    ("run_tools", "schema_retries"): "each step of the tool loop is one stream",
 }
 
-ENTRY_POINTS = ("stream", "complete", "map", "chat")
+ENTRY_POINTS = ("stream", "complete", "map", "chat", "run_tools")
 
 
 def _run(entry: str, engine: Engine, options: dict[str, Any]) -> None:
@@ -162,6 +163,10 @@ def _run(entry: str, engine: Engine, options: dict[str, Any]) -> None:
     elif entry == "complete":
         with pytest.raises(LlmError) if _fails(options) else _nothing():
             engine.complete_sync("rec", **options)
+    elif entry == "run_tools":  # its tools are functions: their schemas reach the adapter
+        options["tools"] = [add]
+        with pytest.raises(LlmError) if _fails(options) else _nothing():
+            asyncio.run(run_tools(engine, "rec", **options))
     elif entry == "map":
         prompt = options.pop("prompt", None)
         messages = options.pop("messages", None)

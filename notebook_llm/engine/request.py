@@ -131,7 +131,7 @@ class Request:
         return f"Request({', '.join(shown)})"
 
     @classmethod
-    def of(cls, provider: str | Request, model: str | None = None, /, **options: Any) -> Request:
+    def of(cls, provider: str | Request, model: str | None = None, **options: Any) -> Request:
         """A request from the keywords users type (``Request.of("mock", "echo", prompt=...)``);
         given a ``Request``, that request with ``model`` and ``options`` over it. A keyword that
         is no option is a one-line ``TypeError`` that names the close ones."""

@@ -53,7 +53,7 @@ from ...core.protocol import (
     ToolCallBlock,
     ToolResultBlock,
 )
-from ...engine.request import Request, TurnOptions, request_of
+from ...engine.request import Request, TurnOptions, check_request, request_of
 from .events import LoopEvent, StepStart, ToolOutcome, ToolRun
 from .tools import Tool, as_tool, error_text, result_text, run_user_code
 
@@ -325,12 +325,8 @@ async def _loop(
     table = _tool_table(tools)
     schemas = [t.schema for t in table.values()]
     provider, model, stop_signal = request.provider, request.model, request.stop_signal
-    conversation = list(request.messages or [])
-    if request.prompt is not None:
-        conversation.append(Message.user(request.prompt))
-    if not conversation:
-        raise LlmError("nothing to send: give prompt= or messages=", ErrorCode.INVALID_OPTIONS)
-    request = replace(request, prompt=None, tools=schemas)
+    conversation = check_request(request)  # the prompt and images join the messages, once
+    request = replace(request, prompt=None, images=None, tools=schemas)
 
     step = 0
     while True:
