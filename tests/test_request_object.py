@@ -280,6 +280,18 @@ async def test_stream_of_a_request_is_the_keyword_form(engine: Engine) -> None:
     assert done.text == "same"
 
 
+def test_a_chat_turn_may_name_another_provider_and_model(engine: Engine) -> None:
+    first, second = Recording("one"), Recording("two")
+    engine.register_adapter(["a"], first)
+    engine.register_adapter(["b"], second)
+    chat = Chat("a", engine=engine, live=False, system="sys")
+    assert chat.send("x", display=False, provider="b", model="m").text == "two"
+    assert (second.calls[0].model, second.calls[0].system) == ("m", "sys")
+    assert chat.provider == "a"  # a turn's override is not the chat's default
+    chat.system = "new"
+    assert chat.request.system == "new"
+
+
 # ------------------------------------------------------------------ one error, everywhere
 
 BAD = [

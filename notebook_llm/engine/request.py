@@ -139,8 +139,7 @@ class Request:
 
     def replace(self, **changes: Any) -> Request:
         """A copy with ``changes`` (checked as a new request is)."""
-        _refuse_unknown(changes, "Request.replace", ("provider", "model", *OPTION_NAMES))
-        return dataclasses.replace(self, **changes)
+        return request_of(self, None, changes, "Request.replace")
 
 
 #: Every option of a :class:`Request` after ``provider`` and ``model``, in order.
@@ -179,11 +178,12 @@ def request_of(
 ) -> Request:
     """The request of an entry point called ``where`` (``stream``, ``map``...): a ``Request``
     it was given (with ``model`` and ``options`` over it) or one made of the keywords."""
-    _refuse_unknown(options, where)
-    if isinstance(provider, Request):
+    if isinstance(provider, Request):  # its provider may be replaced too
+        _refuse_unknown(options, where, ("provider", "model", *OPTION_NAMES))
         if model is not None:
             options = {**options, "model": model}
         return dataclasses.replace(provider, **options) if options else provider
+    _refuse_unknown(options, where)
     return Request(provider, model, **options)
 
 
