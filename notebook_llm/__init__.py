@@ -64,6 +64,7 @@ if TYPE_CHECKING:
     from .core.timeouts import Timeouts
     from .engine.engine import Engine
     from .engine.pricing import set_price
+    from .engine.request import Request
     from .engine.routing.registry import AdapterHandle
 
 __version__ = "0.1.0"
@@ -90,6 +91,7 @@ __all__ = [
     "ModelInfo",
     "ReasoningBlock",
     "ReasoningDelta",
+    "Request",
     "StopSignal",
     "StreamValidator",
     "TextBlock",
@@ -135,6 +137,7 @@ _LAZY: dict[str, tuple[str, str]] = {
     "LlmError": (".core.errors", "LlmError"),
     "LuaAdapter": (".adapters.lua.lua_adapter", "LuaAdapter"),
     "set_price": (".engine.pricing", "set_price"),
+    "Request": (".engine.request", "Request"),
     "AdapterHandle": (".engine.routing.registry", "AdapterHandle"),
     "Completion": (".core.completion", "Completion"),
     "StreamValidator": (".core.stream_rules", "StreamValidator"),

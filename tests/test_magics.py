@@ -27,6 +27,7 @@ from notebook_llm import (
 )
 from notebook_llm.api.chat import Turn, set_default_engine
 from notebook_llm.api.turn_runner import TurnRunner
+from notebook_llm.engine.request import Request
 from notebook_llm.notebook.magics.llm import HINT, LlmMagics
 from notebook_llm.notebook.widgets.present import Presenter
 from notebook_llm.notebook.widgets.render import STOPPED_MARK
@@ -267,7 +268,7 @@ def test_interrupt_stops_within_a_second(engine: Engine, comms: list[str]) -> No
         if calls[0] == 5:
             raise KeyboardInterrupt
 
-    turn = Turn("endless", messages=[Message.user("go")])
+    turn = Turn(Request("endless", messages=[Message.user("go")]))
     ip = InteractiveShell.instance()
     with capture_output() as cap:
         presenter = Presenter(engine, turn, live=True, poll=poll)
@@ -285,7 +286,7 @@ def test_interrupt_stops_within_a_second(engine: Engine, comms: list[str]) -> No
 
 
 def test_stop_button(engine: Engine, comms: list[str]) -> None:
-    turn = Turn("endless", messages=[Message.user("go")])
+    turn = Turn(Request("endless", messages=[Message.user("go")]))
     presenter: Presenter
 
     def poll() -> None:

@@ -11,7 +11,7 @@ import pytest
 
 import notebook_llm
 from notebook_llm import Engine, ErrorCode, LlmError, Timeouts
-from notebook_llm.api.turn import Turn
+from notebook_llm.engine.request import Request
 
 
 @pytest.mark.parametrize("bad", ["abc", "2", 2.5, -1, 6, 10**9, True, [1]])
@@ -27,15 +27,15 @@ async def test_complete_refuses_a_bad_schema_retries_in_one_line(bad: Any) -> No
 
 
 @pytest.mark.parametrize("bad", ["x", -1, 99])
-def test_a_turn_refuses_a_bad_schema_retries(bad: Any) -> None:
+def test_a_request_refuses_a_bad_schema_retries(bad: Any) -> None:
     with pytest.raises(LlmError) as info:
-        Turn("mock", schema_retries=bad)
+        Request("mock", schema_retries=bad)
     assert info.value.code == ErrorCode.INVALID_OPTIONS
 
 
 def test_good_schema_retries_pass() -> None:
-    assert Turn("mock", schema_retries=None).schema_retries == 0
-    assert Turn("mock", schema_retries=5).schema_retries == 5
+    assert Request("mock", schema_retries=None).schema_retries == 0  # type: ignore[arg-type]
+    assert Request("mock", schema_retries=5).schema_retries == 5
 
 
 @pytest.mark.parametrize("bad", [0, -1, math.nan, math.inf, "60", True])

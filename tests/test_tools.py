@@ -23,6 +23,7 @@ from notebook_llm import (
     Finish,
     FinishReason,
     GenerateOptions,
+    ImageBlock,
     LlmAdapter,
     LlmError,
     Message,
@@ -748,3 +749,16 @@ async def test_calls_cut_off_by_max_tokens_are_never_run() -> None:
     assert not [e for e in events if type(e).__name__ in ("ToolRun", "ToolOutcome")]
     finish = [e for e in events if type(e).__name__ == "Finish"][-1]
     assert finish.reason.kind == "max-tokens"
+
+
+async def test_images_stay_with_the_prompt_at_every_step(engine: Engine) -> None:
+    # The tool results are a user message too: the images must not move onto them at step 2.
+    adapter = scripted(engine, tool_turn(("c1", "add", '{"a": 1, "b": 2}')), text_turn("3"))
+    await run_tools(engine, "s", prompt="look", images="https://example.com/cat.png", tools=[add])
+    for options in adapter.calls:
+        with_images = [
+            n
+            for n, message in enumerate(options.messages)
+            if any(isinstance(b, ImageBlock) for b in message.content)
+        ]
+        assert with_images == [0]

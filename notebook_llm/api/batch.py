@@ -25,7 +25,8 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from dataclasses import replace
+from typing import Any, Unpack
 
 from ..core.background_loop import run_sync
 from ..core.cancel import StopSignal, until_stopped
@@ -34,13 +35,14 @@ from ..core.errors import ErrorCode, LlmError
 from ..core.protocol import Message
 from ..engine.engine import Engine
 from ..engine.pricing import Price, cost, price_of
+from ..engine.request import Request, TurnOptions, request_of
 from ..wire.slots import request_slots, when_idle
 from ..wire.transport import connection_pool
 from .dataframes import prompts_of, to_frame
-from .estimate import cap_value, check_cap, estimate_cost, money
+from .estimate import cap_value, check_cap, estimate_request, money
 from .observers import BatchProgress, batch_progress
 
-__all__ = ["BatchResult", "ProgressFn", "amap", "map_prompts"]
+__all__ = ["BatchResult", "MapOptions", "ProgressFn", "amap", "map_prompts"]
 
 log = logging.getLogger("notebook_llm.api.batch")
 
@@ -86,25 +88,19 @@ def _progress_fn(progress: ProgressFn | bool | None, total: int) -> BatchProgres
 
 
 async def _one(
-    engine: Engine,
-    provider: str,
-    model: str | None,
-    prompt: Any,
-    retries: int | None,
-    stop: StopSignal | None,
-    kw: dict[str, Any],
+    engine: Engine, request: Request, prompt: Any, stop: StopSignal | None
 ) -> BatchResult:
     if stop is not None and stop.is_set():
-        return LlmError(stop.reason, ErrorCode.ABORTED, provider=provider)
+        return LlmError(stop.reason, ErrorCode.ABORTED, provider=request.provider)
     try:
         # The engine's retry loop is the only one: no second loop here to multiply it.
-        return await engine.complete(
-            provider, model, stop_signal=stop, retries=retries, **_request(prompt), **kw
-        )
+        return await engine.complete(replace(request, stop_signal=stop, **_request(prompt)))
     except LlmError as err:
         return err
     except Exception as exc:  # a bug somewhere must not lose the other prompts
-        return LlmError(f"{type(exc).__name__}: {exc}", ErrorCode.UNKNOWN, provider=provider)
+        return LlmError(
+            f"{type(exc).__name__}: {exc}", ErrorCode.UNKNOWN, provider=request.provider
+        )
 
 
 #: At most this many prompts of a batch wait ready to send (``_lookahead``).
@@ -122,25 +118,29 @@ def _lookahead(engine: Engine, provider: str, concurrency: int) -> int:
     return min(concurrency, MAX_LOOKAHEAD) if adapter.takes_request_slot else 0
 
 
-async def amap(
-    prompts: Iterable[Any],
-    *,
-    engine: Engine | None = None,
-    provider: str = "mock",
-    model: str | None = None,
-    concurrency: int = 8,
-    retries: int | None = None,
-    progress: ProgressFn | bool | None = None,
-    stop_signal: StopSignal | None = None,
-    template: str | None = None,
-    max_cost: float | None = None,
-    **kw: Any,
-) -> Any:
+class MapOptions(TurnOptions, total=False):
+    """The keywords of :func:`amap` and :func:`map_prompts`: the batch's own (below, and
+    ``stop_signal``, which stops the whole batch) and those of every prompt's request (the
+    fields of :class:`~notebook_llm.engine.request.Request`, but the prompt and messages: the
+    prompts are those)."""
+
+    engine: Engine | None
+    provider: str
+    model: str | None
+    concurrency: int
+    progress: ProgressFn | bool | None
+    template: str | None
+    max_cost: float | None
+
+
+async def amap(prompts: Iterable[Any], **options: Unpack[MapOptions]) -> Any:
     """Complete every prompt, at most ``concurrency`` at a time; results in input order.
 
     ``prompts``: any iterable (a list, a generator, a pandas Series: its values) of strings,
-    ``Message`` s or message lists. ``kw`` goes to :meth:`Engine.complete` (``system``,
-    ``temperature``, ``max_tokens``...). ``concurrency``: the most requests at the provider
+    ``Message`` s or message lists. ``provider`` (``"mock"`` by default) and ``model``: where
+    they go; the request options (``system``, ``temperature``, ``max_tokens``, ``retries``...)
+    go to every prompt's request, checked once before anything is sent (see
+    :meth:`Engine.complete`). ``concurrency`` (8 by default): the most requests at the provider
     at once; with an adapter that supports it (the Lua adapters), up to :data:`MAX_LOOKAHEAD`
     more prompts are prepared meanwhile, so each goes out as soon as a slot frees
     (:mod:`notebook_llm.wire.slots`). ``progress``: a ``(done, total)`` callback, ``False``
@@ -156,32 +156,28 @@ async def amap(
     when its estimate (:func:`notebook_llm.estimate_cost`) is over it, and once the cost spent
     reaches it the remaining prompts are not sent (their slots hold ``BUDGET_EXCEEDED``).
     """
+    engine, provider = options.pop("engine", None), options.pop("provider", "mock")
+    model, concurrency = options.pop("model", None), options.pop("concurrency", 8)
+    progress, stop_signal = options.pop("progress", None), options.pop("stop_signal", None)
+    template, max_cost = options.pop("template", None), options.pop("max_cost", None)
     if concurrency < 1:
         raise LlmError(
             f"concurrency must be at least 1, not {concurrency}", ErrorCode.INVALID_OPTIONS
         )
-    for key in ("prompt", "messages", "stop_signal"):
-        if key in kw:
+    for key in ("prompt", "messages"):
+        if key in options:
             raise LlmError(
                 f"{key}= cannot be used with map; pass the prompts", ErrorCode.INVALID_OPTIONS
             )
     if max_cost is not None:
         max_cost = cap_value(max_cost)
+    # Every prompt's request: checked once, here, before anything is sent.
+    request = request_of(provider, model, options, "map")
     eng = _engine(engine)
     items, index = prompts_of(prompts, template)
     total = len(items)
     if max_cost is not None:
-        estimate = estimate_cost(
-            items,
-            provider=provider,
-            model=model,
-            engine=eng,
-            max_tokens=kw.get("max_tokens"),
-            system=kw.get("system"),
-            schema=kw.get("schema"),
-            images=kw.get("images"),
-        )
-        check_cap(estimate, max_cost, provider)  # refused: nothing is sent
+        check_cap(estimate_request(request, eng, items), max_cost, provider)  # nothing sent
     results: list[BatchResult | None] = [None] * total
     report = _progress_fn(progress, total)
     done = 0
@@ -266,7 +262,7 @@ async def amap(
             if child is not None:
                 children.add(child)
             try:
-                results[i] = result = await _one(eng, provider, model, items[i], retries, child, kw)
+                results[i] = result = await _one(eng, request, items[i], child)
                 if price is not None:
                     spent += _cost_of(result, price)
             finally:
@@ -299,7 +295,7 @@ async def amap(
                 await watcher
     out = [r if r is not None else LlmError("not run", ErrorCode.ABORTED) for r in results]
     if index is not None:
-        return to_frame(out, index, kw.get("schema"))
+        return to_frame(out, index, request.schema)
     return out
 
 
@@ -310,20 +306,7 @@ def _cost_of(result: BatchResult, price: Price) -> float:
     return cost(usage, price) if usage is not None else 0.0
 
 
-def map_prompts(
-    prompts: Iterable[Any],
-    *,
-    engine: Engine | None = None,
-    provider: str = "mock",
-    model: str | None = None,
-    concurrency: int = 8,
-    retries: int | None = None,
-    progress: ProgressFn | bool | None = None,
-    template: str | None = None,
-    max_cost: float | None = None,
-    stop_signal: StopSignal | None = None,
-    **kw: Any,
-) -> Any:
+def map_prompts(prompts: Iterable[Any], **options: Unpack[MapOptions]) -> Any:
     """:func:`amap` from synchronous code, also inside a running loop (Jupyter): a list of
     results, or a DataFrame for a DataFrame or Series (see :func:`amap`).
 
@@ -332,20 +315,5 @@ def map_prompts(
     ``stop_signal``: the caller's own signal (e.g. set from a progress callback); an interrupt
     sets it too.
     """
-    stop = stop_signal if stop_signal is not None else StopSignal()
-    return run_sync(
-        amap(
-            prompts,
-            engine=engine,
-            provider=provider,
-            model=model,
-            concurrency=concurrency,
-            retries=retries,
-            progress=progress,
-            stop_signal=stop,
-            template=template,
-            max_cost=max_cost,
-            **kw,
-        ),
-        on_interrupt=stop.set,
-    )
+    stop = options["stop_signal"] = options.get("stop_signal") or StopSignal()
+    return run_sync(amap(prompts, **options), on_interrupt=stop.set)

@@ -18,22 +18,26 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Callable, Sequence
-from dataclasses import replace
-from typing import Any
+from dataclasses import fields, replace
+from typing import Any, Generic, TypeVar, Unpack, overload
 
 from ..core.cancel import StopSignal
 from ..core.completion import Completion
-from ..core.errors import ErrorCode
+from ..core.errors import ErrorCode, LlmError
 from ..core.images import image_blocks
 from ..core.protocol import Message, ToolSchema
-from ..core.response_schema import as_schema, parse_into, retry_messages
+from ..core.response_schema import parse_into, retry_messages
 from ..engine.engine import Engine
+from ..engine.request import TurnOptions, request_of
 from ..engine.session import default_engine, set_default_engine
 from .observers import turn_display
 from .tool_calling import as_tool, stream_tools
 from .tool_calling.events import LoopEvent
 from .turn import Turn
 from .turn_runner import TurnRunner
+
+#: What a turn sets beside its request (``send(max_steps=3)``).
+_TURN_SETTINGS = tuple(f.name for f in fields(Turn) if f.name != "request")
 
 # --------------------------------------------------------------------------------------------
 # tools (the tool loop lives in notebook_llm.api.tool_calling; this is only the hook)
@@ -48,44 +52,49 @@ def make_source(
     engine: Engine, turn: Turn, stop: StopSignal, confirm: Callable[..., Any] | None = None
 ) -> Callable[[], AsyncIterator[LoopEvent]]:
     """A function that starts the event stream of ``turn`` (the tool loop when tools are given;
-    else one plain stream)."""
-    common: dict[str, Any] = {
-        "messages": turn.messages,
-        "system": turn.system,
-        "temperature": turn.temperature,
-        "max_tokens": turn.max_tokens,
-        "reasoning_effort": turn.reasoning_effort,
-        "stop_signal": stop,
-    }
-    if turn.schema is not None:
-        common["schema"] = turn.schema
+    else one plain stream), stopped by ``stop``."""
+    request = replace(turn.request, stop_signal=stop)
     if turn.tools:
+        # turn.confirm: False, True (ask through ``confirm``) or a function of its own
+        ask = turn.confirm if callable(turn.confirm) else confirm if turn.confirm else None
 
         def start_loop() -> AsyncIterator[LoopEvent]:
             return stream_tools(
-                engine,
-                turn.provider,
-                turn.model,
-                tools=turn.tools,
-                max_steps=turn.max_steps,
-                # turn.confirm: False, True (ask through ``confirm``) or a function of its own
-                confirm=turn.confirm
-                if callable(turn.confirm)
-                else confirm
-                if turn.confirm
-                else None,
-                **common,
+                engine, request, tools=turn.tools, max_steps=turn.max_steps, confirm=ask
             )
 
         return start_loop
 
     def start() -> AsyncIterator[LoopEvent]:
-        return engine.stream(turn.provider, turn.model, **common)
+        return engine.stream(request)
 
     return start
 
 
 # --------------------------------------------------------------------------------------------
+
+T = TypeVar("T")
+
+
+class _Default(Generic[T]):
+    """A :class:`Chat` attribute that is a field of the chat's default request: reading it
+    reads the field, setting it replaces the request by a copy with the new value."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    @overload
+    def __get__(self, chat: None, owner: type) -> _Default[T]: ...
+    @overload
+    def __get__(self, chat: Chat, owner: type | None = None) -> T: ...
+    def __get__(self, chat: Chat | None, owner: type | None = None) -> T | _Default[T]:
+        if chat is None:
+            return self
+        value: T = getattr(chat.request, self.name)
+        return value
+
+    def __set__(self, chat: Chat, value: T) -> None:
+        chat.request = chat.request.replace(**{self.name: value})
 
 
 class Chat:
@@ -100,33 +109,45 @@ class Chat:
     A turn that fails without any text is not added to the history, so it can be retried.
     """
 
+    #: The chat's provider, model and default options: fields of its :attr:`request`, each
+    #: settable (``chat.temperature = 0.2`` replaces the request by a checked copy).
+    provider = _Default[str]()
+    model = _Default[str | None]()
+    system = _Default[str | None]()
+    temperature = _Default[float | None]()
+    max_tokens = _Default[int | None]()
+    reasoning_effort = _Default[str | None]()
+    schema = _Default[Any]()
+
     def __init__(
         self,
         provider: str | None = None,
         model: str | None = None,
         *,
-        system: str | None = None,
         tools: Sequence[Callable[..., Any]] = (),
         engine: Engine | None = None,
-        temperature: float | None = None,
-        max_tokens: int | None = None,
-        reasoning_effort: str | None = None,
         live: bool | None = None,
         max_rate: float = 20.0,
-        schema: Any = None,
+        **options: Unpack[TurnOptions],
     ) -> None:
+        """``options``: what every turn asks for unless it gives its own (``system``,
+        ``temperature``, ``max_tokens``, ``schema``...: the fields of
+        :class:`~notebook_llm.engine.request.Request`), checked here."""
         self.engine = engine or default_engine()
-        self.provider = provider or self.engine.file_config.default_provider or "mock"
-        self.model = model or (self.engine.file_config.default_model if provider is None else None)
-        self.system = system
+        for key in ("prompt", "messages", "images", "stop_signal"):
+            if key in options:
+                raise LlmError(
+                    f"{key}= is not a Chat setting; give it to send()", ErrorCode.INVALID_OPTIONS
+                )
+        if provider is None:
+            model = model or self.engine.file_config.default_model
+        #: What every turn asks for: the provider, the model and the options (no history).
+        self.request = request_of(
+            provider or self.engine.file_config.default_provider or "mock", model, options, "Chat"
+        )
         self.tools = list(tools)
-        self.temperature = temperature
-        self.max_tokens = max_tokens
-        self.reasoning_effort = reasoning_effort
         self.live = live
         self.max_rate = max_rate
-        #: The schema every answer follows unless a turn gives its own (``send(schema=...)``).
-        self.schema = schema
         self.messages: list[Message] = []
         #: The last completion (``None`` before the first turn).
         self.last: Completion | None = None
@@ -142,24 +163,18 @@ class Chat:
         self.last = None
 
     def turn(self, text: str, **overrides: Any) -> Turn:
-        """The request for the next turn (history + ``text``, with ``images=`` after it)."""
-        values: dict[str, Any] = {
-            "provider": self.provider,
-            "model": self.model,
-            "system": self.system,
-            "tools": self.tools,
-            "temperature": self.temperature,
-            "max_tokens": self.max_tokens,
-            "reasoning_effort": self.reasoning_effort,
-            "schema": self.schema,
-        }
-        values.update({k: v for k, v in overrides.items() if v is not None})
-        if values["schema"] is not None:
-            values["schema"] = as_schema(values["schema"])  # a wrong schema fails before I/O
+        """The request for the next turn: history + ``text`` (with ``images=`` after it), the
+        chat's options with ``overrides`` over them (``None``: not given), and the turn's own
+        settings (:class:`Turn`'s ``tools``, ``confirm``, ``max_steps``, ``images``,
+        ``budget``)."""
+        given = {k: v for k, v in overrides.items() if v is not None}
+        extras = {k: given.pop(k) for k in _TURN_SETTINGS if k in given}
+        extras.setdefault("tools", self.tools)
         user = Message.user(text)
-        if values.get("images") is not None:
-            user = Message("user", [*user.content, *image_blocks(values["images"])])
-        return Turn(messages=[*self.messages, user], **values)
+        if extras.get("images") is not None:
+            user = Message("user", [*user.content, *image_blocks(extras["images"])])
+        given["messages"] = [*self.messages, user]
+        return Turn(request_of(self.request, None, given, "Chat.send"), **extras)
 
     def record(self, text: str, completion: Completion, user: Message | None = None) -> None:
         """Add a finished turn to the history (skipped when it failed without text); ``user``
@@ -283,7 +298,8 @@ def _mismatch(completion: Completion) -> bool:
 def _retry_turn(turn: Turn, completion: Completion) -> Turn:
     """The next try of a turn whose answer did not validate: the answer and why, sent back."""
     assert completion.error is not None
-    return replace(turn, messages=retry_messages(turn.messages, completion.error), images=None)
+    messages = retry_messages(turn.messages, completion.error)
+    return replace(turn, request=replace(turn.request, messages=messages), images=None)
 
 
 def _after(turn: Turn, completion: Completion) -> None:

@@ -25,11 +25,12 @@ import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Unpack
 
 from ..core.errors import ErrorCode, LlmError
 from ..core.protocol import ImageBlock, Message, TextBlock, ToolResultBlock
 from ..engine.pricing import Price, cost, price_of
+from ..engine.request import Request, TurnOptions, request_of
 
 if TYPE_CHECKING:
     from ..core.completion import Completion
@@ -44,6 +45,7 @@ __all__ = [
     "cap_value",
     "check_cap",
     "estimate_cost",
+    "estimate_request",
     "estimate_tokens",
     "money",
 ]
@@ -134,14 +136,13 @@ def estimate_cost(
     provider: str = "mock",
     model: str | None = None,
     engine: Engine | None = None,
-    max_tokens: int | None = None,
-    system: str | None = None,
-    schema: Any = None,
     template: str | None = None,
-    images: Any = None,
+    **options: Unpack[TurnOptions],
 ) -> CostEstimate:
     """The estimated cost of sending ``prompts`` (one prompt, a list, a pandas Series, or a
-    DataFrame with ``template``), without sending anything."""
+    DataFrame with ``template``), without sending anything. ``options``: those of the requests
+    (``max_tokens``, ``system``, ``schema`` and ``images`` change the estimate), as ``map``
+    takes them."""
     from .dataframes import prompts_of
 
     if engine is None:
@@ -151,16 +152,29 @@ def estimate_cost(
     items = prompts_of(prompts, template)[0] if template or _is_frame(prompts) else None
     if items is None:
         items = [prompts] if isinstance(prompts, str | Message) else list(prompts)
-    extra = IMAGE_TOKENS * (len(images) if isinstance(images, list | tuple) else 1)
-    per_image = extra if images is not None else 0
-    tokens = sum(prompt_tokens(p, system, schema) + per_image for p in items)
-    out = len(items) * (max_tokens or DEFAULT_OUTPUT_TOKENS)
+    return estimate_request(request_of(provider, model, options, "estimate_cost"), engine, items)
+
+
+def estimate_request(
+    request: Request, engine: Engine, prompts: Sequence[Any] | None = None
+) -> CostEstimate:
+    """The estimated cost of ``request``, sent once for each of ``prompts`` (in place of its
+    own prompt and messages), or once as it is."""
+    if prompts is None:
+        prompt = [Message.user(request.prompt)] if request.prompt is not None else []
+        prompts = [[*(request.messages or ()), *prompt]]
+    images = request.images
+    per_image = IMAGE_TOKENS * (len(images) if isinstance(images, list | tuple) else 1)
+    extra = per_image if images is not None else 0
+    tokens = sum(prompt_tokens(p, request.system, request.schema) + extra for p in prompts)
+    out = len(prompts) * (request.max_tokens or DEFAULT_OUTPUT_TOKENS)
+    model = request.model
     if model is None:
         try:
-            model = engine.provider(provider).model
+            model = engine.provider(request.provider).model
         except LlmError:
             model = None
-    return CostEstimate(len(items), tokens, out, model, price_of(engine, provider, model))
+    return CostEstimate(len(prompts), tokens, out, model, price_of(engine, request.provider, model))
 
 
 def _is_frame(obj: Any) -> bool:
@@ -220,13 +234,7 @@ class Budget:
 
     def check_turn(self, turn: Turn) -> None:
         """Refuse a turn whose estimate would take the spent cost over the cap."""
-        estimate = CostEstimate(
-            1,
-            prompt_tokens(turn.messages, turn.system, turn.schema),
-            turn.max_tokens or DEFAULT_OUTPUT_TOKENS,
-            turn.model,
-            price_of(self.engine, turn.provider, turn.model),
-        )
+        estimate = estimate_request(turn.request, self.engine)
         usd = estimate.usd
         if usd is None:
             raise _no_price(estimate, turn.provider, "%llm budget")

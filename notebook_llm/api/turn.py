@@ -2,41 +2,54 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from ..core.protocol import Message
-from ..engine.engine import schema_retries_of
+from ..engine.request import Request
 
 __all__ = ["Turn"]
 
 
-@dataclass
+@dataclass(frozen=True)
 class Turn:
-    """What one generation asks for (the options of ``%%llm`` / ``Chat.send``)."""
+    """One generation of a conversation: its :class:`~notebook_llm.engine.request.Request`
+    (the history with this turn's message, and every option) and what the API layer adds
+    around a request: the Python tool functions, their confirmation, the step limit, the
+    images to show and the session's budget."""
 
-    provider: str
-    model: str | None = None
-    messages: list[Message] = field(default_factory=list)
-    system: str | None = None
-    tools: list[Callable[..., Any]] = field(default_factory=list)
-    temperature: float | None = None
-    max_tokens: int | None = None
-    reasoning_effort: str | None = None
+    request: Request
+    #: The functions the model may call (the tool loop runs them; the request has no ``tools``).
+    tools: Sequence[Callable[..., Any]] = ()
+    #: ``False``, ``True`` (ask through the view's Run/Skip) or a ``confirm(call)`` of its own.
     confirm: bool | Callable[..., Any] = False
     max_steps: int = 8
-    #: ``schema=``: what the answer must follow (see :mod:`notebook_llm.core.response_schema`).
-    schema: Any = None
-    #: How many times an answer that does not validate is sent back with the message.
-    schema_retries: int = 0
-    #: ``images=``: sent with the turn's prompt (see :mod:`notebook_llm.core.images`).
+    #: ``images=``: already in the last message of the request; kept to show as thumbnails.
     images: Any = None
-    #: The session's cost cap (``%llm budget``), a :class:`notebook_llm.budget.Budget`.
+    #: The session's cost cap (``%llm budget``), a :class:`notebook_llm.api.estimate.Budget`.
     budget: Any = None
 
-    def __post_init__(self) -> None:
-        self.schema_retries = schema_retries_of(self.schema_retries)
+    @property
+    def provider(self) -> str:
+        return self.request.provider
+
+    @property
+    def model(self) -> str | None:
+        return self.request.model
+
+    @property
+    def messages(self) -> Sequence[Message]:
+        """The history and this turn's message."""
+        return self.request.messages or ()
+
+    @property
+    def schema(self) -> Any:
+        return self.request.schema
+
+    @property
+    def schema_retries(self) -> int:
+        return self.request.schema_retries
 
     @property
     def label(self) -> str:

@@ -10,9 +10,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .engine import AdapterResolver, Engine
+    from .engine import AdapterResolver, Engine, Request
 
-__all__ = ["AdapterResolver", "Engine"]
+__all__ = ["AdapterResolver", "Engine", "Request"]
 
 
 def __getattr__(name: str) -> Any:

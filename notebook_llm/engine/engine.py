@@ -7,9 +7,9 @@ part and wires them together; the parts know nothing of each other:
 * adapters by name, loading, hot reload, unload and overrides: :mod:`notebook_llm.engine.routing.catalog`;
 * provider routes: :mod:`notebook_llm.engine.routing.registry`, provider settings: :mod:`notebook_llm.engine.providers`;
 * API keys, ``.env`` and the hint when one is missing: :mod:`notebook_llm.engine.credentials`;
-* checking the caller's options and building the
-  :class:`~notebook_llm.core.protocol.GenerateOptions` an adapter receives:
-  :mod:`notebook_llm.engine.request`;
+* the request (:class:`~notebook_llm.engine.request.Request`, the one list of options, checked
+  when it is built) and the :class:`~notebook_llm.core.protocol.GenerateOptions` an adapter
+  receives: :mod:`notebook_llm.engine.request`;
 * one guarded request and THE retry loop: :mod:`notebook_llm.engine.streaming`;
 * record/replay taps (per engine, no globals): :mod:`notebook_llm.wire.tap`.
 
@@ -24,24 +24,26 @@ import contextlib
 import random
 from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
 from contextlib import aclosing
+from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Unpack
 
 from ..adapters.base import LlmAdapter
 from ..core.background_loop import run_sync
 from ..core.cancel import StopSignal
 from ..core.completion import Completion, assemble
 from ..core.errors import ErrorCode, LlmError
-from ..core.protocol import Event, GenerateOptions, Message, ModelInfo, ToolSchema
+from ..core.protocol import Event, GenerateOptions, ModelInfo
 from ..core.redaction import Secret
 from .credentials import Credentials, key_hint
 from .providers import FileConfig, ProviderConfig, load_file_config, resolve_provider_config
 from .request import (
-    OPTION_NAMES,
+    Request,
+    RequestOptions,
     build_options,
     check_reasoning,
     check_request,
-    response_format_of,
+    request_of,
 )
 from .routing.catalog import AdapterResolver, Catalog
 from .routing.registry import AdapterHandle, Registry
@@ -57,7 +59,7 @@ if TYPE_CHECKING:
 
     Tap = Recorder | Replayer
 
-__all__ = ["AdapterResolver", "Engine"]
+__all__ = ["AdapterResolver", "Engine", "Request"]
 
 
 class Engine:
@@ -298,192 +300,133 @@ class Engine:
 
     # ------------------------------------------------------------------ requests
 
-    def _options(
-        self,
-        provider: str,
-        model: str | None,
-        prompt: str | None,
-        messages: Sequence[Message] | None,
-        system: str | None,
-        tools: Sequence[ToolSchema] | None,
-        temperature: float | None,
-        max_tokens: int | None,
-        stop_sequences: Sequence[str] | None,
-        reasoning_effort: str | None,
-        extra_body: dict[str, Any] | None,
-        schema: Any = None,
-        images: Any = None,
-        timeouts: Timeouts | None = None,
-    ) -> tuple[LlmAdapter, GenerateOptions]:
-        if not provider:
-            raise LlmError("no provider given", ErrorCode.INVALID_OPTIONS)
-        adapter = self._ensure_route(provider)
-        config = self.provider(provider)
-        msgs = check_request(prompt, messages, system, temperature, max_tokens, images)
-        response_format = response_format_of(schema)
+    def _options(self, request: Request) -> tuple[LlmAdapter, GenerateOptions]:
+        adapter = self._ensure_route(request.provider)
+        config = self.provider(request.provider)
+        msgs = check_request(request)
         api_key = self.credentials.require(config, replaying=self.is_replaying)
         options = build_options(
             config,
             msgs,
-            provider=provider,
-            model=model,
-            system=system,
-            tools=tools,
-            temperature=temperature,
-            max_tokens=max_tokens,
-            stop_sequences=stop_sequences,
-            reasoning_effort=reasoning_effort,
-            extra_body=extra_body,
+            request,
             api_key=api_key,
             make_transport=self._make_transport(),
-            response_format=response_format,
-            timeouts=timeouts or self.timeouts,
+            timeouts=request.timeouts or self.timeouts,
         )
         return adapter, options
 
     def stream(
         self,
-        provider: str,
+        provider: str | Request,
         model: str | None = None,
-        *,
-        prompt: str | None = None,
-        messages: Sequence[Message] | None = None,
-        system: str | None = None,
-        tools: Sequence[ToolSchema] | None = None,
-        temperature: float | None = None,
-        max_tokens: int | None = None,
-        stop_sequences: Sequence[str] | None = None,
-        reasoning_effort: str | None = None,
-        extra_body: dict[str, Any] | None = None,
-        stop_signal: StopSignal | None = None,
-        retries: int | None = None,
-        schema: Any = None,
-        images: Any = None,
-        timeouts: Timeouts | None = None,
+        **options: Unpack[RequestOptions],
     ) -> AsyncIterator[Event]:
-        """Stream the events of one generation.
+        """Stream the events of one generation: of a :class:`Request`
+        (``engine.stream(request)``), or of the one the keywords make
+        (``engine.stream("mock", "echo", prompt="hi")``; the options are its fields).
 
-        Configuration problems raise ``LlmError`` before any I/O (``NO_ADAPTER``,
-        ``MISSING_CREDENTIAL``, ``UNSUPPORTED_REASONING_EFFORT``, ``INVALID_OPTIONS``). Everything
-        that goes wrong afterwards ends the stream with ``finish`` of kind ``error`` (or
-        ``aborted`` after ``stop_signal.set()`` / a cancelled consumer), never a bare exception.
-        Retryable errors that happen before the first event are retried with backoff, by the
-        engine's one retry policy (``Engine(retries=, retry_base=, retry_cap=)``); ``retries``
-        overrides the count for this call only. ``stop_sequences``: strings the model stops
-        before (``stop_signal`` ends a running stream).
-        ``schema``: a pydantic model, dataclass or JSON Schema dict the answer must follow
-        (:mod:`notebook_llm.core.response_schema`); an answer that does not validate ends the stream with
-        ``finish{error: SCHEMA_MISMATCH}``. ``images``: a path, bytes, PIL image, matplotlib
-        Figure or URL (or a list of them) sent with the prompt (:mod:`notebook_llm.core.images`).
+        A bad option raises ``LlmError(INVALID_OPTIONS)`` here, when the request is built; an
+        unknown keyword a ``TypeError`` that names the close ones. Other configuration problems
+        raise ``LlmError`` at the first iteration, before any I/O (``NO_ADAPTER``,
+        ``MISSING_CREDENTIAL``, ``UNSUPPORTED_REASONING_EFFORT``). Everything that goes wrong
+        afterwards ends the stream with ``finish`` of kind ``error`` (or ``aborted`` after
+        ``stop_signal.set()`` / a cancelled consumer), never a bare exception. Retryable errors
+        that happen before the first event are retried with backoff, by the engine's one retry
+        policy (``Engine(retries=, retry_base=, retry_cap=)``); ``retries`` overrides the count
+        for this call only. ``stop_sequences``: strings the model stops before (``stop_signal``
+        ends a running stream). ``schema``: a pydantic model, dataclass or JSON Schema dict the
+        answer must follow (:mod:`notebook_llm.core.response_schema`); an answer that does not
+        validate ends the stream with ``finish{error: SCHEMA_MISMATCH}``. ``images``: a path,
+        bytes, PIL image, matplotlib Figure or URL (or a list of them) sent with the prompt
+        (:mod:`notebook_llm.core.images`).
         """
-        checked = None
-        if schema is not None:
-            from ..core.response_schema import as_schema
-
-            checked = as_schema(schema)
+        request = request_of(provider, model, options, "stream")
 
         async def prepare() -> tuple[LlmAdapter, GenerateOptions]:
-            adapter, options = self._options(
-                provider,
-                model,
-                prompt,
-                messages,
-                system,
-                tools,
-                temperature,
-                max_tokens,
-                stop_sequences,
-                reasoning_effort,
-                extra_body,
-                checked,
-                images,
-                timeouts,
-            )
+            adapter, options = self._options(request)
             await check_reasoning(adapter, options)
             return adapter, options
 
         # The retry loop's generator IS the stream (no pass-through layer per event); it runs
         # prepare() at its first step, so a configuration error still raises from the first
         # iteration, as it did from an async-generator method.
-        events = attempts(prepare, stop_signal, self._retry_policy(retries), False)
-        if checked is None:
+        policy = self._retry_policy(request.retries)
+        events = attempts(prepare, request.stop_signal, policy, False)
+        if request.schema is None:
             return events
         from ..core.response_schema import check_events
 
-        return check_events(events, checked)
+        return check_events(events, request.schema)
 
     def _retry_policy(self, retries: int | None) -> RetryPolicy:
         """The engine's policy, with ``retries`` overriding the count for one call."""
         count = self.retries if retries is None else max(0, retries)
         return RetryPolicy(count, self.retry_base, self.retry_cap, self._rng)
 
-    async def complete(self, provider: str, model: str | None = None, **kwargs: Any) -> Completion:
+    async def complete(
+        self,
+        provider: str | Request,
+        model: str | None = None,
+        **options: Unpack[RequestOptions],
+    ) -> Completion:
         """Run one generation to the end and return the :class:`Completion`.
 
         Raises the stream's ``LlmError`` when it ends with an error or is aborted; the partial
-        completion is attached to the error as ``err.details['completion']``. Takes the options
-        of :meth:`stream`; a retryable error is retried even after some output (none was shown),
-        within the same ``1 + retries`` requests.
+        completion is attached to the error as ``err.details['completion']``. Takes what
+        :meth:`stream` takes; a retryable error is retried even after some output (none was
+        shown), within the same ``1 + retries`` requests.
 
         With ``schema=``, ``completion.parsed`` holds the validated answer (the model instance,
         the dataclass, or a dict for a JSON Schema); an answer that does not validate raises
         ``LlmError(SCHEMA_MISMATCH)`` (the raw text and the validation message are in its
         ``details``), after ``schema_retries`` more tries (default 0) that feed the message back.
         """
-        retries = kwargs.pop("retries", None)
-        stop_signal = kwargs.pop("stop_signal", None)
-        schema_retries = schema_retries_of(kwargs.pop("schema_retries", 0))
-        opts = {k: kwargs.pop(k, None) for k in OPTION_NAMES}
-        if kwargs:
-            raise TypeError(f"complete() got unexpected keyword arguments: {', '.join(kwargs)}")
-        checked = None
-        if opts["schema"] is not None:
-            from ..core.response_schema import as_schema
-
-            checked = opts["schema"] = as_schema(opts["schema"])
+        request = request_of(provider, model, options, "complete")
         from ..core.response_schema import parse_into
 
-        adapter, options = self._options(provider, model, **opts)
-        await check_reasoning(adapter, options)
+        adapter, generate = self._options(request)
+        await check_reasoning(adapter, generate)
         usage = None
-        for attempt in range(1 + max(0, schema_retries)):
-            ready = _ready(adapter, options)
-            policy = self._retry_policy(retries)
-            async with aclosing(attempts(ready, stop_signal, policy, True)) as evs:
+        for attempt in range(1 + request.schema_retries):
+            ready = _ready(adapter, generate)
+            policy = self._retry_policy(request.retries)
+            async with aclosing(attempts(ready, request.stop_signal, policy, True)) as evs:
                 events = [ev async for ev in evs]
             completion = assemble(events)
             if usage is not None and completion.usage is not None:
                 completion.usage = usage + completion.usage  # every try is paid for
             usage = completion.usage
-            if checked is None or completion.error is not None:
+            if request.schema is None or completion.error is not None:
                 break
-            mismatch = parse_into(completion, checked)
-            if mismatch is None or attempt >= schema_retries:
+            mismatch = parse_into(completion, request.schema)
+            if mismatch is None or attempt >= request.schema_retries:
                 break
-            from dataclasses import replace
-
             from ..core.response_schema import retry_messages
 
-            options = replace(options, messages=retry_messages(options.messages, mismatch))
-        completion.provider = provider
-        completion.model = model or self.provider(provider).model
+            generate = replace(generate, messages=retry_messages(generate.messages, mismatch))
+        completion.provider = request.provider
+        completion.model = request.model or self.provider(request.provider).model
         if completion.error is not None:
             err = completion.error
             err.details["completion"] = completion
             if err.provider is None:
-                err.provider = provider
+                err.provider = request.provider
             raise err
         return completion
 
-    def complete_sync(self, provider: str, model: str | None = None, **kwargs: Any) -> Completion:
+    def complete_sync(
+        self,
+        provider: str | Request,
+        model: str | None = None,
+        **options: Unpack[RequestOptions],
+    ) -> Completion:
         """:meth:`complete` from synchronous code, also inside a running loop (Jupyter).
 
         Ctrl-C / kernel interrupt stops the stream cleanly and raises ``LlmError('ABORTED')``.
         """
-        stop = kwargs.pop("stop_signal", None) or StopSignal()
-        return run_sync(
-            self.complete(provider, model, stop_signal=stop, **kwargs), on_interrupt=stop.set
-        )
+        request = request_of(provider, model, options, "complete_sync")
+        stop = request.stop_signal or StopSignal()
+        return run_sync(self.complete(replace(request, stop_signal=stop)), on_interrupt=stop.set)
 
     # ------------------------------------------------------------------ transport, record, replay
 
@@ -586,25 +529,3 @@ def _ready(
         return adapter, options
 
     return ready
-
-
-#: Each schema retry sends the wrong answer back and pays for another one: a few are enough.
-MAX_SCHEMA_RETRIES = 5
-
-
-def schema_retries_of(value: Any) -> int:
-    """``schema_retries`` checked: a whole number from 0 to :data:`MAX_SCHEMA_RETRIES`."""
-    if value is None:
-        return 0
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise LlmError(
-            f"schema_retries must be a whole number from 0 to {MAX_SCHEMA_RETRIES}, "
-            f"not {type(value).__name__} {value!r}",
-            ErrorCode.INVALID_OPTIONS,
-        )
-    if not 0 <= value <= MAX_SCHEMA_RETRIES:
-        raise LlmError(
-            f"schema_retries must be from 0 to {MAX_SCHEMA_RETRIES}, not {value}",
-            ErrorCode.INVALID_OPTIONS,
-        )
-    return value

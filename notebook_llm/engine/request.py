@@ -1,72 +1,239 @@
-"""A caller's request, checked and turned into the ``GenerateOptions`` an adapter receives.
+"""A caller's request: :class:`Request`, checked once, and turned into the ``GenerateOptions``
+an adapter receives.
 
-One job: everything about a request that needs no route, key or network. The caller's mistakes
-(nothing to send, a lone surrogate in the text, ``max_tokens`` or ``temperature`` out of range, a
-reasoning effort the model does not offer) raise ``LlmError(INVALID_OPTIONS | ...)`` here, with
-one line that says what to fix, before any adapter sees them. The
-:class:`~notebook_llm.engine.engine.Engine` finds the route, the provider settings and the key, then
-calls :func:`check_request` and :func:`build_options` in that order (so a bad option is reported
-before a missing key, as it always was).
+One job: everything about a request that needs no route, key or network. :class:`Request` is the
+ONE written list of the request options; ``Engine.stream``/``complete``, ``map``/``amap``,
+``Chat`` and the tool loop all build one (``Request.of``) and pass it down, instead of spreading
+the keywords again at every layer. The caller's mistakes that need nothing else (``max_tokens``
+or ``temperature`` out of range, a bad ``schema_retries``, a schema no validator could use, a
+``timeouts=`` that is not a :class:`~notebook_llm.core.timeouts.Timeouts`, a keyword that is no
+option) fail when the request is built, in one line that says what to fix, before any route,
+key or adapter is looked at. What needs the messages as a whole (nothing to send, a lone
+surrogate, images without a user message) is checked by :func:`check_request` when the request
+runs, so a request may be built first and given its prompt later (``map``).
+
+The :class:`~notebook_llm.engine.engine.Engine` finds the route, the provider settings and the
+key, then calls :func:`check_request` and :func:`build_options` in that order.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+import dataclasses
+import difflib
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from ..adapters.base import LlmAdapter
+from ..core.cancel import StopSignal
 from ..core.errors import ErrorCode, LlmError
 from ..core.protocol import GenerateOptions, Message, ToolSchema
+from ..core.timeouts import Timeouts
 from .providers import ProviderConfig
 
 if TYPE_CHECKING:
     import httpx
 
-    from ..core.timeouts import Timeouts
+__all__ = [
+    "MAX_SCHEMA_RETRIES",
+    "Request",
+    "RequestOptions",
+    "TurnOptions",
+    "build_options",
+    "check_request",
+    "request_of",
+    "schema_retries_of",
+]
 
-#: The request options of :meth:`Engine.stream` after the route and model (what ``complete``
-#: takes out of its keyword arguments).
-OPTION_NAMES = (
-    "prompt",
-    "messages",
-    "system",
-    "tools",
-    "temperature",
-    "max_tokens",
-    "stop_sequences",
-    "reasoning_effort",
-    "extra_body",
-    "schema",
-    "images",
-    "timeouts",
-)
+#: Each schema retry sends the wrong answer back and pays for another one: a few are enough.
+MAX_SCHEMA_RETRIES = 5
 
 
-def check_request(
-    prompt: str | None,
-    messages: Sequence[Message] | None,
-    system: str | None,
-    temperature: float | None,
-    max_tokens: int | None,
-    images: Any = None,
-) -> list[Message]:
+@dataclass(frozen=True)
+class Request:
+    """One generation's request: where it goes and every option it carries.
+
+    ``Request("mock", "echo", prompt="hi", temperature=0.2)``; ``engine.stream(request)``,
+    ``engine.complete(request)``; ``request.replace(prompt="again")`` for a changed copy. It is
+    frozen (``messages``, ``tools`` and ``stop_sequences`` are kept as tuples) and deliberately
+    not hashable: it holds the caller's ``extra_body`` dict, images and a stop signal, which
+    have no stable hash. Two requests with the same values compare equal.
+    """
+
+    provider: str
+    model: str | None = None
+    #: A user turn sent after ``messages``.
+    prompt: str | None = None
+    messages: Sequence[Message] | None = None
+    system: str | None = None
+    #: The tools the model may call (their schemas; the tool loop runs the functions).
+    tools: Sequence[ToolSchema] | None = None
+    temperature: float | None = None
+    max_tokens: int | None = None
+    #: Strings the model stops before.
+    stop_sequences: Sequence[str] | None = None
+    reasoning_effort: str | None = None
+    #: Body fields sent as they are, over the provider's own ``extra_body``.
+    extra_body: dict[str, Any] | None = None
+    #: What the answer must follow: a pydantic model, a dataclass or a JSON Schema dict, kept as
+    #: the checked :class:`~notebook_llm.core.response_schema.ResponseSchema`.
+    schema: Any = None
+    #: A path, bytes, PIL image, matplotlib Figure or URL (or a list), sent with the prompt.
+    images: Any = None
+    #: This request's time limits (``None``: the engine's).
+    timeouts: Timeouts | None = None
+    #: Extra tries for a retryable error (``None``: the engine's count).
+    retries: int | None = None
+    #: How many times an answer that does not validate is sent back with why (``complete``).
+    schema_retries: int = 0
+    #: Set it to end the running stream.
+    stop_signal: StopSignal | None = None
+
+    __hash__ = None  # type: ignore[assignment]  # see the class docstring
+
+    def __post_init__(self) -> None:
+        if not self.provider or not isinstance(self.provider, str):
+            raise LlmError("no provider given", ErrorCode.INVALID_OPTIONS)
+        max_tokens, temperature = self.max_tokens, self.temperature
+        if max_tokens is not None and max_tokens <= 0:
+            raise LlmError(
+                f"max_tokens must be positive, not {max_tokens}", ErrorCode.INVALID_OPTIONS
+            )
+        if temperature is not None and not 0 <= temperature <= 2:
+            raise LlmError(
+                f"temperature must be within 0..2, not {temperature}", ErrorCode.INVALID_OPTIONS
+            )
+        if self.timeouts is not None and not isinstance(self.timeouts, Timeouts):
+            raise LlmError(
+                "timeouts= takes a Timeouts(deadline=..., idle=...) or None, not "
+                f"{type(self.timeouts).__name__} {self.timeouts!r}",
+                ErrorCode.INVALID_OPTIONS,
+            )
+        fixed: dict[str, Any] = {"schema_retries": schema_retries_of(self.schema_retries)}
+        if self.schema is not None:
+            from ..core.response_schema import as_schema
+
+            fixed["schema"] = as_schema(self.schema)  # a wrong schema fails before any I/O
+        for name in ("messages", "tools", "stop_sequences"):
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, tuple):
+                fixed[name] = tuple(value)
+        for name, value in fixed.items():
+            object.__setattr__(self, name, value)  # frozen: the checked values, set once
+
+    def __repr__(self) -> str:
+        """The fields that are set: ``Request(provider='mock', model='echo', prompt='hi')``."""
+        shown = []
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if value is not None and not (f.name == "schema_retries" and value == 0):
+                shown.append(f"{f.name}={value!r}")
+        return f"Request({', '.join(shown)})"
+
+    @classmethod
+    def of(cls, provider: str | Request, model: str | None = None, **options: Any) -> Request:
+        """A request from the keywords users type (``Request.of("mock", "echo", prompt=...)``);
+        given a ``Request``, that request with ``model`` and ``options`` over it. A keyword that
+        is no option is a one-line ``TypeError`` that names the close ones."""
+        return request_of(provider, model, options, "Request.of")
+
+    def replace(self, **changes: Any) -> Request:
+        """A copy with ``changes`` (checked as a new request is)."""
+        return request_of(self, None, changes, "Request.replace")
+
+
+#: Every option of a :class:`Request` after ``provider`` and ``model``, in order.
+OPTION_NAMES = tuple(f.name for f in dataclasses.fields(Request))[2:]
+
+
+class TurnOptions(TypedDict, total=False):
+    """The keywords of a request after the provider and model, but ``tools``: what ``Chat``
+    and the tool loop take beside their own ``tools=`` (Python functions there, not schemas)."""
+
+    prompt: str | None
+    messages: Sequence[Message] | None
+    system: str | None
+    temperature: float | None
+    max_tokens: int | None
+    stop_sequences: Sequence[str] | None
+    reasoning_effort: str | None
+    extra_body: dict[str, Any] | None
+    schema: Any
+    images: Any
+    timeouts: Timeouts | None
+    retries: int | None
+    schema_retries: int
+    stop_signal: StopSignal | None
+
+
+class RequestOptions(TurnOptions, total=False):
+    """The keywords of ``Engine.stream``/``complete`` after the provider and model: the fields
+    of :class:`Request`, for type checkers and editors (a test keeps the two lists the same)."""
+
+    tools: Sequence[ToolSchema] | None
+
+
+def request_of(
+    provider: str | Request, model: str | None, options: Mapping[str, Any], where: str
+) -> Request:
+    """The request of an entry point called ``where`` (``stream``, ``map``...): a ``Request``
+    it was given (with ``model`` and ``options`` over it) or one made of the keywords."""
+    if isinstance(provider, Request):  # its provider may be replaced too
+        _refuse_unknown(options, where, ("provider", "model", *OPTION_NAMES))
+        if model is not None:
+            options = {**options, "model": model}
+        return dataclasses.replace(provider, **options) if options else provider
+    _refuse_unknown(options, where)
+    return Request(provider, model, **options)
+
+
+def _refuse_unknown(
+    options: Mapping[str, Any], where: str, known: Sequence[str] = ("model", *OPTION_NAMES)
+) -> None:
+    """A keyword that is no option of a request: one line that names the close ones (a
+    ``TypeError``, as Python's own for a function's unknown keyword)."""
+    unknown = [name for name in options if name not in known]
+    if not unknown:
+        return
+    parts = []
+    for name in unknown:
+        close = difflib.get_close_matches(name, known, n=2)
+        parts.append(f"{name} (did you mean {' or '.join(close)}?)" if close else name)
+    raise TypeError(
+        f"{where}() got unexpected keyword argument{'s' if len(unknown) > 1 else ''}: "
+        f"{', '.join(parts)}; the request options are {', '.join(known)}"
+    )
+
+
+def schema_retries_of(value: Any) -> int:
+    """``schema_retries`` checked: a whole number from 0 to :data:`MAX_SCHEMA_RETRIES`."""
+    if value is None:
+        return 0
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise LlmError(
+            f"schema_retries must be a whole number from 0 to {MAX_SCHEMA_RETRIES}, "
+            f"not {type(value).__name__} {value!r}",
+            ErrorCode.INVALID_OPTIONS,
+        )
+    if not 0 <= value <= MAX_SCHEMA_RETRIES:
+        raise LlmError(
+            f"schema_retries must be from 0 to {MAX_SCHEMA_RETRIES}, not {value}",
+            ErrorCode.INVALID_OPTIONS,
+        )
+    return value
+
+
+def check_request(request: Request) -> list[Message]:
     """The messages to send (``messages`` then ``prompt`` as a user turn, with ``images`` as
-    image blocks after the prompt's text), after the checks that need nothing but the caller's
-    values."""
-    msgs = list(messages or [])
-    if prompt is not None:
-        msgs.append(Message.user(prompt))
+    image blocks after the prompt's text), after the checks that need the messages whole."""
+    msgs = list(request.messages or [])
+    if request.prompt is not None:
+        msgs.append(Message.user(request.prompt))
     if not msgs:
         raise LlmError("nothing to send: give prompt= or messages=", ErrorCode.INVALID_OPTIONS)
-    if images is not None:
-        msgs = attach_images(msgs, images)
-    check_unicode(system, msgs)
-    if max_tokens is not None and max_tokens <= 0:
-        raise LlmError(f"max_tokens must be positive, not {max_tokens}", ErrorCode.INVALID_OPTIONS)
-    if temperature is not None and not 0 <= temperature <= 2:
-        raise LlmError(
-            f"temperature must be within 0..2, not {temperature}", ErrorCode.INVALID_OPTIONS
-        )
+    if request.images is not None:
+        msgs = attach_images(msgs, request.images)
+    check_unicode(request.system, msgs)
     return msgs
 
 
@@ -86,47 +253,29 @@ def attach_images(messages: list[Message], images: Any) -> list[Message]:
     raise LlmError("images= needs a user message to go with", ErrorCode.INVALID_OPTIONS)
 
 
-def response_format_of(schema: Any) -> dict[str, Any] | None:
-    """The request's ``response_format`` for ``schema=`` (``None``: no schema)."""
-    if schema is None:
-        return None
-    from ..core.response_schema import as_schema
-
-    return as_schema(schema).response_format()
-
-
 def build_options(
     config: ProviderConfig,
     messages: list[Message],
+    request: Request,
     *,
-    provider: str,
-    model: str | None,
-    system: str | None,
-    tools: Sequence[ToolSchema] | None,
-    temperature: float | None,
-    max_tokens: int | None,
-    stop_sequences: Sequence[str] | None,
-    reasoning_effort: str | None,
-    extra_body: dict[str, Any] | None,
     api_key: str | None,
     make_transport: Callable[[], httpx.AsyncBaseTransport] | None,
-    response_format: dict[str, Any] | None = None,
-    timeouts: Timeouts | None = None,
+    timeouts: Timeouts | None,
 ) -> GenerateOptions:
-    """The adapter's options: the caller's values over the provider's settings."""
+    """The adapter's options: the request's values over the provider's settings."""
     return GenerateOptions(
-        provider=provider,
-        model=model or config.model,
+        provider=request.provider,
+        model=request.model or config.model,
         messages=messages,
-        system=system,
-        tools=list(tools) if tools else None,
-        temperature=temperature,
-        max_tokens=max_tokens,
-        stop_sequences=list(stop_sequences) if stop_sequences else None,
-        reasoning_effort=reasoning_effort,
+        system=request.system,
+        tools=list(request.tools) if request.tools else None,
+        temperature=request.temperature,
+        max_tokens=request.max_tokens,
+        stop_sequences=list(request.stop_sequences) if request.stop_sequences else None,
+        reasoning_effort=request.reasoning_effort,
         max_tokens_field=config.max_tokens_field,
-        response_format=response_format,
-        extra_body={**config.extra_body, **(extra_body or {})},
+        response_format=request.schema.response_format() if request.schema is not None else None,
+        extra_body={**config.extra_body, **(request.extra_body or {})},
         base_url=config.base_url,
         headers=dict(config.headers),
         api_key=api_key,

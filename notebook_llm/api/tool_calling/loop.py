@@ -28,9 +28,18 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterable, Sequence
+from collections.abc import (
+    AsyncGenerator,
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Iterable,
+    Mapping,
+    Sequence,
+)
 from contextlib import aclosing
-from typing import TYPE_CHECKING, Any, cast
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any, Required, Unpack, cast
 
 from ...core.cancel import StopSignal, until_stopped
 from ...core.completion import Completion, assemble
@@ -44,13 +53,14 @@ from ...core.protocol import (
     ToolCallBlock,
     ToolResultBlock,
 )
+from ...engine.request import Request, TurnOptions, check_request, request_of
 from .events import LoopEvent, StepStart, ToolOutcome, ToolRun
 from .tools import Tool, as_tool, error_text, result_text, run_user_code
 
 if TYPE_CHECKING:
     from ...engine.engine import Engine
 
-__all__ = ["DECLINED", "ConfirmFn", "run_tools", "stream_tools"]
+__all__ = ["DECLINED", "ConfirmFn", "ToolLoopOptions", "run_tools", "stream_tools"]
 
 log = logging.getLogger("notebook_llm.api.tool_calling")
 
@@ -209,45 +219,71 @@ class _StepRunner:
         return blocks
 
 
+class ToolLoopOptions(TurnOptions, total=False):
+    """The keywords of :func:`stream_tools` and :func:`run_tools`: the loop's own (below) and
+    the request's (:class:`~notebook_llm.engine.request.Request`; ``tools`` here are the
+    functions, their schemas are the request's)."""
+
+    tools: Required[Iterable[Tool | Callable[..., Any]]]
+    max_steps: int
+    concurrency: int
+    confirm: ConfirmFn | bool | None
+    tool_timeout: float | None
+    transcript: list[Message] | None
+
+
+#: The keywords the loop takes for itself; the others make the request of every step.
+_LOOP_KEYS = ToolLoopOptions.__required_keys__ | (
+    ToolLoopOptions.__optional_keys__ - TurnOptions.__optional_keys__
+)
+
+
+def _start(
+    engine: Engine,
+    provider: str | Request,
+    model: str | None,
+    options: Mapping[str, Any],
+    where: str,
+    state: _LoopState | None = None,
+) -> tuple[Request, AsyncGenerator[LoopEvent, None]]:
+    """The request and the loop's events for the keywords of a public entry point called
+    ``where``."""
+    loop = {k: v for k, v in options.items() if k in _LOOP_KEYS}
+    rest = {k: v for k, v in options.items() if k not in _LOOP_KEYS}
+    request = request_of(provider, model, rest, where)
+    state = state if state is not None else _LoopState(loop.pop("transcript", None))
+    loop.pop("transcript", None)
+    return request, _loop(engine, request, state=state, **loop)
+
+
 async def stream_tools(
     engine: Engine,
-    provider: str,
+    provider: str | Request,
     model: str | None = None,
-    *,
-    tools: Iterable[Tool | Callable[..., Any]],
-    max_steps: int = 8,
-    concurrency: int = 4,
-    confirm: ConfirmFn | bool | None = None,
-    stop_signal: StopSignal | None = None,
-    messages: Sequence[Message] | None = None,
-    prompt: str | None = None,
-    tool_timeout: float | None = None,
-    transcript: list[Message] | None = None,
-    **complete_kwargs: Any,
+    **options: Unpack[ToolLoopOptions],
 ) -> AsyncIterator[LoopEvent]:
     """Run the tool loop, yielding step markers, protocol events and tool events.
 
     ``tools``: functions, callables or :class:`Tool` s (duplicated names are an error).
-    ``max_steps``: the most generations made (at least 1). ``concurrency``: how many calls of
-    one step run at once. ``confirm``: ``confirm(call) -> bool`` (sync or async), asked before
-    each call runs, one at a time in the model's order; a declined call is not run and the model
-    is told so (``ToolOutcome(status="skipped")``); ``confirm=True`` raises ``INVALID_OPTIONS``
-    here (the notebook layer maps it to its Run/Skip buttons and passes a callable).
-    ``tool_timeout``: seconds one call may run before it is abandoned and the model told so
-    (``None``, the default: no limit; Stop still ends a call that hangs). A thread cannot be
-    killed: a sync tool that never returns goes on in its own daemon thread, its result dropped.
-    ``transcript``: a list the loop appends its messages to (assistant turns, tool results) as
-    it goes, for callers that keep a history. Other keywords (``system``, ``temperature``,
-    ``max_tokens``...) go to :meth:`Engine.stream` on every step.
+    ``max_steps``: the most generations made (at least 1; 8 by default). ``concurrency``: how
+    many calls of one step run at once (4). ``confirm``: ``confirm(call) -> bool`` (sync or
+    async), asked before each call runs, one at a time in the model's order; a declined call is
+    not run and the model is told so (``ToolOutcome(status="skipped")``); ``confirm=True``
+    raises ``INVALID_OPTIONS`` here (the notebook layer maps it to its Run/Skip buttons and
+    passes a callable). ``tool_timeout``: seconds one call may run before it is abandoned and
+    the model told so (``None``, the default: no limit; Stop still ends a call that hangs). A
+    thread cannot be killed: a sync tool that never returns goes on in its own daemon thread,
+    its result dropped. ``transcript``: a list the loop appends its messages to (assistant
+    turns, tool results) as it goes, for callers that keep a history. The other keywords
+    (``prompt``, ``messages``, ``system``, ``temperature``, ``stop_signal``...) make the
+    request of every step, as for :meth:`Engine.stream`; ``provider`` may be a ``Request``.
 
     Configuration errors raise ``LlmError`` before the first event; everything afterwards ends
     the stream with a ``Finish`` (see the module docs). Callers read the transcript through
     :func:`run_tools`, ``transcript=``, or rebuild it from the events.
     """
-    state = _LoopState(transcript)
-    async with aclosing(
-        _loop(engine, provider, model, state=state, **_options(locals()))
-    ) as events:
+    _, loop = _start(engine, provider, model, options, "stream_tools")
+    async with aclosing(loop) as events:
         async for event in events:
             yield event
 
@@ -261,19 +297,14 @@ class _LoopState:
 
 async def _loop(
     engine: Engine,
-    provider: str,
-    model: str | None,
+    request: Request,
     *,
+    state: _LoopState,
     tools: Iterable[Tool | Callable[..., Any]],
-    max_steps: int,
-    concurrency: int,
-    confirm: ConfirmFn | bool | None,
-    stop_signal: StopSignal | None,
-    messages: Sequence[Message] | None,
-    prompt: str | None,
-    tool_timeout: float | None,
-    state: _LoopState | None,
-    kwargs: dict[str, Any],
+    max_steps: int = 8,
+    concurrency: int = 4,
+    confirm: ConfirmFn | bool | None = None,
+    tool_timeout: float | None = None,
 ) -> AsyncGenerator[LoopEvent, None]:
     if confirm is True:
         raise LlmError(
@@ -289,16 +320,13 @@ async def _loop(
             f"tool_timeout must be a positive number of seconds or None, not {tool_timeout!r}",
             ErrorCode.INVALID_OPTIONS,
         )
-    if "tools" in kwargs:
+    if request.tools:
         raise LlmError("tools= given twice", ErrorCode.INVALID_OPTIONS)
     table = _tool_table(tools)
     schemas = [t.schema for t in table.values()]
-    state = state if state is not None else _LoopState()
-    conversation = list(messages or [])
-    if prompt is not None:
-        conversation.append(Message.user(prompt))
-    if not conversation:
-        raise LlmError("nothing to send: give prompt= or messages=", ErrorCode.INVALID_OPTIONS)
+    provider, model, stop_signal = request.provider, request.model, request.stop_signal
+    conversation = check_request(request)  # the prompt and images join the messages, once
+    request = replace(request, prompt=None, images=None, tools=schemas)
 
     step = 0
     while True:
@@ -322,9 +350,7 @@ async def _loop(
             yield Finish(reason)
             return
         events: list[Event] = []
-        step_stream = engine.stream(
-            provider, model, messages=conversation, tools=schemas, stop_signal=stop_signal, **kwargs
-        )
+        step_stream = engine.stream(replace(request, messages=conversation))
         async with aclosing(cast(AsyncGenerator[Event, None], step_stream)) as stream:
             async for event in stream:
                 events.append(event)
@@ -390,25 +416,6 @@ async def _next(
                 waiter.cancel()
 
 
-#: The options ``stream_tools`` and ``run_tools`` hand to ``_loop`` as they are.
-_LOOP_OPTIONS = (
-    "tools",
-    "max_steps",
-    "concurrency",
-    "confirm",
-    "stop_signal",
-    "messages",
-    "prompt",
-    "tool_timeout",
-)
-
-
-def _options(args: dict[str, Any]) -> dict[str, Any]:
-    """The loop options among a public entry point's arguments (written out once, here), and
-    the rest of its keywords for :meth:`Engine.stream` as ``kwargs``."""
-    return {**{k: args[k] for k in _LOOP_OPTIONS}, "kwargs": args["complete_kwargs"]}
-
-
 def _sum_usage(steps: Sequence[Completion]) -> TokenUsage | None:
     total: TokenUsage | None = None
     for c in steps:
@@ -419,34 +426,26 @@ def _sum_usage(steps: Sequence[Completion]) -> TokenUsage | None:
 
 async def run_tools(
     engine: Engine,
-    provider: str,
+    provider: str | Request,
     model: str | None = None,
     *,
-    tools: Iterable[Tool | Callable[..., Any]],
-    max_steps: int = 8,
-    concurrency: int = 4,
-    confirm: ConfirmFn | bool | None = None,
-    stop_signal: StopSignal | None = None,
-    messages: Sequence[Message] | None = None,
-    prompt: str | None = None,
-    tool_timeout: float | None = None,
     on_event: Callable[[LoopEvent], None] | None = None,
-    **complete_kwargs: Any,
+    **options: Unpack[ToolLoopOptions],
 ) -> Completion:
     """Run the tool loop to the end; the final :class:`Completion`.
 
     Its blocks and ``finish`` are the last step's; ``steps`` holds every step's completion,
     ``transcript`` the messages the loop added (assistant turns and tool results, in order;
     append them to your history), ``usage`` the sum over the steps, ``events`` the last
-    step's protocol events. ``on_event`` sees every loop event as it happens.
+    step's protocol events. ``on_event`` sees every loop event as it happens. Takes what
+    :func:`stream_tools` takes.
 
     Raises ``LlmError`` when the loop did not end with the model's answer (a failed or aborted
     generation, ``TOOL_STEP_LIMIT``); the loop's completion is in ``err.details["completion"]``.
     """
-    state = _LoopState()
-    async with aclosing(
-        _loop(engine, provider, model, state=state, **_options(locals()))
-    ) as events:
+    state = _LoopState(options.get("transcript"))
+    request, loop = _start(engine, provider, model, options, "run_tools", state)
+    async with aclosing(loop) as events:
         async for event in events:
             if on_event is not None:
                 on_event(event)
@@ -456,8 +455,8 @@ async def run_tools(
         usage=_sum_usage(state.steps),
         finish=state.final,
         events=list(last.events),
-        provider=provider,
-        model=last.model or model,
+        provider=request.provider,
+        model=last.model or request.model,
         steps=state.steps,
         transcript=state.transcript,
     )
@@ -465,6 +464,6 @@ async def run_tools(
     if err is not None:
         err.details["completion"] = result
         if err.provider is None:
-            err.provider = provider
+            err.provider = request.provider
         raise err
     return result
