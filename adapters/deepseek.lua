@@ -27,22 +27,19 @@ as `(function() <its text> end)()`).
 ]]
 
 local compat = require("openai_compat")
+local schema_of = require("adapter_util").schema_of
 
-local M = {
-  name = "deepseek",
-  version = "1.0.0",
-  endpoint = "/chat/completions",
-}
+local M = { name = "deepseek", version = "1.0.0", endpoint = "/chat/completions" }
 
 -- DeepSeek has JSON mode but no schema field: response_format json_schema becomes
 -- {type = "json_object"} and the schema goes into a system message (DeepSeek wants the word
 -- "json" in the prompt for JSON mode).
 local function schema_in_prompt(req)
-  local rf = req.response_format
-  if type(rf) == "table" and rf.type == "json_schema" and type(rf.json_schema) == "table" then
+  local schema = schema_of(req)
+  if schema then
     req.response_format = { type = "json_object" }
     local note = "Answer with one json object only, no prose, following this JSON Schema:\n" ..
-      json.encode(rf.json_schema.schema)
+      json.encode(schema.schema)
     local first = req.messages[1]
     if first and first.role == "system" and type(first.content) == "string" then
       first.content = first.content .. "\n\n" .. note
@@ -52,7 +49,7 @@ local function schema_in_prompt(req)
   end
 end
 
-return compat.chat_completions(M, {
+compat.chat_completions(M, {
   keep_reasoning = "assistant",
   efforts = { off = false, none = false },
   stream_usage = true,
@@ -63,3 +60,5 @@ return compat.chat_completions(M, {
     schema_in_prompt(req)
   end,
 })
+
+return M

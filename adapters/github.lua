@@ -33,7 +33,9 @@ local M = {
   headers = { ["X-GitHub-Api-Version"] = "2022-11-28" },
 }
 
-return compat.chat_completions(M, {
+compat.chat_completions(M, {
   efforts = { off = false, none = false },
   stream_usage = true,
 })
+
+return M

@@ -22,14 +22,11 @@ as `(function() <its text> end)()`).
 ]]
 
 local compat = require("openai_compat")
+local schema_of = require("adapter_util").schema_of
 
-local M = {
-  name = "groq",
-  version = "1.0.0",
-  endpoint = "/chat/completions",
-}
+local M = { name = "groq", version = "1.0.0", endpoint = "/chat/completions" }
 
-return compat.chat_completions(M, {
+compat.chat_completions(M, {
   max_tokens_field = "max_completion_tokens",
   efforts = { off = "none" },
   reasoning = { "reasoning", "reasoning_content" },
@@ -38,9 +35,9 @@ return compat.chat_completions(M, {
     -- Structured outputs: Groq decodes strictly (strict = true) only on a few models and answers
     -- 400 on the others, while its best-effort json_schema mode is wider: ask for best effort
     -- (notebook_llm validates the answer anyway). extra_body response_format overrides this.
-    local rf = req.response_format
-    if type(rf) == "table" and rf.type == "json_schema" and type(rf.json_schema) == "table" then
-      rf.json_schema.strict = false
-    end
+    local schema = schema_of(req)
+    if schema then schema.strict = false end
   end,
 })
+
+return M

@@ -31,11 +31,7 @@ as `(function() <its text> end)()`).
 local compat = require("openai_compat")
 local present = require("adapter_util").present
 
-local M = {
-  name = "mistral",
-  version = "1.0.0",
-  endpoint = "/chat/completions",
-}
+local M = { name = "mistral", version = "1.0.0", endpoint = "/chat/completions" }
 
 -- content string or chunk array -> text, reasoning (either may be "")
 local function split_content(content)
@@ -59,7 +55,7 @@ local function split_content(content)
   return table.concat(text), table.concat(thinking)
 end
 
-return compat.chat_completions(M, {
+compat.chat_completions(M, {
   efforts = false,
   drop = { "stream_options" },
   content = split_content,
@@ -67,3 +63,5 @@ return compat.chat_completions(M, {
   reasoning_tokens = false,
   object_error = true,
 })
+
+return M

@@ -30,16 +30,14 @@ as `(function() <its text> end)()`).
 
 local compat = require("openai_compat")
 
-local M = {
-  name = "openai",
-  version = "1.0.0",
-  endpoint = "/chat/completions",
-}
+local M = { name = "openai", version = "1.0.0", endpoint = "/chat/completions" }
 
-return compat.chat_completions(M, {
+compat.chat_completions(M, {
   efforts = { off = "none" },
   stream_usage = true,
   -- OpenAI itself sends no reasoning text, but OpenAI-compatible servers (vLLM, LM Studio,
   -- OpenRouter, the notebook_llm mock) put it in reasoning_content or reasoning.
   reasoning = { "reasoning_content", "reasoning" },
 })
+
+return M

@@ -12,6 +12,11 @@ only the libraries shipped in the built-ins' lib/ folder, runs them in the scrip
                                   kept), a table as it is, anything else {}
   util.data_url(url)              "data:<media>;base64,<data>" -> media, data (nil otherwise)
   util.image_url(part)            the URL of an image_url content part (a string or {url})
+  util.content_items(content, text_item, image_item, who)
+                                  a message's content (a string, or an array of text and
+                                  image_url parts) -> an array of text_item(text) and
+                                  image_item(url); "" gives none; another part type is an
+                                  error naming the adapter `who`
   util.push_turn(turns, role, key, items)
                                   append items to turns[#turns][key] when that turn has `role`,
                                   else start a new turn {role, [key] = items}; nothing if empty
@@ -59,8 +64,7 @@ end
 
 function util.image_url(part)
   local iu = part.image_url
-  if type(iu) == "table" then return iu.url end
-  return iu
+  return type(iu) == "table" and iu.url or iu
 end
 
 function util.push_turn(turns, role, key, items)
@@ -72,6 +76,25 @@ function util.push_turn(turns, role, key, items)
   else
     turns[#turns + 1] = { role = role, [key] = items }
   end
+end
+
+function util.content_items(content, text_item, image_item, who)
+  local items = json.array()
+  if type(content) == "string" then
+    if content ~= "" then items[1] = text_item(content) end
+    return items
+  end
+  if not util.present(content) then return items end
+  for _, part in ipairs(content) do
+    if part.type == "text" then
+      items[#items + 1] = text_item(part.text)
+    elseif part.type == "image_url" then
+      items[#items + 1] = image_item(util.image_url(part))
+    else
+      error(who .. " adapter: unsupported content part type " .. tostring(part.type), 0)
+    end
+  end
+  return items
 end
 
 function util.tool_declarations(tools, schema_key)

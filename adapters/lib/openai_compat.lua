@@ -4,7 +4,8 @@ a table of the provider's differences (a library, not an adapter).
 
     local compat = require("openai_compat")
     local M = { name = "my_api", version = "1.0.0", endpoint = "/chat/completions" }
-    return compat.chat_completions(M, { stream_usage = true })
+    compat.chat_completions(M, { stream_usage = true })
+    return M
 
 chat_completions(M, spec) sets M.transform_request, M.transform_response and
 M.transform_stream_chunk and returns M. With an empty spec they do what OpenAI itself wants:
