@@ -133,6 +133,7 @@ _LIBRARY_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789_")
 _libraries: dict[str, tuple[int, int, bytes]] = {}
 
 
+@functools.cache
 def _library_folder() -> Any:
     from .loader import builtin_adapters_dir  # here: the loader imports the engine's modules
 
@@ -163,7 +164,7 @@ def library_code(name: str) -> bytes | None:
         st = path.stat()
     except OSError:
         return None
-    if not path.is_file():
+    if st.st_mode & 0o170000 != 0o100000:  # not a regular file (S_ISREG)
         return None
     cached = _libraries.get(name)
     if cached is not None and cached[:2] == (st.st_mtime_ns, st.st_size):
