@@ -21,7 +21,7 @@ Request (kernel JSON -> OpenAI):
 Unified chunk fields emitted: content, reasoning_content (from delta.reasoning_content or
 delta.reasoning, which OpenAI-compatible servers send), tool_calls (OpenAI delta shape, passed through),
 finish_reason, usage {prompt, completion, total, cache_read, reasoning_tokens},
-error {message, code, status} (an in-stream {"error": ...} payload), done (on "[DONE]").
+error {message, code} (an in-stream {"error": ...} payload), done (on "[DONE]").
 
 notebook_llm extensions used: the `error` chunk field; `require` of the built-in libraries
 openai_compat and adapter_util (lib/; a kernel without `require` can take each library inline,
