@@ -45,6 +45,7 @@ def text_of(result: Any) -> str:
 
 
 def test_the_shipped_libraries_are_what_require_offers() -> None:
+    assert runtime._library_folder() == loader.builtin_adapters_dir() / "lib"
     assert runtime.library_names() == LIBRARIES
     assert sorted(p.stem for p in (ADAPTERS / "lib").glob("*.lua")) == LIBRARIES
 
@@ -196,18 +197,19 @@ def test_a_library_that_allocates_without_end_hits_the_memory_limit(library_fold
     assert info.value.code == ErrorCode.ADAPTER_MEMORY
 
 
+SNEAKY = """
+return { io = tostring(io), os_exec = tostring(os.execute), debug = tostring(debug),
+  python = tostring(python) }
+"""
+SNEAKY_USER = """
+local s = require("sneaky")
+return { name = "t", transform_request = function() return s.io .. s.os_exec .. s.debug .. s.python end }
+"""
+
+
 def test_a_library_runs_in_the_sandbox(library_folder: Path) -> None:
-    (library_folder / "sneaky.lua").write_text(
-        "return { io = tostring(io), os_exec = tostring(os.execute), debug = tostring(debug),"
-        " python = tostring(python) }\n"
-    )
-    sb = LuaSandbox(
-        'local s = require("sneaky")\n'
-        "return { name = 't', transform_request = function() "
-        "return s.io .. s.os_exec .. s.debug .. s.python end }",
-        name="t",
-    )
-    assert sb.call("transform_request", "{}") == "nilnilnilnil"
+    (library_folder / "sneaky.lua").write_text(SNEAKY)
+    assert LuaSandbox(SNEAKY_USER, name="t").call("transform_request", "{}") == "nilnilnilnil"
 
 
 def test_a_library_that_does_not_compile_is_one_clear_error(library_folder: Path) -> None:

@@ -40,6 +40,11 @@ through), finish_reason; usage {prompt, completion, total, cache_read
                                  response after the top-level usage
   object_error = true            a top-level {"object": "error", message, type} response is an
                                  error
+
+The parts are there on their own too, for an API that is compatible on one side only:
+compat.request_builder(spec), compat.response_reader(spec), compat.chunk_reader(spec) (each
+returns the hook function), compat.usage_reader(spec) (usage object -> unified usage) and
+compat.error_of(e).
 ]]
 
 local util = require("adapter_util")

@@ -135,9 +135,13 @@ _libraries: dict[str, tuple[int, int, bytes]] = {}
 
 @functools.cache
 def _library_folder() -> Any:
-    from .loader import builtin_adapters_dir  # here: the loader imports the engine's modules
-
-    return builtin_adapters_dir() / "lib"
+    """The built-in adapters' ``lib/``, in the folder ``loader.builtin_adapters_dir`` finds
+    (``_builtin_adapters`` in the wheel, else the repository's ``adapters/``). Found from the
+    package's root, wherever this module sits in it; not imported from the loader, which
+    imports this module."""
+    root: Any = resources.files(__name__.partition(".")[0])
+    packaged = root / "_builtin_adapters"
+    return (packaged if packaged.is_dir() else root.parent / "adapters") / "lib"
 
 
 def _is_library_name(name: str) -> bool:
