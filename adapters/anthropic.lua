@@ -1,8 +1,10 @@
 --[[
 anthropic.lua - Anthropic Messages API (https://api.anthropic.com + /v1/messages).
 
-Written to the HomeAgent Lua adapter contract; runs unmodified in any runtime that implements
-it. Auth: build_headers sets x-api-key (meta.api_key) and anthropic-version 2023-06-01.
+Written to the HomeAgent Lua adapter contract. Auth: build_headers sets x-api-key
+(meta.api_key) and anthropic-version 2023-06-01. Shared helpers (null handling, tool arguments,
+images, turns, extra_body pass-through) come from the built-in library lib/adapter_util.lua
+(notebook_llm's sandboxed `require`).
 
 Request (kernel JSON -> Messages API):
   * system messages are joined into the top-level `system` string;
@@ -35,7 +37,9 @@ cache_read, cache_write, reasoning_tokens}, error {message, code}, done.
 Usage: `prompt` is input_tokens + cache_read_input_tokens + cache_creation_input_tokens (the
 whole prompt, like OpenAI's prompt_tokens); Anthropic's input_tokens alone excludes the cache.
 
-notebook_llm extensions used: the `error` chunk field, usage.cache_write.
+notebook_llm extensions used: the `error` chunk field, usage.cache_write, `require` of the
+built-in library adapter_util (lib/; a kernel without `require` can take it inline, as
+`(function() <its text> end)()`).
 ]]
 
 local M = {
@@ -44,63 +48,29 @@ local M = {
   endpoint = "/v1/messages",
 }
 
-local null = json.null
--- JSON null decodes to nil by default; where values pass through (request bodies, tool
--- arguments) nulls are kept as json.null, so they are sent on as null.
-local KEEP_NULLS = { null = null }
-
-local function present(v)
-  return v ~= nil and v ~= null
-end
-
-local function text_of(v)
-  if type(v) == "string" then return v end
-  return nil
-end
+local util = require("adapter_util")
+local null, KEEP_NULLS, present, text_of = util.null, util.KEEP_NULLS, util.present, util.text_of
 
 local BUDGETS = { minimal = 1024, low = 2048, medium = 8192, high = 16384, max = 32768 }
-local KNOWN = {
-  model = true, messages = true, stream = true, tools = true, tool_choice = true,
-  temperature = true, max_tokens = true, stop = true, reasoning_effort = true,
-  disable_thinking = true, stream_options = true, response_format = true,
-}
 
 function M.build_headers(meta)
   return { ["x-api-key"] = meta.api_key or "", ["anthropic-version"] = "2023-06-01" }
 end
 
--- "data:image/png;base64,AAAA" -> media type, data; nil for other URLs
-local function parse_data_url(url)
-  local media, data = string.match(url, "^data:([^;,]+);base64,(.*)$")
-  return media, data
-end
-
 local function image_block(url)
-  local media, data = parse_data_url(url)
+  local media, data = util.data_url(url)
   if media then
     return { type = "image", source = { type = "base64", media_type = media, data = data } }
   end
   return { type = "image", source = { type = "url", url = url } }
 end
 
+local function text_block(text)
+  return { type = "text", text = text }
+end
+
 local function user_blocks(content)
-  local blocks = json.array()
-  if type(content) == "string" then
-    if content ~= "" then blocks[1] = { type = "text", text = content } end
-    return blocks
-  end
-  if not present(content) then return blocks end
-  for _, part in ipairs(content) do
-    if part.type == "text" then
-      blocks[#blocks + 1] = { type = "text", text = part.text }
-    elseif part.type == "image_url" then
-      local iu = part.image_url
-      blocks[#blocks + 1] = image_block(type(iu) == "table" and iu.url or iu)
-    else
-      error("anthropic adapter: unsupported content part type " .. tostring(part.type))
-    end
-  end
-  return blocks
+  return util.content_items(content, text_block, image_block, "anthropic")
 end
 
 local function assistant_blocks(m)
@@ -114,12 +84,7 @@ local function assistant_blocks(m)
     for _, tc in ipairs(m.tool_calls) do
       local fn = tc["function"] or {}
       local args = fn.arguments
-      local input = json.object()
-      if type(args) == "string" and string.find(args, "%S") then
-        input = json.decode(args, KEEP_NULLS)
-      elseif type(args) == "table" then
-        input = args
-      end
+      local input = args == null and null or util.decode_args(args)
       blocks[#blocks + 1] = { type = "tool_use", id = tc.id, name = fn.name, input = input }
     end
   end
@@ -155,15 +120,7 @@ function M.transform_request(raw)
   local body = { model = req.model, max_tokens = present(req.max_tokens) and req.max_tokens or 4096 }
   local system, messages = {}, json.array()
 
-  local function push(role, blocks)
-    if #blocks == 0 then return end
-    local last = messages[#messages]
-    if last and last.role == role then
-      for _, b in ipairs(blocks) do last.content[#last.content + 1] = b end
-    else
-      messages[#messages + 1] = { role = role, content = blocks }
-    end
-  end
+  local function push(role, blocks) util.push_turn(messages, role, "content", blocks) end
 
   for _, m in ipairs(req.messages) do
     if m.role == "system" then
@@ -189,18 +146,11 @@ function M.transform_request(raw)
   if req.stream then body.stream = true end
 
   if present(req.tools) and #req.tools > 0 then
-    local tools = json.array()
-    for i, t in ipairs(req.tools) do
-      local fn = t["function"] or t
-      tools[i] = { name = fn.name, description = fn.description, input_schema = fn.parameters }
-    end
-    body.tools = tools
+    body.tools = util.tool_declarations(req.tools, "input_schema")
     body.tool_choice = tool_choice_of(req.tool_choice)
   end
   if present(req.temperature) then body.temperature = req.temperature end
-  if present(req.stop) then
-    body.stop_sequences = type(req.stop) == "string" and json.array({ req.stop }) or req.stop
-  end
+  if present(req.stop) then body.stop_sequences = util.stop_list(req.stop) end
 
   local effort = req.reasoning_effort
   if present(effort) and effort ~= "off" and effort ~= "none" and not req.disable_thinking then
@@ -210,16 +160,14 @@ function M.transform_request(raw)
     body.temperature = nil
   end
 
-  local rf = req.response_format
-  if type(rf) == "table" and rf.type == "json_schema" and type(rf.json_schema) == "table" then
+  local schema = util.schema_of(req)
+  if schema then
     local config = type(req.output_config) == "table" and req.output_config or {}
-    config.format = { type = "json_schema", schema = closed(rf.json_schema.schema) }
+    config.format = { type = "json_schema", schema = closed(schema.schema) }
     body.output_config = config
   end
 
-  for k, v in pairs(req) do
-    if not KNOWN[k] and body[k] == nil then body[k] = v end
-  end
+  util.pass_through(req, body)
   return json.encode(body)
 end
 

@@ -2,12 +2,16 @@
 gemini.lua - Google Gemini API (base_url https://generativelanguage.googleapis.com/v1beta).
 
 Written to the HomeAgent Lua adapter contract. Auth: build_headers sets x-goog-api-key
-(meta.api_key), so the key never appears in a URL.
+(meta.api_key), so the key never appears in a URL. Shared helpers (null handling, tool
+arguments, images, turns, extra_body pass-through) come from the built-in library
+lib/adapter_util.lua (notebook_llm's sandboxed `require`).
 
 notebook_llm extensions used:
   * `endpoint` / `stream_endpoint` with the {model} placeholder ("/models/{model}:generateContent",
     "/models/{model}:streamGenerateContent?alt=sse"); a kernel without them cannot reach Gemini;
-  * usage.cache_read; the `error` chunk field.
+  * usage.cache_read; the `error` chunk field;
+  * `require` of the built-in library adapter_util (lib/; a kernel without `require` can take it
+    inline, as `(function() <its text> end)()`).
 
 Request (kernel JSON -> generateContent):
   * system messages -> systemInstruction; user/assistant -> contents with roles user/model;
@@ -56,27 +60,10 @@ local M = {
   stream_endpoint = "/models/{model}:streamGenerateContent?alt=sse",
 }
 
-local null = json.null
--- JSON null decodes to nil by default; where values pass through (request bodies, tool
--- arguments) nulls are kept as json.null, so they are sent on as null.
-local KEEP_NULLS = { null = null }
-
-local function present(v)
-  return v ~= nil and v ~= null
-end
-
-local function text_of(v)
-  if type(v) == "string" then return v end
-  return nil
-end
+local util = require("adapter_util")
+local null, KEEP_NULLS, present, text_of = util.null, util.KEEP_NULLS, util.present, util.text_of
 
 local BUDGETS = { minimal = 512, low = 1024, medium = 8192, high = 24576, max = 32768 }
-local KNOWN = {
-  model = true, messages = true, stream = true, tools = true, tool_choice = true,
-  temperature = true, max_tokens = true, stop = true, reasoning_effort = true,
-  disable_thinking = true, stream_options = true, generationConfig = true,
-  response_format = true,
-}
 local MIME = { png = "image/png", jpg = "image/jpeg", jpeg = "image/jpeg", gif = "image/gif",
   webp = "image/webp", heic = "image/heic", heif = "image/heif", pdf = "application/pdf" }
 local SYNTHETIC = "gemini_"
@@ -86,36 +73,21 @@ function M.build_headers(meta)
 end
 
 local function image_part(url)
-  local media, data = string.match(url, "^data:([^;,]+);base64,(.*)$")
+  local media, data = util.data_url(url)
   if media then return { inlineData = { mimeType = media, data = data } } end
   local ext = string.match(string.lower(url), "%.(%w+)$") or string.match(string.lower(url), "%.(%w+)%?")
   return { fileData = { fileUri = url, mimeType = MIME[ext or ""] or "image/jpeg" } }
 end
 
-local function content_parts(content)
-  local parts = json.array()
-  if type(content) == "string" then
-    if content ~= "" then parts[1] = { text = content } end
-  elseif present(content) then
-    for _, p in ipairs(content) do
-      if p.type == "text" then
-        parts[#parts + 1] = { text = p.text }
-      elseif p.type == "image_url" then
-        local iu = p.image_url
-        parts[#parts + 1] = image_part(type(iu) == "table" and iu.url or iu)
-      else
-        error("gemini adapter: unsupported content part type " .. tostring(p.type))
-      end
-    end
-  end
-  return parts
+local function text_part(text)
+  return { text = text }
 end
 
-local function decode_args(args)
-  if type(args) == "string" and string.find(args, "%S") then return json.decode(args, KEEP_NULLS) end
-  if type(args) == "table" and args ~= null then return args end
-  return json.object()
+local function content_parts(content)
+  return util.content_items(content, text_part, image_part, "gemini")
 end
+
+local decode_args = util.decode_args
 
 local function tool_config(tc, names)
   if tc == "none" then return { functionCallingConfig = { mode = "NONE" } } end
@@ -130,15 +102,7 @@ function M.transform_request(raw)
   local req = json.decode(raw, KEEP_NULLS)
   local system, contents, names = json.array(), json.array(), {}
 
-  local function push(role, parts)
-    if #parts == 0 then return end
-    local last = contents[#contents]
-    if last and last.role == role then
-      for _, p in ipairs(parts) do last.parts[#last.parts + 1] = p end
-    else
-      contents[#contents + 1] = { role = role, parts = parts }
-    end
-  end
+  local function push(role, parts) util.push_turn(contents, role, "parts", parts) end
 
   for _, m in ipairs(req.messages) do
     if m.role == "system" then
@@ -177,11 +141,7 @@ function M.transform_request(raw)
   local body = { contents = contents }
   if #system > 0 then body.systemInstruction = { parts = system } end
   if present(req.tools) and #req.tools > 0 then
-    local decls = json.array()
-    for i, t in ipairs(req.tools) do
-      local fn = t["function"] or t
-      decls[i] = { name = fn.name, description = fn.description, parametersJsonSchema = fn.parameters }
-    end
+    local decls = util.tool_declarations(req.tools, "parametersJsonSchema")
     body.tools = json.array({ { functionDeclarations = decls } })
     body.toolConfig = tool_config(req.tool_choice)
   end
@@ -189,28 +149,24 @@ function M.transform_request(raw)
   local gen = {}
   if present(req.temperature) then gen.temperature = req.temperature end
   if present(req.max_tokens) then gen.maxOutputTokens = req.max_tokens end
-  if present(req.stop) then
-    gen.stopSequences = type(req.stop) == "string" and json.array({ req.stop }) or req.stop
-  end
+  if present(req.stop) then gen.stopSequences = util.stop_list(req.stop) end
   local effort = req.reasoning_effort
   if req.disable_thinking or effort == "off" or effort == "none" then
     gen.thinkingConfig = { thinkingBudget = 0 }
   elseif present(effort) then
     gen.thinkingConfig = { includeThoughts = true, thinkingBudget = BUDGETS[effort] or BUDGETS.medium }
   end
-  local rf = req.response_format
-  if type(rf) == "table" and rf.type == "json_schema" and type(rf.json_schema) == "table" then
+  local schema = util.schema_of(req)
+  if schema then
     gen.responseMimeType = "application/json"
-    gen.responseJsonSchema = rf.json_schema.schema
+    gen.responseJsonSchema = schema.schema
   end
   if type(req.generationConfig) == "table" then
     for k, v in pairs(req.generationConfig) do gen[k] = v end
   end
   if next(gen) ~= nil then body.generationConfig = gen end
 
-  for k, v in pairs(req) do
-    if not KNOWN[k] and body[k] == nil then body[k] = v end
-  end
+  util.pass_through(req, body, { generationConfig = true })
   return json.encode(body)
 end
 
@@ -337,14 +293,7 @@ end
 function M.transform_response(raw)
   local r = json.decode(raw, KEEP_NULLS)
   if present(r.error) then return json.encode({ error = error_of(r.error) }) end
-  local out = candidate_chunk(r)
-  return json.encode({
-    content = out.content or "",
-    reasoning_content = out.reasoning_content,
-    tool_calls = out.tool_calls,
-    finish_reason = out.finish_reason,
-    token_usage = out.usage,
-  })
+  return util.response_json(candidate_chunk(r))
 end
 
 function M.transform_stream_chunk(line)

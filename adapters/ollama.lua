@@ -2,10 +2,14 @@
 ollama.lua - Ollama native chat API (base_url http://localhost:11434, endpoint /api/chat).
 
 Written to the HomeAgent Lua adapter contract. No auth header is needed locally; with an API key
-configured (a remote/proxied Ollama) the runtime's default Bearer header is sent.
+configured (a remote/proxied Ollama) the runtime's default Bearer header is sent. Shared helpers
+(null handling, tool arguments, images, extra_body pass-through) come from the built-in library
+lib/adapter_util.lua (notebook_llm's sandboxed `require`).
 
 notebook_llm extensions used: stream_format = "ndjson" (Ollama streams one JSON object per line,
-no "data:" prefix; the runtime also detects application/x-ndjson), the `error` chunk field.
+no "data:" prefix; the runtime also detects application/x-ndjson), the `error` chunk field,
+`require` of the built-in library adapter_util (lib/; a kernel without `require` can take it
+inline, as `(function() <its text> end)()`).
 
 Request (kernel JSON -> /api/chat):
   * content arrays are flattened: text parts joined into `content`, image_url data: URLs ->
@@ -39,25 +43,8 @@ local M = {
   stream_format = "ndjson",
 }
 
-local null = json.null
--- JSON null decodes to nil by default; where values pass through (request bodies, tool
--- arguments) nulls are kept as json.null, so they are sent on as null.
-local KEEP_NULLS = { null = null }
-
-local function present(v)
-  return v ~= nil and v ~= null
-end
-
-local function text_of(v)
-  if type(v) == "string" then return v end
-  return nil
-end
-
-local KNOWN = {
-  model = true, messages = true, stream = true, tools = true, tool_choice = true,
-  temperature = true, max_tokens = true, stop = true, reasoning_effort = true,
-  disable_thinking = true, stream_options = true, options = true, response_format = true,
-}
+local util = require("adapter_util")
+local KEEP_NULLS, present, text_of = util.KEEP_NULLS, util.present, util.text_of
 
 local function flatten(m, out)
   if type(m.content) == "string" then
@@ -70,8 +57,8 @@ local function flatten(m, out)
       if p.type == "text" then
         text[#text + 1] = p.text
       elseif p.type == "image_url" then
-        local url = type(p.image_url) == "table" and p.image_url.url or p.image_url
-        local data = string.match(url, "^data:[^;,]+;base64,(.*)$")
+        local url = util.image_url(p)
+        local _, data = util.data_url(url)
         if not data then error("ollama adapter: images must be data: URLs (Ollama cannot fetch " .. url .. ")") end
         images[#images + 1] = data
       else
@@ -101,13 +88,7 @@ function M.transform_request(raw)
         for i, tc in ipairs(m.tool_calls) do
           local fn = tc["function"] or {}
           names[tc.id or ""] = fn.name
-          local args = fn.arguments
-          if type(args) == "string" and string.find(args, "%S") then
-            args = json.decode(args, KEEP_NULLS)
-          elseif type(args) ~= "table" or args == null then
-            args = json.object()
-          end
-          calls[i] = { ["function"] = { name = fn.name, arguments = args } }
+          calls[i] = { ["function"] = { name = fn.name, arguments = util.decode_args(fn.arguments) } }
         end
         out.tool_calls = calls
       end
@@ -125,9 +106,9 @@ function M.transform_request(raw)
     for k, v in pairs(req.options) do options[k] = v end
   end
   if next(options) ~= nil then body.options = options end
-  local rf = req.response_format
-  if type(rf) == "table" and rf.type == "json_schema" and type(rf.json_schema) == "table" then
-    body.format = rf.json_schema.schema -- Ollama's structured outputs: format = the schema
+  local rf, schema = req.response_format, util.schema_of(req)
+  if schema then
+    body.format = schema.schema -- Ollama's structured outputs: format = the schema
   elseif type(rf) == "table" and rf.type == "json_object" then
     body.format = "json"
   end
@@ -139,9 +120,7 @@ function M.transform_request(raw)
   elseif present(effort) then
     body.think = true
   end
-  for k, v in pairs(req) do
-    if not KNOWN[k] and body[k] == nil then body[k] = v end
-  end
+  util.pass_through(req, body, { options = true })
   return json.encode(body)
 end
 
@@ -187,13 +166,7 @@ end
 function M.transform_response(raw)
   local out = chunk_of(json.decode(raw, KEEP_NULLS))
   if out.error then return json.encode({ error = out.error }) end
-  return json.encode({
-    content = out.content or "",
-    reasoning_content = out.reasoning_content,
-    tool_calls = out.tool_calls,
-    finish_reason = out.finish_reason,
-    token_usage = out.usage,
-  })
+  return util.response_json(out)
 end
 
 function M.transform_stream_chunk(line)

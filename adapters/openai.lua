@@ -1,8 +1,9 @@
 --[[
 openai.lua - OpenAI Chat Completions (https://api.openai.com/v1 + /chat/completions).
 
-Written to the HomeAgent Lua adapter contract; runs unmodified in any runtime that implements
-it. Auth: none set here, so the runtime adds "Authorization: Bearer <api_key>".
+Written to the HomeAgent Lua adapter contract. Auth: none set here, so the runtime adds
+"Authorization: Bearer <api_key>". The hooks come from the shared library lib/openai_compat.lua
+(notebook_llm's sandboxed `require`); this file holds what is OpenAI's own.
 
 Request (kernel JSON -> OpenAI):
   * reasoning_content is stripped from messages (OpenAI rejects it), as is our tool-message
@@ -20,107 +21,23 @@ Request (kernel JSON -> OpenAI):
 Unified chunk fields emitted: content, reasoning_content (from delta.reasoning_content or
 delta.reasoning, which OpenAI-compatible servers send), tool_calls (OpenAI delta shape, passed through),
 finish_reason, usage {prompt, completion, total, cache_read, reasoning_tokens},
-error {message, code, status} (an in-stream {"error": ...} payload), done (on "[DONE]").
+error {message, code} (an in-stream {"error": ...} payload), done (on "[DONE]").
 
-notebook_llm extensions used: the `error` chunk field. Only sandbox built-ins (json.*).
+notebook_llm extensions used: the `error` chunk field; `require` of the built-in libraries
+openai_compat and adapter_util (lib/; a kernel without `require` can take each library inline,
+as `(function() <its text> end)()`).
 ]]
 
-local M = {
-  name = "openai",
-  version = "1.0.0",
-  endpoint = "/chat/completions",
-}
+local compat = require("openai_compat")
 
-local null = json.null
--- JSON null decodes to nil by default; where values pass through (request bodies, tool
--- arguments) nulls are kept as json.null, so they are sent on as null.
-local KEEP_NULLS = { null = null }
+local M = { name = "openai", version = "1.0.0", endpoint = "/chat/completions" }
 
-local function present(v)
-  return v ~= nil and v ~= null
-end
-
-local function text_of(v)
-  if type(v) == "string" then return v end
-  return nil
-end
-
-local function usage_of(u)
-  if not present(u) then return nil end
-  local out = { prompt = u.prompt_tokens, completion = u.completion_tokens, total = u.total_tokens }
-  local pd = u.prompt_tokens_details
-  if present(pd) and present(pd.cached_tokens) then out.cache_read = pd.cached_tokens end
-  local cd = u.completion_tokens_details
-  if present(cd) and present(cd.reasoning_tokens) then out.reasoning_tokens = cd.reasoning_tokens end
-  return out
-end
-
-local function error_of(e)
-  if type(e) == "string" then return { message = e } end
-  local code = e.code
-  if not present(code) then code = e.type end
-  return { message = text_of(e.message) or "error", code = present(code) and code or nil }
-end
-
-function M.transform_request(raw)
-  local req = json.decode(raw, KEEP_NULLS)
-  for _, m in ipairs(req.messages) do
-    m.reasoning_content = nil
-    m.is_error = nil
-  end
-  req.disable_thinking = nil
-  if req.reasoning_effort == "off" then req.reasoning_effort = "none" end
-  if req.stream then req.stream_options = { include_usage = true } end
-  return json.encode(req)
-end
-
-function M.transform_response(raw)
-  local r = json.decode(raw)
-  if present(r.error) then return json.encode({ error = error_of(r.error) }) end
-  local out = { content = "", token_usage = usage_of(r.usage) }
-  local choice = present(r.choices) and r.choices[1] or nil
-  if choice then
-    local msg = choice.message
-    if present(msg) then
-      out.content = text_of(msg.content) or ""
-      out.reasoning_content = text_of(msg.reasoning_content) or text_of(msg.reasoning)
-      if present(msg.tool_calls) then
-        local calls = json.array()
-        for i, tc in ipairs(msg.tool_calls) do
-          local fn = tc["function"] or {}
-          calls[i] = { id = tc.id, type = "function", name = fn.name, arguments = fn.arguments }
-        end
-        out.tool_calls = calls
-      end
-    end
-    if present(choice.finish_reason) then out.finish_reason = choice.finish_reason end
-  end
-  return json.encode(out)
-end
-
-function M.transform_stream_chunk(line)
-  if line == "[DONE]" then return json.encode({ done = true }) end
-  local c = json.decode(line)
-  if present(c.error) then return json.encode({ error = error_of(c.error) }) end
-  local out, any = {}, false
-  local choice = present(c.choices) and c.choices[1] or nil
-  if choice then
-    local d = choice.delta
-    if present(d) then
-      local s = text_of(d.content)
-      if s and s ~= "" then out.content = s; any = true end
-      if present(d.tool_calls) then out.tool_calls = d.tool_calls; any = true end
-      -- OpenAI itself sends no reasoning text, but OpenAI-compatible servers (vLLM, LM Studio,
-      -- OpenRouter, the notebook_llm mock) put it in reasoning_content or reasoning.
-      local r = text_of(d.reasoning_content) or text_of(d.reasoning)
-      if r and r ~= "" then out.reasoning_content = r; any = true end
-    end
-    if present(choice.finish_reason) then out.finish_reason = choice.finish_reason; any = true end
-  end
-  local u = usage_of(c.usage)
-  if u then out.usage = u; any = true end
-  if not any then return "" end
-  return json.encode(out)
-end
+compat.chat_completions(M, {
+  efforts = { off = "none" },
+  stream_usage = true,
+  -- OpenAI itself sends no reasoning text, but OpenAI-compatible servers (vLLM, LM Studio,
+  -- OpenRouter, the notebook_llm mock) put it in reasoning_content or reasoning.
+  reasoning = { "reasoning_content", "reasoning" },
+})
 
 return M

@@ -394,10 +394,9 @@ return { name = "decode-only", transform_request = function(r) return r end,
   transform_stream_chunk = function(line) local c = json.decode(line) return "" end }
 """
 #: Put before openai.lua: its json.encode returns a constant (what the script's logic costs
-#: without the encode; the full script minus this is the encode).
-_NO_ENCODE = (
-    'local json = setmetatable({ encode = function() return "{}" end }, { __index = json })\n'
-)
+#: without the encode; the full script minus this is the encode). A global, so that the
+#: openai_compat library, required after it, encodes with it too.
+_NO_ENCODE = 'json = setmetatable({ encode = function() return "{}" end }, { __index = json })\n'
 
 
 def _best(times: list[float]) -> float:

@@ -191,10 +191,13 @@ def test_the_wheel_ships_the_builtin_scripts(tmp_path: Path) -> None:
     )
     (wheel,) = out.glob("notebook_llm-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
-    for script in (ROOT / "adapters").glob("*.lua"):
-        assert f"notebook_llm/_builtin_adapters/{script.name}" in names
+    builtins = ROOT / "adapters"
+    for script in builtins.rglob("*.lua"):  # the shared libraries of lib/ too
+        assert f"notebook_llm/_builtin_adapters/{script.relative_to(builtins).as_posix()}" in names
+    assert "notebook_llm/_builtin_adapters/lib/openai_compat.lua" in names
     assert "notebook_llm/adapters/lua/json.lua" in names
     assert "notebook_llm/adapters/lua/sandbox.lua" in names
+    assert "notebook_llm/adapters/lua/adapter_template.lua" in names
     assert "notebook_llm/py.typed" in names
     # the live pane's front end: its code and the vendored libraries with their licences
     for name in ("live_view.js", "marked.esm.js", "marked.LICENSE", "dompurify.esm.js"):

@@ -64,9 +64,10 @@ def test_failed_reload_keeps_previous_version_and_shows_line() -> None:
 
 def test_runtime_error_in_hook_shows_in_response_pane() -> None:
     pg = _playground()
-    pg.editor.value = pg.adapter.source.replace(
-        "function M.transform_stream_chunk(line)\n",
-        'function M.transform_stream_chunk(line)\n  error("boom")\n',
+    source = pg.adapter.source
+    assert source.rstrip().endswith("\nreturn M")
+    pg.editor.value = source.rstrip()[: -len("return M")] + (
+        'function M.transform_stream_chunk(line)\n  error("boom")\nend\nreturn M\n'
     )
     assert pg.reload()
     pg.response_choice.value = "stream_text_include_usage.sse"

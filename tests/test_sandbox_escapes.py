@@ -75,7 +75,7 @@ ESCAPES = [
     ),
     Escape("io.open", "transform_request", "return io.open('/etc/passwd'):read('a')", A, r"'io'"),
     Escape("io.popen", "build_headers", "return io.popen('id'):read('a')", A, r"'io'"),
-    Escape("require", "transform_request", "return require('os')", A, r"require is not available"),
+    Escape("require", "transform_request", "return require('os')", A, r"require: no library 'os'"),
     Escape(
         "dofile",
         "transform_stream_chunk",

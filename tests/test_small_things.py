@@ -31,7 +31,7 @@ def test_a_lua_file_that_starts_with_the_cell_magic_says_to_delete_the_line(
     assert "delete it from the file" in err.message
     assert err.lua_line == 1
     # a script with another syntax error gets no such hint
-    path.write_text(script.replace("function", "functoin", 1), "utf-8")
+    path.write_text(script + "\nfunctoin broken() end\n", "utf-8")
     with pytest.raises(LlmError) as info:
         LuaAdapter.from_file(path)
     assert "cell magic" not in info.value.message

@@ -9,8 +9,8 @@ and a mistake keeps the previous working version and points at the Lua line.
 Test it without a network:   %adapter test {{NAME}} path/to/recorded_stream.sse
 See the request it sends:    %adapter test {{NAME}}          (the request-side checks)
 
-The sandbox: the Lua 5.4 standard library minus os, io, debug, package, require and bytecode
-loading, plus these built-ins:
+The sandbox: the Lua 5.4 standard library minus os, io, debug, package and bytecode loading
+(`require` loads only the built-in libraries), plus these built-ins:
   json.encode(v) / json.decode(s)   JSON null decodes to nil (the field is absent), as in the
                                     HomeAgent kernel: test fields with `~= nil` or `x or ""`.
                                     json.decode(s, {null = json.null}) keeps nulls as json.null
@@ -22,6 +22,9 @@ loading, plus these built-ins:
   http_get(url) / http_post(url, body)  return a JSON string {"url","status","body"} or
                                     {"url","error"}
   sha256_hex, hmac_sha256_hex(key, msg), base64_encode, tohex   for signing adapters
+  require("openai_compat")          the built-in adapters' shared code: for an OpenAI-compatible
+                                    API, compat.chat_completions(M, spec) writes all three hooks
+                                    (see openai.lua); require("adapter_util"): their helpers
 Each call has a CPU budget (1 s) and the state a memory cap (64 MiB): an endless loop ends with
 ADAPTER_TIMEOUT instead of hanging the notebook.
 ]]

@@ -125,6 +125,59 @@ def _builtin(name: str) -> bytes:
     return _compile(text, f"=nbllm.{name}", name in ("patterns.lua", "sandbox.lua"))
 
 
+# ---------------------------------------------------------------------------- libraries
+
+#: What a library name may hold: a plain identifier, so that no name is a path.
+_LIBRARY_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789_")
+#: name -> (mtime_ns, size, bytecode) of the library file it was compiled from.
+_libraries: dict[str, tuple[int, int, bytes]] = {}
+
+
+@functools.cache
+def _library_folder() -> Any:
+    """The built-in adapters' ``lib/``, in the folder ``loader.builtin_adapters_dir`` finds
+    (``_builtin_adapters`` in the wheel, else the repository's ``adapters/``). Found from the
+    package's root, wherever this module sits in it; not imported from the loader, which
+    imports this module."""
+    root: Any = resources.files(__name__.partition(".")[0])
+    packaged = root / "_builtin_adapters"
+    return (packaged if packaged.is_dir() else root.parent / "adapters") / "lib"
+
+
+def _is_library_name(name: str) -> bool:
+    return 0 < len(name) <= 64 and not name[0].isdigit() and set(name) <= _LIBRARY_CHARS
+
+
+def library_names() -> list[str]:
+    """What a script can ``require``: the libraries shipped in the built-in adapters' ``lib/``."""
+    folder = _library_folder()
+    if not folder.is_dir():
+        return []
+    return sorted(p.stem for p in folder.glob("*.lua") if _is_library_name(p.stem))
+
+
+def library_code(name: str) -> bytes | None:
+    """The bytecode of the shipped library ``name``, or None if there is no such library.
+
+    Compiled once per version of its file, so an edited library reaches the next sandbox.
+    Raises ``_SyntaxFailure`` if it does not compile."""
+    if not _is_library_name(name):
+        return None
+    path = _library_folder() / f"{name}.lua"
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    if st.st_mode & 0o170000 != 0o100000:  # not a regular file (S_ISREG)
+        return None
+    cached = _libraries.get(name)
+    if cached is not None and cached[:2] == (st.st_mtime_ns, st.st_size):
+        return cached[2]
+    code = _compile(path.read_text("utf-8"), f"=lib/{name}")
+    _libraries[name] = (st.st_mtime_ns, st.st_size, code)
+    return code
+
+
 #: What a hook's argument is, for the message when it does not fit in the state.
 _INPUTS = {
     "transform_request": "the request (the prompt, history and tool results)",
@@ -302,6 +355,7 @@ class LuaSandbox:
                 "max_depth": max(200, min(200_000, self.limits.memory_bytes // 640)),
                 "cap": cap,
                 "near_kb": near_kb,
+                "require": self._require,
                 **self._host.callables(),
             }
         )
@@ -569,6 +623,22 @@ class LuaSandbox:
         return f"<LuaSandbox adapter={self._name!r}>"
 
     # ------------------------------------------------------------------ helpers
+
+    def _require(self, name: str) -> tuple[bytes | bool | None, str | None]:
+        """``require(name)`` in the script (sandbox.lua checks the name first): the library's
+        bytecode; or None and the names of the libraries there are; or False and why it cannot
+        load (None: it does not fit in the room left in the state)."""
+        try:
+            code = library_code(name)
+        except _SyntaxFailure as exc:
+            return False, f"library '{name}' does not compile: {exc}"
+        except (OSError, UnicodeDecodeError) as exc:
+            return False, f"library '{name}' cannot be read: {type(exc).__name__}"
+        if code is None:
+            return None, ", ".join(library_names()) or "none"
+        if len(code) + _MARGIN > self._room():  # lupa pushes it inside the callback
+            return False, None
+        return code, None
 
     def _arm(self, room: int, push: int) -> None:
         """The cap on for a crossing that pushes ``push`` bytes, unless it could bite during

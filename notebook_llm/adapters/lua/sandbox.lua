@@ -332,7 +332,48 @@ env.load = sb_load
 env.loadstring = sb_load -- Lua 5.1 / gopher-lua compatibility
 env.unpack = cfg.safe_string.table.unpack -- Lua 5.1 compatibility (the charged one)
 env.collectgarbage = sb_collectgarbage
-env.dofile, env.loadfile, env.require = deny("dofile"), deny("loadfile"), deny("require")
+env.dofile, env.loadfile = deny("dofile"), deny("loadfile")
+
+-------------------------------------------------------------------------------- require
+-- require(name) loads a library shipped with the built-in adapters (their lib/ folder) and
+-- nothing else: a name is a plain identifier, never a path. Python hands back the library's
+-- bytecode, compiled by runtime.py from the shipped file (a script still cannot load any), and
+-- it runs here, in the script's env, under the budget of the call that requires it. A library
+-- is loaded once per state (package.loaded's job).
+local py_require = cfg.require
+local find = string.find
+local loaded, loading, lib_source = {}, {}, {}
+local runs = 0 -- run() counts its calls: a require an earlier call left unfinished is not a loop
+local function no_library(what)
+  local _, names = py_require("")
+  error("require: no library " .. what .. " in the notebook_llm sandbox (it loads only the " ..
+    "built-in libraries: " .. (names or "none") .. ")", 3)
+end
+env.require = function(name)
+  if type(name) ~= "string" then no_library("named by a " .. type(name)) end
+  local lib = loaded[name]
+  if lib ~= nil then return lib end
+  if #name > 64 or not find(name, "^[a-z_][a-z0-9_]*$") then
+    no_library("'" .. (gsub(sub(name, 1, 64), "[%c'\128-\255]", "?")) .. "'")
+  end
+  if loading[name] == runs then error("require: library '" .. name .. "' requires itself", 2) end
+  local code, why = py_require(name)
+  if code == false then
+    if why == nil then error(NOMEM, 0) end
+    error("require: " .. why, 2)
+  end
+  if code == nil then no_library("'" .. name .. "'") end
+  local fn, err = load(code, "=lib/" .. name, "b", env)
+  if not fn then error("require: library '" .. name .. "' does not load: " .. tostring(err), 2) end
+  lib_source[debug_getinfo(fn, "S").source] = true
+  loading[name] = runs
+  local ok, v = pcall(fn, name)
+  loading[name] = nil
+  if not ok then error(v, 0) end
+  if v == nil then v = true end
+  loaded[name] = v
+  return v
+end
 env.coroutine = {
   create = sb_create, wrap = sb_wrap, resume = sb_resume, yield = sb_yield,
   status = coroutine.status, running = co_running, isyieldable = coroutine.isyieldable,
@@ -436,8 +477,10 @@ local function as_if_called_by_the_script(e)
   for level = 5, 250 do
     local info = debug_getinfo(level, "Sl")
     if not info then break end
-    if info.source == chunk_source then
-      if info.currentline > 0 then e = info.short_src .. ":" .. info.currentline .. ": " .. e end
+    if info.source == chunk_source or lib_source[info.source] then
+      local at = info.short_src .. ":" .. info.currentline .. ": "
+      -- (an error the trusted code raised with a level already names the place)
+      if info.currentline > 0 and sub(e, 1, #at) ~= at then e = at .. e end
       break
     end
     if info.source ~= "=?" then break end
@@ -449,13 +492,16 @@ handler = function(e)
   if type(e) == "string" and e ~= TIMEOUT and e ~= NOMEM and not timed_out then
     e = as_if_called_by_the_script(e)
   end
-  local line
+  local line, lib_at
   for level = 2, 200 do
     local info = debug_getinfo(level, "Sl")
     if not info then break end
     if info.source == chunk_source and info.currentline and info.currentline > 0 then
       line = info.currentline
       break
+    end
+    if not lib_at and lib_source[info.source] and info.currentline > 0 then
+      lib_at = info.short_src .. ":" .. info.currentline .. ": "
     end
   end
   local kind = "error"
@@ -466,6 +512,11 @@ handler = function(e)
   end
   local ok, msg = pcall(describe, e)
   if not ok then msg = "(unprintable error object)" end
+  -- A hook that is a library's function (no line of the script below it): say where in the
+  -- library, unless the message does already.
+  if not line and lib_at and kind == "error" and not find(msg, "^lib/[%w_]+:%d+: ") then
+    msg = lib_at .. msg
+  end
   -- A message may quote a payload cut in the middle of a UTF-8 character: Python needs text.
   if not utf8_len(msg) then msg = gsub(msg, "[\128-\255]", "?") end
   local tb = debug_traceback(nil, 2)
@@ -476,6 +527,7 @@ end
 -- Run fn(...) under the budget. Returns status, value, line, traceback where status is
 -- "ok" | "timeout" | "memory" | "error" (value is the first result, or the message).
 run = function(fn, ...)
+  runs = runs + 1
   timed_out = false
   running = true
   pcalls = 0
