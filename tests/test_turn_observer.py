@@ -31,6 +31,7 @@ from notebook_llm.api.turn_runner import TurnRunner
 from notebook_llm.core.cancel import StopSignal
 from notebook_llm.core.completion import Completion
 from notebook_llm.core.protocol import Message, TextBlock
+from notebook_llm.engine.request import Request
 
 PACKAGE = Path(__file__).resolve().parent.parent / "notebook_llm"
 
@@ -275,7 +276,7 @@ def test_a_keyboard_interrupt_in_a_tick_stops_a_blocking_run(engine: Engine) -> 
             if self.ticks == 3:
                 raise KeyboardInterrupt
 
-    turn = Turn("long", messages=[Message.user("go")])
+    turn = Turn(Request("long", messages=[Message.user("go")]))
     stop = StopSignal()
     from notebook_llm.api.chat import make_source
 
