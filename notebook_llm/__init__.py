@@ -281,7 +281,7 @@ _MOVED_MODULES: dict[str, str] = {
     "tools": "api.tool_calling",
     "tools.core": "api.tool_calling.tools",
     "tools.schema": "api.tool_calling.type_schema",
-    "tools.validation": "api.tool_calling.argument_check",
+    "tools.validation": "core.json_schema_check",
     "validate": "core.stream_rules",
     "watch": "notebook.file_watch",
     "widgets": "notebook.widgets",

@@ -81,7 +81,7 @@ OLD_TO_NEW = {
     "notebook_llm.tools.docstrings": "notebook_llm.api.tool_calling.docstrings",
     "notebook_llm.tools.loop": "notebook_llm.api.tool_calling.loop",
     "notebook_llm.tools.schema": "notebook_llm.api.tool_calling.type_schema",
-    "notebook_llm.tools.validation": "notebook_llm.api.tool_calling.argument_check",
+    "notebook_llm.tools.validation": "notebook_llm.core.json_schema_check",
     "notebook_llm.validate": "notebook_llm.core.stream_rules",
     "notebook_llm.watch": "notebook_llm.notebook.file_watch",
     "notebook_llm.widgets": "notebook_llm.notebook.widgets",

@@ -11,7 +11,7 @@ would accept the schema.
 The answer is untrusted text. :meth:`ResponseSchema.validate` parses it (a fenced ```json
 block is accepted) and validates it back into the caller's type: the pydantic model, the
 dataclass (through pydantic when installed), or a plain dict for a JSON Schema (checked with
-``jsonschema`` when installed, else with :func:`check_subset`, a small documented subset). A
+``jsonschema`` when installed, else with :func:`notebook_llm.core.json_schema_check.check`, a small documented subset). A
 failure is ``LlmError(SCHEMA_MISMATCH)`` whose ``details`` keep the raw text and the validation
 message, which :func:`retry_messages` feeds back to the model for one more try.
 
@@ -35,6 +35,7 @@ from typing import Any, Literal
 
 from .completion import Completion
 from .errors import ErrorCode, LlmError
+from .json_schema_check import check
 from .protocol import (
     BlockEnd,
     Event,
@@ -49,7 +50,6 @@ __all__ = [
     "ResponseSchema",
     "as_schema",
     "check_events",
-    "check_subset",
     "fields_of",
     "parse_into",
     "retry_messages",
@@ -424,92 +424,14 @@ def _json_schema_problem(schema: Mapping[str, Any], value: Any) -> str | None:
     try:
         jsonschema: Any = importlib.import_module("jsonschema")
     except ImportError:
-        return check_subset(schema, value)
+        problems = check(value, schema)
+        return problems[0] if problems else None
     validator_cls = jsonschema.validators.validator_for(schema)
     error = jsonschema.exceptions.best_match(validator_cls(schema).iter_errors(value))
     if error is None:
         return None
     where = ".".join(str(p) for p in error.absolute_path) or "(root)"
     return f"{where}: {error.message}"
-
-
-def check_subset(schema: Any, value: Any, where: str = "(root)") -> str | None:
-    """A small JSON Schema check, used when ``jsonschema`` is not installed: ``type``,
-    ``enum``, ``const``, ``properties``, ``required``, ``additionalProperties: false``,
-    ``items``, ``minItems``/``maxItems``, ``minLength``/``maxLength``, ``minimum``/``maximum``
-    and ``anyOf``/``oneOf`` (as "any of"). Other keywords are not checked."""
-    if not isinstance(schema, Mapping):
-        return None
-    if "enum" in schema and value not in schema["enum"]:
-        return f"{where}: {value!r} is not one of {schema['enum']!r}"
-    if "const" in schema and value != schema["const"]:
-        return f"{where}: {value!r} is not {schema['const']!r}"
-    options = schema.get("anyOf") or schema.get("oneOf")
-    if options and all(check_subset(s, value, where) is not None for s in options):
-        return f"{where}: {value!r} matches none of the allowed shapes"
-    typ = schema.get("type")
-    if typ is not None:
-        allowed = typ if isinstance(typ, list) else [typ]
-        if not any(_is_type(value, t) for t in allowed):
-            return f"{where}: {value!r} is not of type {' or '.join(map(str, allowed))}"
-    if isinstance(value, dict):
-        props = schema.get("properties") or {}
-        for name in schema.get("required") or []:
-            if name not in value:
-                return f"{where}: {name!r} is a required property"
-        if schema.get("additionalProperties") is False:
-            extra = [k for k in value if k not in props]
-            if extra:
-                return f"{where}: additional properties are not allowed ({extra[0]!r})"
-        for name, sub in props.items():
-            if name in value:
-                problem = check_subset(sub, value[name], _join(where, name))
-                if problem:
-                    return problem
-    if isinstance(value, list):
-        if "minItems" in schema and len(value) < schema["minItems"]:
-            return f"{where}: fewer than {schema['minItems']} items"
-        if "maxItems" in schema and len(value) > schema["maxItems"]:
-            return f"{where}: more than {schema['maxItems']} items"
-        for i, item in enumerate(value):
-            problem = check_subset(schema.get("items"), item, _join(where, str(i)))
-            if problem:
-                return problem
-    if isinstance(value, str):
-        if "minLength" in schema and len(value) < schema["minLength"]:
-            return f"{where}: shorter than {schema['minLength']} characters"
-        if "maxLength" in schema and len(value) > schema["maxLength"]:
-            return f"{where}: longer than {schema['maxLength']} characters"
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        if "minimum" in schema and value < schema["minimum"]:
-            return f"{where}: {value} is less than the minimum of {schema['minimum']}"
-        if "maximum" in schema and value > schema["maximum"]:
-            return f"{where}: {value} is greater than the maximum of {schema['maximum']}"
-    return None
-
-
-def _join(where: str, name: str) -> str:
-    return name if where == "(root)" else f"{where}.{name}"
-
-
-def _is_type(value: Any, typ: str) -> bool:
-    if typ == "object":
-        return isinstance(value, dict)
-    if typ == "array":
-        return isinstance(value, list)
-    if typ == "string":
-        return isinstance(value, str)
-    if typ == "boolean":
-        return isinstance(value, bool)
-    if typ == "integer":
-        return (isinstance(value, int) and not isinstance(value, bool)) or (
-            isinstance(value, float) and value.is_integer()
-        )
-    if typ == "number":
-        return isinstance(value, int | float) and not isinstance(value, bool)
-    if typ == "null":
-        return value is None
-    return True
 
 
 # ------------------------------------------------------------------------------ streams

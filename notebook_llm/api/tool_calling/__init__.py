@@ -21,7 +21,7 @@
 
 from __future__ import annotations
 
-from .argument_check import check as check_arguments
+from ...core.json_schema_check import check as check_arguments
 from .docstrings import ParsedDocstring, parse_docstring
 from .loop import DECLINED, ConfirmFn, run_tools, stream_tools
 from .tools import Tool, as_tool, format_result, function_schema, tool

@@ -16,8 +16,8 @@ from collections.abc import Callable
 from typing import Any, overload
 
 from ...core.errors import ErrorCode, LlmError
+from ...core.json_schema_check import check
 from ...core.protocol import ToolSchema
-from .argument_check import check
 from .docstrings import parse_docstring
 from .type_schema import coerce, schema_for_type
 

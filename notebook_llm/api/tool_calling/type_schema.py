@@ -239,7 +239,7 @@ def coerce(value: Any, tp: Any) -> Any:
 
 def _matches(value: Any, tp: Any) -> bool:
     """Whether a JSON value fits hint ``tp`` (used to pick the branch of a union)."""
-    from .argument_check import check
+    from ...core.json_schema_check import check
 
     try:
         return not check(value, schema_for_type(tp))

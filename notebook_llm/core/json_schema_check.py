@@ -1,9 +1,12 @@
-"""A small JSON Schema validator for tool arguments.
+"""The package's one small JSON Schema validator: a tool call's arguments, and a typed answer
+when ``jsonschema`` is not installed.
 
-Why not the ``jsonschema`` package: the engine's core dependencies are deliberately few
-(httpx, lupa, platformdirs), ``jsonschema`` brings ``attrs``, ``referencing`` and the compiled
-``rpds-py``, and the schemas checked here are almost always the ones :mod:`.schema` generates,
-which use a small subset of the language. Supported keywords: ``type`` (string or list),
+Why not always the ``jsonschema`` package: the core dependencies are deliberately few (httpx,
+lupa, platformdirs); ``jsonschema`` (the ``schema`` extra) brings ``attrs``, ``referencing`` and
+the compiled ``rpds-py``. The schemas checked here are almost always the ones the tool decorator
+generates (:mod:`notebook_llm.api.tool_calling.type_schema`) or a pydantic model's, which use a
+small subset of the language; where ``jsonschema`` is installed, an answer's schema is checked
+with it (:mod:`notebook_llm.core.response_schema`). Supported keywords: ``type`` (string or list),
 ``enum``, ``const``, ``properties``, ``required``, ``additionalProperties`` (bool or schema),
 ``items``, ``prefixItems``, ``minItems``, ``maxItems``, ``minimum``, ``maximum``,
 ``exclusiveMinimum``, ``exclusiveMaximum``, ``minLength``, ``maxLength``, ``anyOf``, ``oneOf``
@@ -123,9 +126,9 @@ def _check(value: Any, schema: Any, path: str, errors: list[str]) -> None:
 
 def _check_number(value: float, schema: Mapping[str, Any], path: str, errors: list[str]) -> None:
     if "minimum" in schema and value < schema["minimum"]:
-        errors.append(f"{path}: {value} is less than the minimum {schema['minimum']}")
+        errors.append(f"{path}: {value} is less than the minimum of {schema['minimum']}")
     if "maximum" in schema and value > schema["maximum"]:
-        errors.append(f"{path}: {value} is more than the maximum {schema['maximum']}")
+        errors.append(f"{path}: {value} is greater than the maximum of {schema['maximum']}")
     if "exclusiveMinimum" in schema and value <= schema["exclusiveMinimum"]:
         errors.append(f"{path}: {value} must be more than {schema['exclusiveMinimum']}")
     if "exclusiveMaximum" in schema and value >= schema["exclusiveMaximum"]:
