@@ -18,7 +18,6 @@ from __future__ import annotations
 import sys
 import warnings
 from importlib import import_module
-from importlib.abc import Loader, MetaPathFinder
 from importlib.machinery import ModuleSpec
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
@@ -302,8 +301,10 @@ def _moved_to(name: str) -> str | None:
     return None
 
 
-class _MovedModuleFinder(MetaPathFinder, Loader):
-    """Answers an old module path with the module at its new path."""
+class _MovedModuleFinder:
+    """Answers an old module path with the module at its new path: a meta-path finder and its
+    loader (duck-typed: ``importlib.abc`` would import ``importlib.resources`` and ``pathlib``,
+    doubling the cost of ``import notebook_llm``)."""
 
     def __init__(self) -> None:
         self._own_specs: dict[str, ModuleSpec | None] = {}
@@ -314,7 +315,7 @@ class _MovedModuleFinder(MetaPathFinder, Loader):
         new = _moved_to(fullname)
         if new is None:
             return None
-        return ModuleSpec(fullname, self, origin=new)
+        return ModuleSpec(fullname, self, origin=new)  # type: ignore[arg-type]  # a duck-typed Loader
 
     def create_module(self, spec: ModuleSpec) -> ModuleType:
         new = str(spec.origin)
