@@ -627,18 +627,28 @@ class LuaSandbox:
     def _require(self, name: str) -> tuple[bytes | bool | None, str | None]:
         """``require(name)`` in the script (sandbox.lua checks the name first): the library's
         bytecode; or None and the names of the libraries there are; or False and why it cannot
-        load (None: it does not fit in the room left in the state)."""
+        load (None: it does not fit in the room left in the state).
+
+        lupa pushes what this returns inside the callback, where a failed allocation jumps over
+        its frames with the GIL still taken (the process hangs): every string handed back must
+        fit in the room left, else the answer is False, None ("not enough memory" in Lua)."""
         try:
             code = library_code(name)
         except _SyntaxFailure as exc:
-            return False, f"library '{name}' does not compile: {exc}"
+            return self._fitting(False, f"library '{name}' does not compile: {exc}")
         except (OSError, UnicodeDecodeError) as exc:
-            return False, f"library '{name}' cannot be read: {type(exc).__name__}"
+            return self._fitting(False, f"library '{name}' cannot be read: {type(exc).__name__}")
         if code is None:
-            return None, ", ".join(library_names()) or "none"
-        if len(code) + _MARGIN > self._room():  # lupa pushes it inside the callback
+            return self._fitting(None, ", ".join(library_names()) or "none")
+        if len(code) + _MARGIN > self._room():
             return False, None
         return code, None
+
+    def _fitting(self, status: bool | None, text: str) -> tuple[bool | None, str | None]:
+        """``status, text`` if ``text`` fits in the room left in the state, else False, None."""
+        if len(text.encode("utf-8")) + 4096 > self._room():
+            return False, None
+        return status, text
 
     def _arm(self, room: int, push: int) -> None:
         """The cap on for a crossing that pushes ``push`` bytes, unless it could bite during
