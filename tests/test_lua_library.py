@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -306,3 +307,58 @@ def test_a_builtin_copied_into_a_cell_loads_and_hot_reloads(shell: Any) -> None:
     after = replay_fixture(engine.adapter("mydeep"), fixture)
     assert text_of(after) == text_of(before)
     assert not after.completion.reasoning
+
+
+# ---------------------------------------------------------------------------- the lib/ folder
+
+
+def test_a_symbolic_link_in_lib_is_no_library(library_folder: Path) -> None:
+    # a link could point at any file the kernel reads; KEY="..." lines are valid Lua globals
+    secret = library_folder.parent / "secrets.env"
+    secret.write_text('OPENAI_API_KEY = "sk-test-not-a-real-key"\n', "utf-8")
+    (library_folder / "env.lua").symlink_to(secret)
+    (library_folder / "real.lua").write_text("return { ok = true }\n")
+    sb = LuaSandbox(
+        """local ok, err = pcall(require, "env")
+        return { name = "t", transform_request = function()
+          return tostring(ok) .. " " .. tostring(OPENAI_API_KEY) .. " " .. tostring(err)
+        end }""",
+        name="t",
+    )
+    got = sb.call("transform_request", "{}")
+    assert got.startswith("false nil require: no library 'env'")
+    assert "sk-test" not in got
+    assert "built-in libraries: real)" in got  # nor is it listed
+    assert runtime.library_names() == ["real"]
+
+
+@pytest.mark.parametrize("kind", ["directory", "fifo"])
+def test_a_lib_entry_that_is_not_a_regular_file_is_no_library(
+    library_folder: Path, kind: str
+) -> None:
+    entry = library_folder / "odd.lua"
+    if kind == "directory":
+        entry.mkdir()
+    else:
+        os.mkfifo(entry)  # opening it to read would wait for a writer for ever
+    err = load_error('require("odd")\nreturn {}', LIMITS)
+    assert "require: no library 'odd' in the notebook_llm sandbox" in err.message
+    assert "built-in libraries: none)" in err.message
+
+
+def test_a_failure_reading_lib_gives_the_script_no_python_object_nor_a_path(
+    library_folder: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def unreadable() -> list[str]:
+        raise PermissionError(13, "Permission denied", "/home/someone/private/lib")
+
+    monkeypatch.setattr(runtime, "library_names", unreadable)
+    sb = LuaSandbox(
+        """return { name = "t", transform_request = function()
+          local ok, err = pcall(require, "nosuch")
+          return type(err) .. ": " .. tostring(err)
+        end }""",
+        name="t",
+    )
+    got = sb.call("transform_request", "{}")
+    assert got == "string: require: library 'nosuch' cannot be read: PermissionError"

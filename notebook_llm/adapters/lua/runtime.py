@@ -49,7 +49,9 @@ import contextlib
 import functools
 import importlib
 import json
+import os
 import signal
+import stat
 import threading
 import time
 from collections.abc import Callable
@@ -149,31 +151,55 @@ def _is_library_name(name: str) -> bool:
 
 
 def library_names() -> list[str]:
-    """What a script can ``require``: the libraries shipped in the built-in adapters' ``lib/``."""
+    """What a script can ``require``: the libraries shipped in the built-in adapters' ``lib/``
+    (regular files only, as :func:`library_code` reads them)."""
     folder = _library_folder()
     if not folder.is_dir():
         return []
-    return sorted(p.stem for p in folder.glob("*.lua") if _is_library_name(p.stem))
+    return sorted(
+        p.stem
+        for p in folder.glob("*.lua")
+        if _is_library_name(p.stem) and not p.is_symlink() and p.is_file()
+    )
+
+
+#: How a library file is opened: never through a symbolic link (a link in lib/ could point at
+#: any file the kernel can read, and a file of ``KEY="..."`` lines is valid Lua that sets
+#: globals the script can read), and without waiting (a FIFO would block the open for ever).
+_OPEN_FLAGS = (
+    os.O_RDONLY
+    | getattr(os, "O_NOFOLLOW", 0)
+    | getattr(os, "O_NONBLOCK", 0)
+    | getattr(os, "O_CLOEXEC", 0)
+)
 
 
 def library_code(name: str) -> bytes | None:
-    """The bytecode of the shipped library ``name``, or None if there is no such library.
+    """The bytecode of the shipped library ``name``, or None if there is no such library (no
+    regular file of that name; a symbolic link is none).
 
-    Compiled once per version of its file, so an edited library reaches the next sandbox.
-    Raises ``_SyntaxFailure`` if it does not compile."""
+    Compiled once per version of its file, so an edited library reaches the next sandbox. The
+    version and the text come from one opened file, so a file replaced in between cannot pair
+    one version's text with another's key. Raises ``_SyntaxFailure`` if it does not compile."""
     if not _is_library_name(name):
         return None
-    path = _library_folder() / f"{name}.lua"
+    path = os.path.join(os.fspath(_library_folder()), f"{name}.lua")
     try:
-        st = path.stat()
-    except OSError:
+        fd = os.open(path, _OPEN_FLAGS)
+    except OSError:  # absent, or a symbolic link (ELOOP)
         return None
-    if st.st_mode & 0o170000 != 0o100000:  # not a regular file (S_ISREG)
-        return None
-    cached = _libraries.get(name)
-    if cached is not None and cached[:2] == (st.st_mtime_ns, st.st_size):
-        return cached[2]
-    code = _compile(path.read_text("utf-8"), f"=lib/{name}")
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return None
+        cached = _libraries.get(name)
+        if cached is not None and cached[:2] == (st.st_mtime_ns, st.st_size):
+            return cached[2]
+        with open(fd, "rb", closefd=False) as file:
+            text = file.read().decode("utf-8")
+    finally:
+        os.close(fd)
+    code = _compile(text, f"=lib/{name}")
     _libraries[name] = (st.st_mtime_ns, st.st_size, code)
     return code
 
@@ -634,12 +660,15 @@ class LuaSandbox:
         fit in the room left, else the answer is False, None ("not enough memory" in Lua)."""
         try:
             code = library_code(name)
+            names = (", ".join(library_names()) or "none") if code is None else ""
         except _SyntaxFailure as exc:
             return self._fitting(False, f"library '{name}' does not compile: {exc}")
-        except (OSError, UnicodeDecodeError) as exc:
+        # Whatever else: its type only. Raised into Lua, the exception would reach the script
+        # as a Python object, and its text may hold a host path.
+        except Exception as exc:
             return self._fitting(False, f"library '{name}' cannot be read: {type(exc).__name__}")
         if code is None:
-            return self._fitting(None, ", ".join(library_names()) or "none")
+            return self._fitting(None, names)
         if len(code) + _MARGIN > self._room():
             return False, None
         return code, None
