@@ -239,6 +239,8 @@ _MAIN_IDENT = threading.main_thread().ident
 #: Room kept free around a crossing into Lua (lupa's own allocations outside protected calls:
 #: a registry reference for a returned table, a global name, the stack).
 _MARGIN = 256 * 1024
+#: Room kept free around what a callback of the script hands back (pushed inside the call).
+_PUSH_MARGIN = 4096
 _SigHandler = Callable[[int, Any], Any]
 
 
@@ -669,13 +671,13 @@ class LuaSandbox:
             return self._fitting(False, f"library '{name}' cannot be read: {type(exc).__name__}")
         if code is None:
             return self._fitting(None, names)
-        if len(code) + _MARGIN > self._room():
+        if len(code) + _PUSH_MARGIN > self._room():
             return False, None
         return code, None
 
     def _fitting(self, status: bool | None, text: str) -> tuple[bool | None, str | None]:
         """``status, text`` if ``text`` fits in the room left in the state, else False, None."""
-        if len(text.encode("utf-8")) + 4096 > self._room():
+        if len(text.encode("utf-8")) + _PUSH_MARGIN > self._room():
             return False, None
         return status, text
 
