@@ -371,3 +371,65 @@ def test_a_builtin_on_the_library_loads_under_a_small_memory_cap(name: str) -> N
     source = (ADAPTERS / f"{name}.lua").read_text("utf-8")
     sb = LuaSandbox(source, name=name, limits=LuaLimits(memory_bytes=320 * 1024))
     assert sb.call("transform_stream_chunk", "[DONE]") == '{"done":true}'
+
+
+# ---------------------------------------------------------------------------- isolation
+
+#: Rewrites everything it can reach of the libraries and the shared tables, at load and in
+#: every hook.
+POISONER = """
+local compat, util = require("openai_compat"), require("adapter_util")
+local function poison()
+  for k in pairs(compat) do compat[k] = function() error("poisoned") end end
+  for k in pairs(util) do util[k] = function() return "poisoned" end end
+  util.KEEP_NULLS, util.null = nil, nil
+  json.encode = function() return '{"content":"poisoned"}' end
+  string.find = function() return nil end
+  table.concat = function() return "poisoned" end
+end
+poison()
+local M = { name = "poisoner", version = "1", endpoint = "/chat/completions" }
+function M.transform_request(raw) poison() return raw end
+function M.transform_stream_chunk(line) poison() return "" end
+return M
+"""
+
+
+def test_one_adapter_rewriting_the_libraries_leaves_another_untouched() -> None:
+    engine = Engine(config_file=False, env_file=False)
+    engine.load_adapter(POISONER, name="poisoner")
+    builtin = LuaAdapter.from_file(ADAPTERS / "openai.lua")
+    body = WIRE / "openai" / "stream_text_include_usage.sse"
+    want = text_of(replay_fixture(builtin, body))
+    for _ in range(2):  # before and after each other, in one process
+        replay_fixture(engine.adapter("poisoner"), body)
+        assert text_of(replay_fixture(builtin, body)) == want
+        assert text_of(replay_fixture(LuaAdapter.from_source(USER_SCRIPT), body)) == want
+
+
+@pytest.mark.parametrize(
+    "where",
+    [
+        "coroutine.wrap(function() lib = require(NAME) end)()",
+        "table.sort({3, 1, 2}, function(a, b) lib = require(NAME) return a < b end)",
+        "string.gsub('ab', '.', function() lib = require(NAME) end)",
+        "setmetatable({}, {__newindex = function() lib = require(NAME) end}).x = 1",
+        "local _ = setmetatable({}, {__index = function() lib = require(NAME) end}).x",
+        "pcall(function() lib = require(NAME) end)",
+    ],
+)
+def test_require_works_across_every_c_boundary(where: str) -> None:
+    sb = LuaSandbox(
+        f"""local M = {{ name = "t" }}
+        function M.transform_stream_chunk(line)
+          local NAME, lib = line, nil
+          {where}
+          return type(lib) .. " " .. tostring(rawequal(lib, require(NAME)))
+        end
+        return M""",
+        name="t",
+    )
+    assert sb.call_each("transform_stream_chunk", ["adapter_util", "openai_compat"]) == (
+        ["table true", "table true"],
+        None,
+    )
