@@ -15,7 +15,7 @@ from IPython.utils.capture import capture_output
 from notebook_llm.adapters.lua import runtime
 from notebook_llm.adapters.lua.lua_adapter import LuaAdapter
 from notebook_llm.adapters.lua.runtime import LuaLimits, LuaSandbox
-from notebook_llm.conformance import replay_fixture
+from notebook_llm.conformance import check_adapter, replay_fixture
 from notebook_llm.core.errors import ErrorCode, LlmError
 from notebook_llm.engine import Engine
 from notebook_llm.engine.routing import lua_files as loader
@@ -433,3 +433,17 @@ def test_require_works_across_every_c_boundary(where: str) -> None:
         ["table true", "table true"],
         None,
     )
+
+
+def test_github_conforms_on_the_recorded_openai_bodies_as_openai_does() -> None:
+    # GitHub Models has no recorded bodies of its own (the conformance test of every built-in
+    # on its own folder leaves it out); it speaks OpenAI's wire format
+    report = check_adapter(ADAPTERS / "github.lua", [WIRE / "openai"])
+    assert len(report.fixtures) >= 5
+    assert report.ok, report.render_text()
+    assert all(f.verdict is None for f in report.fixtures)
+    for body in sorted((WIRE / "openai").iterdir()):
+        if body.suffix in (".sse", ".json"):
+            got = replay_fixture(ADAPTERS / "github.lua", body).events
+            want = replay_fixture(ADAPTERS / "openai.lua", body).events
+            assert [e.to_dict() for e in got] == [e.to_dict() for e in want], body.name
