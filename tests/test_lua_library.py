@@ -228,6 +228,16 @@ def test_a_library_that_requires_itself_is_a_clear_error(library_folder: Path) -
     assert "require: library 'selfish' requires itself" in err.message
 
 
+def test_a_require_loop_through_other_libraries_names_the_loop(library_folder: Path) -> None:
+    (library_folder / "first.lua").write_text('local s = require("second")\nreturn {}\n')
+    (library_folder / "second.lua").write_text('local t = require("third")\nreturn {}\n')
+    (library_folder / "third.lua").write_text('local f = require("first")\nreturn {}\n')
+    err = load_error('require("second")\nreturn {}', LIMITS)
+    assert "lib/first:1: require: library 'second' requires itself" in err.message
+    assert "(second -> third -> first -> second)" in err.message
+    assert err.lua_line == 1
+
+
 def test_an_edited_library_reaches_the_next_sandbox(library_folder: Path) -> None:
     lib = library_folder / "answer.lua"
     source = (
