@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -14,7 +15,7 @@ from IPython.utils.capture import capture_output
 from notebook_llm.adapters.lua import runtime
 from notebook_llm.adapters.lua.lua_adapter import LuaAdapter
 from notebook_llm.adapters.lua.runtime import LuaLimits, LuaSandbox
-from notebook_llm.conformance import replay_fixture
+from notebook_llm.conformance import check_adapter, replay_fixture
 from notebook_llm.core.errors import ErrorCode, LlmError
 from notebook_llm.engine import Engine
 from notebook_llm.engine.routing import lua_files as loader
@@ -227,6 +228,16 @@ def test_a_library_that_requires_itself_is_a_clear_error(library_folder: Path) -
     assert "require: library 'selfish' requires itself" in err.message
 
 
+def test_a_require_loop_through_other_libraries_names_the_loop(library_folder: Path) -> None:
+    (library_folder / "first.lua").write_text('local s = require("second")\nreturn {}\n')
+    (library_folder / "second.lua").write_text('local t = require("third")\nreturn {}\n')
+    (library_folder / "third.lua").write_text('local f = require("first")\nreturn {}\n')
+    err = load_error('require("second")\nreturn {}', LIMITS)
+    assert "lib/first:1: require: library 'second' requires itself" in err.message
+    assert "(second -> third -> first -> second)" in err.message
+    assert err.lua_line == 1
+
+
 def test_an_edited_library_reaches_the_next_sandbox(library_folder: Path) -> None:
     lib = library_folder / "answer.lua"
     source = (
@@ -306,3 +317,143 @@ def test_a_builtin_copied_into_a_cell_loads_and_hot_reloads(shell: Any) -> None:
     after = replay_fixture(engine.adapter("mydeep"), fixture)
     assert text_of(after) == text_of(before)
     assert not after.completion.reasoning
+
+
+# ---------------------------------------------------------------------------- the lib/ folder
+
+
+def test_a_symbolic_link_in_lib_is_no_library(library_folder: Path) -> None:
+    # a link could point at any file the kernel reads; KEY="..." lines are valid Lua globals
+    secret = library_folder.parent / "secrets.env"
+    secret.write_text('OPENAI_API_KEY = "sk-test-not-a-real-key"\n', "utf-8")
+    (library_folder / "env.lua").symlink_to(secret)
+    (library_folder / "real.lua").write_text("return { ok = true }\n")
+    sb = LuaSandbox(
+        """local ok, err = pcall(require, "env")
+        return { name = "t", transform_request = function()
+          return tostring(ok) .. " " .. tostring(OPENAI_API_KEY) .. " " .. tostring(err)
+        end }""",
+        name="t",
+    )
+    got = sb.call("transform_request", "{}")
+    assert got.startswith("false nil require: no library 'env'")
+    assert "sk-test" not in got
+    assert "built-in libraries: real)" in got  # nor is it listed
+    assert runtime.library_names() == ["real"]
+
+
+@pytest.mark.parametrize("kind", ["directory", "fifo"])
+def test_a_lib_entry_that_is_not_a_regular_file_is_no_library(
+    library_folder: Path, kind: str
+) -> None:
+    entry = library_folder / "odd.lua"
+    if kind == "directory":
+        entry.mkdir()
+    else:
+        os.mkfifo(entry)  # opening it to read would wait for a writer for ever
+    err = load_error('require("odd")\nreturn {}', LIMITS)
+    assert "require: no library 'odd' in the notebook_llm sandbox" in err.message
+    assert "built-in libraries: none)" in err.message
+
+
+def test_a_failure_reading_lib_gives_the_script_no_python_object_nor_a_path(
+    library_folder: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def unreadable() -> list[str]:
+        raise PermissionError(13, "Permission denied", "/home/someone/private/lib")
+
+    monkeypatch.setattr(runtime, "library_names", unreadable)
+    sb = LuaSandbox(
+        """return { name = "t", transform_request = function()
+          local ok, err = pcall(require, "nosuch")
+          return type(err) .. ": " .. tostring(err)
+        end }""",
+        name="t",
+    )
+    got = sb.call("transform_request", "{}")
+    assert got == "string: require: library 'nosuch' cannot be read: PermissionError"
+
+
+@pytest.mark.parametrize("name", ["openai", "groq", "deepseek", "github", "mistral"])
+def test_a_builtin_on_the_library_loads_under_a_small_memory_cap(name: str) -> None:
+    # ~180 KiB in use once loaded: require needs room for the bytecode it hands over, not the
+    # 256 KiB kept free around a crossing into Lua (it made 440 KiB the least cap that loads)
+    source = (ADAPTERS / f"{name}.lua").read_text("utf-8")
+    sb = LuaSandbox(source, name=name, limits=LuaLimits(memory_bytes=320 * 1024))
+    assert sb.call("transform_stream_chunk", "[DONE]") == '{"done":true}'
+
+
+# ---------------------------------------------------------------------------- isolation
+
+#: Rewrites everything it can reach of the libraries and the shared tables, at load and in
+#: every hook.
+POISONER = """
+local compat, util = require("openai_compat"), require("adapter_util")
+local function poison()
+  for k in pairs(compat) do compat[k] = function() error("poisoned") end end
+  for k in pairs(util) do util[k] = function() return "poisoned" end end
+  util.KEEP_NULLS, util.null = nil, nil
+  json.encode = function() return '{"content":"poisoned"}' end
+  string.find = function() return nil end
+  table.concat = function() return "poisoned" end
+end
+poison()
+local M = { name = "poisoner", version = "1", endpoint = "/chat/completions" }
+function M.transform_request(raw) poison() return raw end
+function M.transform_stream_chunk(line) poison() return "" end
+return M
+"""
+
+
+def test_one_adapter_rewriting_the_libraries_leaves_another_untouched() -> None:
+    engine = Engine(config_file=False, env_file=False)
+    engine.load_adapter(POISONER, name="poisoner")
+    builtin = LuaAdapter.from_file(ADAPTERS / "openai.lua")
+    body = WIRE / "openai" / "stream_text_include_usage.sse"
+    want = text_of(replay_fixture(builtin, body))
+    for _ in range(2):  # before and after each other, in one process
+        replay_fixture(engine.adapter("poisoner"), body)
+        assert text_of(replay_fixture(builtin, body)) == want
+        assert text_of(replay_fixture(LuaAdapter.from_source(USER_SCRIPT), body)) == want
+
+
+@pytest.mark.parametrize(
+    "where",
+    [
+        "coroutine.wrap(function() lib = require(NAME) end)()",
+        "table.sort({3, 1, 2}, function(a, b) lib = require(NAME) return a < b end)",
+        "string.gsub('ab', '.', function() lib = require(NAME) end)",
+        "setmetatable({}, {__newindex = function() lib = require(NAME) end}).x = 1",
+        "local _ = setmetatable({}, {__index = function() lib = require(NAME) end}).x",
+        "pcall(function() lib = require(NAME) end)",
+    ],
+)
+def test_require_works_across_every_c_boundary(where: str) -> None:
+    sb = LuaSandbox(
+        f"""local M = {{ name = "t" }}
+        function M.transform_stream_chunk(line)
+          local NAME, lib = line, nil
+          {where}
+          return type(lib) .. " " .. tostring(rawequal(lib, require(NAME)))
+        end
+        return M""",
+        name="t",
+    )
+    assert sb.call_each("transform_stream_chunk", ["adapter_util", "openai_compat"]) == (
+        ["table true", "table true"],
+        None,
+    )
+
+
+def test_github_conforms_on_the_recorded_openai_bodies_as_openai_does() -> None:
+    # GitHub Models has no recorded bodies of its own (the conformance test of every built-in
+    # on its own folder leaves it out); it speaks OpenAI's wire format
+    report = check_adapter(ADAPTERS / "github.lua", [WIRE / "openai"])
+    assert len(report.fixtures) >= 5
+    assert report.ok, report.render_text()
+    assert all(f.verdict is None for f in report.fixtures)
+    for body in sorted((WIRE / "openai").iterdir()):
+        if body.suffix in (".sse", ".json"):
+            got = replay_fixture(ADAPTERS / "github.lua", body).events
+            want = replay_fixture(ADAPTERS / "openai.lua", body).events
+            assert [e.to_dict() for e in got] == [e.to_dict() for e in want], body.name

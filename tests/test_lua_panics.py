@@ -46,6 +46,27 @@ PRELUDE = textwrap.dedent(
       transform_stream_chunk = function(s) fill() return RESULT end }'''
     def fill(result):
         return LuaSandbox(FILL.replace("RESULT", result))
+    # Fills the state to the byte: a full collection between rounds, so that no garbage is left
+    # for the emergency collection of a failed allocation to free.
+    TIGHT = '''local chain, size = false, 0
+    local rep, pc, gc = string.rep, pcall, collectgarbage
+    local function grow() local s = rep("x", size); chain = {s, chain} end
+    local function grow1() chain = {chain} end
+    local function fill()
+      for _, k in ipairs({65536, 4096, 512, 64}) do size = k; while pc(grow) do end end
+      for round = 1, 20 do gc(); while pc(grow1) do end end
+      gc(); while pc(grow1) do end
+    end
+    return { name = "tight", transform_request = function(r)
+      fill()
+      local ok, e = pc(require, r)
+      chain = false
+      gc()
+      return tostring(ok) .. " " .. tostring(e)
+    end }'''
+    def tight():
+        from notebook_llm.adapters.lua.runtime import LuaLimits
+        return LuaSandbox(TIGHT, limits=LuaLimits(memory_bytes=4 << 20))
     def main():
     """
 )
@@ -121,6 +142,17 @@ CASES: dict[str, tuple[str, set[str]]] = {
         "if err: raise err\n"
         "assert len(out) == 100000, len(out)",
         {"OK"},
+    ),
+    # require hands back a library, or the names of those there are, from Python: a result
+    # that does not fit is a memory error, never a failed push inside the callback (which left
+    # the GIL taken: the process hung)
+    "full-state-then-require-an-unknown-library": (
+        "print(tight().call('transform_request', 'nosuch'))",
+        {MEM, "OK"},
+    ),
+    "full-state-then-require-a-library": (
+        "print(tight().call('transform_request', 'openai_compat'))",
+        {MEM, "OK"},
     ),
     "return-a-string-near-the-cap": (
         "sb = LuaSandbox('return { transform_request = function() return (\"z\"):rep(60 << 20) end }')\n"

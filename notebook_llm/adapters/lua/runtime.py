@@ -49,7 +49,9 @@ import contextlib
 import functools
 import importlib
 import json
+import os
 import signal
+import stat
 import threading
 import time
 from collections.abc import Callable
@@ -149,31 +151,55 @@ def _is_library_name(name: str) -> bool:
 
 
 def library_names() -> list[str]:
-    """What a script can ``require``: the libraries shipped in the built-in adapters' ``lib/``."""
+    """What a script can ``require``: the libraries shipped in the built-in adapters' ``lib/``
+    (regular files only, as :func:`library_code` reads them)."""
     folder = _library_folder()
     if not folder.is_dir():
         return []
-    return sorted(p.stem for p in folder.glob("*.lua") if _is_library_name(p.stem))
+    return sorted(
+        p.stem
+        for p in folder.glob("*.lua")
+        if _is_library_name(p.stem) and not p.is_symlink() and p.is_file()
+    )
+
+
+#: How a library file is opened: never through a symbolic link (a link in lib/ could point at
+#: any file the kernel can read, and a file of ``KEY="..."`` lines is valid Lua that sets
+#: globals the script can read), and without waiting (a FIFO would block the open for ever).
+_OPEN_FLAGS = (
+    os.O_RDONLY
+    | getattr(os, "O_NOFOLLOW", 0)
+    | getattr(os, "O_NONBLOCK", 0)
+    | getattr(os, "O_CLOEXEC", 0)
+)
 
 
 def library_code(name: str) -> bytes | None:
-    """The bytecode of the shipped library ``name``, or None if there is no such library.
+    """The bytecode of the shipped library ``name``, or None if there is no such library (no
+    regular file of that name; a symbolic link is none).
 
-    Compiled once per version of its file, so an edited library reaches the next sandbox.
-    Raises ``_SyntaxFailure`` if it does not compile."""
+    Compiled once per version of its file, so an edited library reaches the next sandbox. The
+    version and the text come from one opened file, so a file replaced in between cannot pair
+    one version's text with another's key. Raises ``_SyntaxFailure`` if it does not compile."""
     if not _is_library_name(name):
         return None
-    path = _library_folder() / f"{name}.lua"
+    path = os.path.join(os.fspath(_library_folder()), f"{name}.lua")
     try:
-        st = path.stat()
-    except OSError:
+        fd = os.open(path, _OPEN_FLAGS)
+    except OSError:  # absent, or a symbolic link (ELOOP)
         return None
-    if st.st_mode & 0o170000 != 0o100000:  # not a regular file (S_ISREG)
-        return None
-    cached = _libraries.get(name)
-    if cached is not None and cached[:2] == (st.st_mtime_ns, st.st_size):
-        return cached[2]
-    code = _compile(path.read_text("utf-8"), f"=lib/{name}")
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return None
+        cached = _libraries.get(name)
+        if cached is not None and cached[:2] == (st.st_mtime_ns, st.st_size):
+            return cached[2]
+        with open(fd, "rb", closefd=False) as file:
+            text = file.read().decode("utf-8")
+    finally:
+        os.close(fd)
+    code = _compile(text, f"=lib/{name}")
     _libraries[name] = (st.st_mtime_ns, st.st_size, code)
     return code
 
@@ -213,6 +239,8 @@ _MAIN_IDENT = threading.main_thread().ident
 #: Room kept free around a crossing into Lua (lupa's own allocations outside protected calls:
 #: a registry reference for a returned table, a global name, the stack).
 _MARGIN = 256 * 1024
+#: Room kept free around what a callback of the script hands back (pushed inside the call).
+_PUSH_MARGIN = 4096
 _SigHandler = Callable[[int, Any], Any]
 
 
@@ -627,18 +655,31 @@ class LuaSandbox:
     def _require(self, name: str) -> tuple[bytes | bool | None, str | None]:
         """``require(name)`` in the script (sandbox.lua checks the name first): the library's
         bytecode; or None and the names of the libraries there are; or False and why it cannot
-        load (None: it does not fit in the room left in the state)."""
+        load (None: it does not fit in the room left in the state).
+
+        lupa pushes what this returns inside the callback, where a failed allocation jumps over
+        its frames with the GIL still taken (the process hangs): every string handed back must
+        fit in the room left, else the answer is False, None ("not enough memory" in Lua)."""
         try:
             code = library_code(name)
+            names = (", ".join(library_names()) or "none") if code is None else ""
         except _SyntaxFailure as exc:
-            return False, f"library '{name}' does not compile: {exc}"
-        except (OSError, UnicodeDecodeError) as exc:
-            return False, f"library '{name}' cannot be read: {type(exc).__name__}"
+            return self._fitting(False, f"library '{name}' does not compile: {exc}")
+        # Whatever else: its type only. Raised into Lua, the exception would reach the script
+        # as a Python object, and its text may hold a host path.
+        except Exception as exc:
+            return self._fitting(False, f"library '{name}' cannot be read: {type(exc).__name__}")
         if code is None:
-            return None, ", ".join(library_names()) or "none"
-        if len(code) + _MARGIN > self._room():  # lupa pushes it inside the callback
+            return self._fitting(None, names)
+        if len(code) + _PUSH_MARGIN > self._room():
             return False, None
         return code, None
+
+    def _fitting(self, status: bool | None, text: str) -> tuple[bool | None, str | None]:
+        """``status, text`` if ``text`` fits in the room left in the state, else False, None."""
+        if len(text.encode("utf-8")) + _PUSH_MARGIN > self._room():
+            return False, None
+        return status, text
 
     def _arm(self, room: int, push: int) -> None:
         """The cap on for a crossing that pushes ``push`` bytes, unless it could bite during

@@ -343,6 +343,9 @@ env.dofile, env.loadfile = deny("dofile"), deny("loadfile")
 local py_require = cfg.require
 local find = string.find
 local loaded, loading, lib_source = {}, {}, {}
+-- For a loop's message: the library whose top level is running, and who required each one.
+-- Both count only while loading[name] == runs (a load stopped by a limit leaves them stale).
+local current, required_by = nil, {}
 local runs = 0 -- run() counts its calls: a require an earlier call left unfinished is not a loop
 local function no_library(what)
   local _, names = py_require("")
@@ -356,7 +359,17 @@ env.require = function(name)
   if #name > 64 or not find(name, "^[a-z_][a-z0-9_]*$") then
     no_library("'" .. (gsub(sub(name, 1, 64), "[%c'\128-\255]", "?")) .. "'")
   end
-  if loading[name] == runs then error("require: library '" .. name .. "' requires itself", 2) end
+  if loading[name] == runs then
+    local via, at = {}, current -- back from the library that asks, to `name`
+    while at ~= nil and at ~= name and loading[at] == runs and #via < 16 do
+      via[#via + 1] = at
+      at = required_by[at]
+    end
+    local chain = name
+    for i = #via, 1, -1 do chain = chain .. " -> " .. via[i] end
+    chain = #via > 0 and (" (" .. chain .. " -> " .. name .. ")") or ""
+    error("require: library '" .. name .. "' requires itself" .. chain, 2)
+  end
   local code, why = py_require(name)
   if code == false then
     if why == nil then error(NOMEM, 0) end
@@ -366,8 +379,12 @@ env.require = function(name)
   local fn, err = load(code, "=lib/" .. name, "b", env)
   if not fn then error("require: library '" .. name .. "' does not load: " .. tostring(err), 2) end
   lib_source[debug_getinfo(fn, "S").source] = true
+  required_by[name] = (current ~= nil and loading[current] == runs) and current or nil
   loading[name] = runs
+  local outer = current
+  current = name
   local ok, v = pcall(fn, name)
+  current = outer
   loading[name] = nil
   if not ok then error(v, 0) end
   if v == nil then v = true end
