@@ -38,8 +38,8 @@ Usage: `prompt` is input_tokens + cache_read_input_tokens + cache_creation_input
 whole prompt, like OpenAI's prompt_tokens); Anthropic's input_tokens alone excludes the cache.
 
 notebook_llm extensions used: the `error` chunk field, usage.cache_write, `require` of the
-built-in library adapter_util (lib/; a kernel without `require` can take it inline, as
-`(function() <its text> end)()`).
+built-in library adapter_util (lib/; for a kernel without `require`,
+`python -m notebook_llm export-adapter NAME` writes this file with it inlined).
 ]]
 
 local M = {

@@ -22,8 +22,8 @@ through), finish_reason, usage {prompt, completion, total, cache_read (prompt_ca
 else prompt_tokens_details.cached_tokens), cache_miss, reasoning_tokens}, error, done ("[DONE]").
 
 notebook_llm extensions used: the `error` chunk field; `require` of the built-in libraries
-openai_compat and adapter_util (lib/; a kernel without `require` can take each library inline,
-as `(function() <its text> end)()`).
+openai_compat and adapter_util (lib/; for a kernel without `require`,
+`python -m notebook_llm export-adapter NAME` writes this file with them inlined).
 ]]
 
 local compat = require("openai_compat")

@@ -10,8 +10,8 @@ notebook_llm extensions used:
   * `endpoint` / `stream_endpoint` with the {model} placeholder ("/models/{model}:generateContent",
     "/models/{model}:streamGenerateContent?alt=sse"); a kernel without them cannot reach Gemini;
   * usage.cache_read; the `error` chunk field;
-  * `require` of the built-in library adapter_util (lib/; a kernel without `require` can take it
-    inline, as `(function() <its text> end)()`).
+  * `require` of the built-in library adapter_util (lib/; for a kernel without `require`,
+    `python -m notebook_llm export-adapter NAME` writes this file with it inlined).
 
 Request (kernel JSON -> generateContent):
   * system messages -> systemInstruction; user/assistant -> contents with roles user/model;

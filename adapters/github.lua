@@ -20,8 +20,8 @@ Unified chunk fields emitted: content, reasoning_content (if a model sends one),
 cache_read, reasoning_tokens}, error, done ("[DONE]").
 
 notebook_llm extensions used: the `error` chunk field; `require` of the built-in libraries
-openai_compat and adapter_util (lib/; a kernel without `require` can take each library inline,
-as `(function() <its text> end)()`).
+openai_compat and adapter_util (lib/; for a kernel without `require`,
+`python -m notebook_llm export-adapter NAME` writes this file with them inlined).
 ]]
 
 local compat = require("openai_compat")

@@ -8,8 +8,8 @@ lib/adapter_util.lua (notebook_llm's sandboxed `require`).
 
 notebook_llm extensions used: stream_format = "ndjson" (Ollama streams one JSON object per line,
 no "data:" prefix; the runtime also detects application/x-ndjson), the `error` chunk field,
-`require` of the built-in library adapter_util (lib/; a kernel without `require` can take it
-inline, as `(function() <its text> end)()`).
+`require` of the built-in library adapter_util (lib/; for a kernel without `require`,
+`python -m notebook_llm export-adapter NAME` writes this file with it inlined).
 
 Request (kernel JSON -> /api/chat):
   * content arrays are flattened: text parts joined into `content`, image_url data: URLs ->

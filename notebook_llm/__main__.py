@@ -176,6 +176,46 @@ def _draft_adapter(args: argparse.Namespace) -> int:
     return cli_draft(args.path, args.name, args.output, args.request)
 
 
+def _add_export_adapter(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """``export-adapter NAME_OR_PATH [--output FILE]``."""
+    export = sub.add_parser(
+        "export-adapter",
+        help="write an adapter as one file, the built-in libraries it requires inlined "
+        "(for a runtime without notebook_llm's require)",
+    )
+    export.add_argument(
+        "adapter", help="a built-in adapter's name (openai, groq...) or a .lua path"
+    )
+    export.add_argument("--output", "-o", default=None, help="the .lua file to write (else stdout)")
+    export.set_defaults(run=_export_adapter)
+
+
+def _export_adapter(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from .adapters.lua.standalone import standalone_source
+    from .engine.routing.lua_files import builtin_adapters_dir
+
+    given = Path(args.adapter)
+    path = given if given.suffix == ".lua" else builtin_adapters_dir() / f"{args.adapter}.lua"
+    try:
+        source = path.read_text("utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        print(f"error: cannot read the adapter {args.adapter!r} ({path}): {exc}", file=sys.stderr)
+        return 1
+    text = standalone_source(source)
+    if args.output is None:
+        sys.stdout.write(text)
+        return 0
+    try:
+        Path(args.output).write_text(text, "utf-8")
+    except OSError as exc:
+        print(f"error: cannot write {args.output}: {exc}", file=sys.stderr)
+        return 1
+    print(f"wrote {args.output} ({len(text.splitlines())} lines)")
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m notebook_llm", description=_plain(__doc__ or "")
@@ -201,6 +241,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="also fail on warnings (an early done; reasoning or usage mapped to nothing)",
     )
     _add_draft_adapter(sub)
+    _add_export_adapter(sub)
     words = list(sys.argv[1:] if argv is None else argv)
     hint = _dash_hint(parser, words)
     if hint is not None:

@@ -174,13 +174,13 @@ _OPEN_FLAGS = (
 )
 
 
-def library_code(name: str) -> bytes | None:
-    """The bytecode of the shipped library ``name``, or None if there is no such library (no
-    regular file of that name; a symbolic link is none).
-
-    Compiled once per version of its file, so an edited library reaches the next sandbox. The
-    version and the text come from one opened file, so a file replaced in between cannot pair
-    one version's text with another's key. Raises ``_SyntaxFailure`` if it does not compile."""
+def _read_library(
+    name: str, known: tuple[int, int] | None = None
+) -> tuple[int, int, str | None] | None:
+    """``(mtime_ns, size, text)`` of the shipped library ``name`` (``text`` None when its
+    version is ``known``), or None if there is no such library (no regular file of that name;
+    a symbolic link is none). The version and the text come from one opened file, so a file
+    replaced in between cannot pair one version's text with another's key."""
     if not _is_library_name(name):
         return None
     path = os.path.join(os.fspath(_library_folder()), f"{name}.lua")
@@ -192,15 +192,35 @@ def library_code(name: str) -> bytes | None:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             return None
-        cached = _libraries.get(name)
-        if cached is not None and cached[:2] == (st.st_mtime_ns, st.st_size):
-            return cached[2]
+        if known == (st.st_mtime_ns, st.st_size):
+            return st.st_mtime_ns, st.st_size, None
         with open(fd, "rb", closefd=False) as file:
-            text = file.read().decode("utf-8")
+            return st.st_mtime_ns, st.st_size, file.read().decode("utf-8")
     finally:
         os.close(fd)
+
+
+def library_text(name: str) -> str | None:
+    """The source of the shipped library ``name`` (None: no such library)."""
+    found = _read_library(name)
+    return None if found is None else found[2]
+
+
+def library_code(name: str) -> bytes | None:
+    """The bytecode of the shipped library ``name``, or None if there is no such library.
+
+    Compiled once per version of its file, so an edited library reaches the next sandbox.
+    Raises ``_SyntaxFailure`` if it does not compile."""
+    cached = _libraries.get(name)
+    found = _read_library(name, cached[:2] if cached is not None else None)
+    if found is None:
+        return None
+    mtime, size, text = found
+    if text is None:
+        assert cached is not None
+        return cached[2]
     code = _compile(text, f"=lib/{name}")
-    _libraries[name] = (st.st_mtime_ns, st.st_size, code)
+    _libraries[name] = (mtime, size, code)
     return code
 
 
