@@ -4,7 +4,9 @@ the one request object: what a 0.1 user does that changed, each fixed with the t
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+import queue
+from collections.abc import AsyncIterator, Iterator
+from concurrent.futures import Future
 from typing import Any
 
 import pytest
@@ -21,7 +23,10 @@ from notebook_llm import (
     StopSignal,
     TextDelta,
 )
+from notebook_llm.api import observers
 from notebook_llm.api.chat import Chat
+from notebook_llm.api.observers import TurnObserver
+from notebook_llm.api.turn_runner import _DONE, TurnRunner
 from notebook_llm.core.completion import Completion
 from notebook_llm.core.protocol import TextBlock
 
@@ -115,3 +120,83 @@ def test_send_refuses_prompt_and_messages_in_one_line(key: str, value: Any, hint
     assert info.value.code == "INVALID_OPTIONS"
     assert "\n" not in str(info.value)
     assert chat.messages == []
+
+
+# ------------------------------------------------------------ the turn runner
+
+
+class NoStdin(TurnObserver):
+    """An observer whose tool-call question fails, as ``input()`` does without a stdin."""
+
+    def confirm(self, call: Any) -> bool:
+        raise EOFError("EOF when reading a line")
+
+
+@pytest.fixture
+def no_stdin() -> Iterator[None]:
+    installed = observers._turn_display
+    observers.set_turn_display(lambda *a, **k: NoStdin())
+    try:
+        yield
+    finally:
+        observers.set_turn_display(installed)
+
+
+def test_a_tool_question_that_fails_on_the_callers_thread_is_the_calls_result(
+    no_stdin: None,
+) -> None:
+    """A blocking run asks its tool questions on the caller's thread; one that raised there
+    (``input()`` with no stdin, in a script or a pipe) escaped ``send`` as a bare ``EOFError``
+    while the stream went on in the background. It is the call's result instead, as when
+    the question fails on the loop's side: the tool is not run and the model is told why."""
+    ran: list[int] = []
+
+    def add(a: int, b: int = 2) -> int:
+        """Add two numbers."""
+        ran.append(a + b)
+        return a + b
+
+    chat = Chat("mock", "tools", tools=[add])
+    completion = chat.send("add 1 and 2", confirm=True)
+    assert completion.error is None
+    assert ran == []
+    results = [b for m in completion.transcript if m.role == "user" for b in m.content]
+    assert any("the confirmation failed" in getattr(b, "text", "") for b in results), results
+    assert any("EOFError" in getattr(b, "text", "") for b in results)
+
+
+def test_an_interrupt_while_showing_an_event_loses_none_of_the_others() -> None:
+    """The caller's thread takes the events off the queue in batches; an interrupt while the
+    observer showed one of them dropped the rest of that batch: a hole in the middle of the
+    answer kept in the history, and, when the batch held the stream's end, a second's wait
+    for a finish that had already come."""
+
+    class InterruptedAtTheSecond(TurnObserver):
+        seen = 0
+
+        def event(self, event: Any) -> None:
+            self.seen += 1
+            if self.seen == 2:
+                raise KeyboardInterrupt
+
+    stop = StopSignal()
+    runner = TurnRunner(InterruptedAtTheSecond(), stop, "p")
+    inbox: queue.SimpleQueue[Any] = queue.SimpleQueue()
+    words = ["a ", "b ", "c "]
+    events = [
+        BlockStart(0, "text"),
+        *(TextDelta(0, w) for w in words),
+        BlockEnd(0, TextBlock("".join(words))),
+        Finish.stop(),
+    ]
+    for item in [*events, _DONE]:  # one batch: all of it arrived while the caller waited
+        inbox.put(item)
+    ran: Future[None] = Future()
+    ran.set_result(None)
+    runner._wait(ran, inbox)
+    assert runner.events == events
+    assert stop.reason == "interrupted"
+    completion = runner.partial
+    assert completion.text == "a b c "
+    assert completion.finish is not None
+    assert completion.finish.kind == "stop"
