@@ -200,3 +200,76 @@ def test_an_interrupt_while_showing_an_event_loses_none_of_the_others() -> None:
     assert completion.text == "a b c "
     assert completion.finish is not None
     assert completion.finish.kind == "stop"
+
+
+# ------------------------------------------------------------ the request's field types
+
+
+class Captures(LlmAdapter):
+    """Answers "ok" and keeps the options it was given."""
+
+    name = "captures"
+
+    def __init__(self) -> None:
+        self.seen: list[GenerateOptions] = []
+
+    async def stream(self, options: GenerateOptions) -> AsyncIterator[Event]:
+        self.seen.append(options)
+        yield BlockStart(0, "text")
+        yield TextDelta(0, "ok")
+        yield BlockEnd(0, TextBlock("ok"))
+        yield Finish.stop()
+
+
+@pytest.fixture
+def captures() -> tuple[Engine, Captures]:
+    adapter = Captures()
+    eng = Engine(config_file=False, env_file=False, retries=0)
+    eng.add_provider("cap", adapter=adapter, needs_key=False)
+    return eng, adapter
+
+
+def test_one_stop_sequence_string_is_one_sequence(captures: tuple[Engine, Captures]) -> None:
+    """``stop_sequences="END"`` was sent as ``["E", "N", "D"]``: the model stopped at the
+    first E, N or D. A string is the one sequence it says (as providers take it too)."""
+    engine, adapter = captures
+    engine.complete_sync("cap", prompt="x", stop_sequences="END")
+    engine.complete_sync("cap", prompt="x", stop_sequences=(s for s in ["A", "B"]))
+    assert [o.stop_sequences for o in adapter.seen] == [["END"], ["A", "B"]]
+
+
+@pytest.mark.parametrize(
+    ("options", "says"),
+    [
+        ({"prompt": "x", "temperature": "0.2"}, "temperature= takes a number, not str '0.2'"),
+        ({"prompt": "x", "max_tokens": "5"}, "max_tokens= takes a number, not str '5'"),
+        ({"prompt": 123}, "prompt= takes a str, not int 123"),
+        ({"prompt": "x", "system": ["be brief"]}, "system= takes a str, not list"),
+        ({"messages": "hi"}, "messages= takes a list of Message (one text is prompt=)"),
+        ({"messages": ["hi"]}, "item 0 of messages= takes a Message, not str 'hi'"),
+        ({"prompt": "x", "tools": [print]}, "Python functions: run_tools, or Chat(tools=...)"),
+        ({"prompt": "x", "extra_body": [("seed", 1)]}, "extra_body= takes a dict"),
+        ({"prompt": "x", "stop_sequences": [1]}, "item 0 of stop_sequences= takes a str"),
+    ],
+)
+def test_a_field_of_the_wrong_type_is_one_line_before_anything_is_sent(
+    captures: tuple[Engine, Captures], options: dict[str, Any], says: str
+) -> None:
+    """These failed inside the engine or the adapter with a bare ``TypeError`` or
+    ``AttributeError`` (or ``ADAPTER_ERROR`` for a number as the prompt); the request says
+    what the field takes when it is built."""
+    engine, adapter = captures
+    with pytest.raises(LlmError) as info:
+        engine.complete_sync("cap", **options)
+    assert info.value.code == "INVALID_OPTIONS"
+    assert says in info.value.message
+    assert "\n" not in str(info.value)
+    assert adapter.seen == []
+
+
+def test_numbers_of_other_kinds_still_pass(captures: tuple[Engine, Captures]) -> None:
+    """A max_tokens from a DataFrame is a numpy integer, not an ``int``."""
+    np = pytest.importorskip("numpy")
+    engine, adapter = captures
+    engine.complete_sync("cap", prompt="x", max_tokens=np.int64(5), temperature=np.float32(0.5))
+    assert adapter.seen[0].max_tokens == 5
