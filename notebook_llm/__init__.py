@@ -396,5 +396,11 @@ class _MovedModuleFinder:
         return code
 
 
-if not any(isinstance(f, _MovedModuleFinder) for f in sys.meta_path):
-    sys.meta_path.insert(0, _MovedModuleFinder())
+# One finder, also after ``importlib.reload(notebook_llm)`` (``%autoreload``), whose class is a
+# new object each time: the one left by an earlier load is replaced, not kept beside it.
+sys.meta_path[:] = [
+    f
+    for f in sys.meta_path
+    if not (type(f).__name__ == _MovedModuleFinder.__name__ and type(f).__module__ == __name__)
+]
+sys.meta_path.insert(0, _MovedModuleFinder())

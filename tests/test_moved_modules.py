@@ -230,3 +230,21 @@ def test_the_0_1_names_of_wire_deadline_are_still_there() -> None:
 
     assert deadline.DEFAULT_TIMEOUTS is timeouts.DEFAULT_TIMEOUTS
     assert deadline.Timeouts is timeouts.Timeouts
+
+
+def test_reloading_the_package_keeps_one_alias_finder() -> None:
+    """``importlib.reload(notebook_llm)`` (``%autoreload``) made a second finder each time."""
+    code = (
+        "import importlib, sys, warnings\n"
+        "warnings.simplefilter('ignore')\n"
+        "import notebook_llm\n"
+        "importlib.reload(notebook_llm)\n"
+        "importlib.reload(notebook_llm)\n"
+        "import notebook_llm.chat\n"
+        "print(sum(type(f).__name__ == '_MovedModuleFinder' for f in sys.meta_path))\n"
+        "print(notebook_llm.chat.Chat is notebook_llm.Chat)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert out.stdout.split() == ["1", "True"]
