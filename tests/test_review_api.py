@@ -273,3 +273,46 @@ def test_numbers_of_other_kinds_still_pass(captures: tuple[Engine, Captures]) ->
     engine, adapter = captures
     engine.complete_sync("cap", prompt="x", max_tokens=np.int64(5), temperature=np.float32(0.5))
     assert adapter.seen[0].max_tokens == 5
+
+
+# ------------------------------------------------------------ %%llm
+
+
+@pytest.fixture
+def shell() -> Iterator[Any]:
+    from IPython.core.interactiveshell import InteractiveShell
+
+    ip = InteractiveShell.instance()
+    ip.run_line_magic("load_ext", "notebook_llm")
+    magics = ip.magics_manager.registry["LlmMagics"]
+    magics.widgets = "never"
+    yield ip
+    ip.user_ns.pop("_llm", None)
+    ip.user_ns.pop("failed", None)
+    ip.run_line_magic("unload_ext", "notebook_llm")
+
+
+@pytest.mark.parametrize("run_cell", ["blocking", "async"])
+def test_a_cell_refused_before_it_ran_leaves_its_error_in_llm_not_the_last_answer(
+    shell: Any, run_cell: str
+) -> None:
+    """A bad option now fails when the request is built, before the turn runs: the cell
+    showed the error but left ``_llm`` (and ``--out``) holding the previous cell's answer, so
+    the next cell read a stale answer as this one's. They hold this cell's failure, as in 0.1."""
+    from IPython.utils.capture import capture_output
+
+    magics = shell.magics_manager.registry["LlmMagics"]
+    with capture_output():
+        shell.run_cell_magic("llm", "mock:echo", "the first answer")
+    assert shell.user_ns["_llm"].text == "the first answer"
+    with capture_output() as cap:
+        if run_cell == "blocking":
+            shell.run_cell_magic("llm", "mock:echo --temperature 5 --out failed", "again")
+        else:
+            asyncio.run(magics.llm_cell_async("mock:echo --temperature 5 --out failed", "again"))
+    assert any("temperature must be within 0..2" in str(o.data) for o in cap.outputs)
+    for name in ("_llm", "failed"):
+        completion = shell.user_ns[name]
+        assert completion.text == ""
+        assert completion.error is not None
+        assert completion.error.code == "INVALID_OPTIONS"
