@@ -24,6 +24,7 @@ from notebook_llm import (
     TextDelta,
 )
 from notebook_llm.api import observers
+from notebook_llm.api.batch import map_prompts
 from notebook_llm.api.chat import Chat
 from notebook_llm.api.observers import TurnObserver
 from notebook_llm.api.turn_runner import _DONE, TurnRunner
@@ -316,3 +317,29 @@ def test_a_cell_refused_before_it_ran_leaves_its_error_in_llm_not_the_last_answe
         assert completion.text == ""
         assert completion.error is not None
         assert completion.error.code == "INVALID_OPTIONS"
+
+
+# ------------------------------------------------------------ typos name the right keyword
+
+
+@pytest.mark.parametrize(
+    ("call", "says"),
+    [
+        (
+            lambda: Chat("mock", "echo").send("hi", display=False, max_step=3),
+            "did you mean max_steps",
+        ),
+        (
+            lambda: Chat("mock", "echo").send("hi", display=False, confrim=True),
+            "did you mean confirm?",
+        ),
+        (lambda: map_prompts(["a"], provider="mock", concurency=2), "did you mean concurrency?"),
+        (lambda: map_prompts(["a"], provider="mock", max_cots=1.0), "did you mean max_cost?"),
+    ],
+)
+def test_a_typo_of_a_turn_or_batch_keyword_names_that_keyword(call: Any, says: str) -> None:
+    """The close-match check knew only the request's fields: ``send(max_step=3)`` suggested
+    ``max_tokens``, ``send(confrim=True)`` and ``map(concurency=2)`` suggested nothing."""
+    with pytest.raises(TypeError, match=says) as info:
+        call()
+    assert "\n" not in str(info.value)

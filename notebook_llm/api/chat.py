@@ -28,7 +28,7 @@ from ..core.images import image_blocks
 from ..core.protocol import Message, ToolSchema
 from ..core.response_schema import parse_into, retry_messages
 from ..engine.engine import Engine
-from ..engine.request import TurnOptions, request_of
+from ..engine.request import OPTION_NAMES, TurnOptions, _refuse_unknown, request_of
 from ..engine.session import default_engine, set_default_engine
 from .observers import turn_display
 from .tool_calling import as_tool, stream_tools
@@ -44,6 +44,19 @@ _NOT_SEND_OPTIONS = {
     "prompt": "the text sent is the prompt",
     "messages": "the history is chat.messages (chat.reset() forgets it)",
 }
+
+#: What ``send`` takes beside ``text``, ``display`` and ``fmt``: a typo gets the close ones of
+#: these (``max_step`` is ``max_steps``, not ``max_tokens``).
+_SEND_OPTIONS = tuple(
+    dict.fromkeys(
+        [
+            "provider",
+            "model",
+            *(name for name in OPTION_NAMES if name not in _NOT_SEND_OPTIONS),
+            *_TURN_SETTINGS,
+        ]
+    )
+)
 
 # --------------------------------------------------------------------------------------------
 # tools (the tool loop lives in notebook_llm.api.tool_calling; this is only the hook)
@@ -173,6 +186,8 @@ class Chat:
         chat's options with ``overrides`` over them (``None``: not given), and the turn's own
         settings (:class:`Turn`'s ``tools``, ``confirm``, ``max_steps``, ``images``,
         ``budget``)."""
+        named = [k for k in overrides if k not in _NOT_SEND_OPTIONS]  # those: one line below
+        _refuse_unknown(dict.fromkeys(named), "Chat.send", _SEND_OPTIONS)
         given = {k: v for k, v in overrides.items() if v is not None}
         for key, why in _NOT_SEND_OPTIONS.items():
             if key in given:
