@@ -19,13 +19,15 @@ import sys
 import warnings
 from importlib import import_module
 from importlib.machinery import ModuleSpec
-from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from types import CodeType, ModuleType
+from typing import TYPE_CHECKING, Any, cast
 
 from .api import observers
 from .core import audience
 
 if TYPE_CHECKING:
+    from importlib.abc import Loader
+
     from .adapters.base import LlmAdapter
     from .adapters.lua.lua_adapter import LuaAdapter
     from .api.batch import amap
@@ -186,6 +188,8 @@ def __getattr__(name: str) -> Any:
         return module
     where = _LAZY.get(name)
     if where is None:
+        if name in _MOVED_MODULES:  # ``notebook_llm.protocol.Message`` without an import
+            return _moved_attribute(name)
         raise AttributeError(f"module 'notebook_llm' has no attribute {name!r}")
     value = getattr(import_module(where[0], __name__), where[1])
     globals()[name] = value  # the next access is a plain module attribute
@@ -301,10 +305,28 @@ def _moved_to(name: str) -> str | None:
     return None
 
 
+def _moved_attribute(name: str) -> ModuleType:
+    """``notebook_llm.<old>`` read as an attribute: in 0.1 a submodule was one once anything had
+    imported it, so code that reads ``notebook_llm.errors.LlmError`` after ``import notebook_llm``
+    worked. It imports the old path, with the warning at the caller's line."""
+    old = f"{__name__}.{name}"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        module = import_module(old)
+    warnings.warn(_moved_message(old, module.__name__), DeprecationWarning, stacklevel=3)
+    return module
+
+
+def _moved_message(old: str, new: str) -> str:
+    return f"{old} moved to {new} (the old path goes in the next release)"
+
+
 class _MovedModuleFinder:
-    """Answers an old module path with the module at its new path: a meta-path finder and its
-    loader (duck-typed: ``importlib.abc`` would import ``importlib.resources`` and ``pathlib``,
-    doubling the cost of ``import notebook_llm``)."""
+    """Answers an old module path with the module at its new path.
+
+    A plain class, not an ``importlib.abc`` one: importing ``importlib.abc`` loads
+    ``importlib.resources`` and ``pathlib``, which ``import notebook_llm`` otherwise does not.
+    """
 
     def __init__(self) -> None:
         self._own_specs: dict[str, ModuleSpec | None] = {}
@@ -315,12 +337,25 @@ class _MovedModuleFinder:
         new = _moved_to(fullname)
         if new is None:
             return None
-        return ModuleSpec(fullname, self, origin=new)  # type: ignore[arg-type]  # a duck-typed Loader
+        from importlib.util import find_spec
+
+        found = find_spec(new)  # imports the new path's parents, not the module
+        if found is None:
+            return None
+        # A package for a package, so that ``python -m notebook_llm.mock`` finds its
+        # ``__main__``; ``origin`` is the file, for runpy's ``sys.argv[0]`` and ``__file__``.
+        return ModuleSpec(
+            fullname,
+            cast("Loader", self),
+            origin=found.origin,
+            loader_state=new,
+            is_package=found.submodule_search_locations is not None,
+        )
 
     def create_module(self, spec: ModuleSpec) -> ModuleType:
-        new = str(spec.origin)
+        new = str(spec.loader_state)
         warnings.warn(
-            f"{spec.name} moved to {new} (the old path goes in the next release)",
+            _moved_message(spec.name, new),
             DeprecationWarning,
             # 2: the line with the import (warnings skips importlib's own frames)
             stacklevel=2,
@@ -336,6 +371,36 @@ class _MovedModuleFinder:
         if own is not None:
             module.__spec__ = own
 
+    def get_code(self, fullname: str) -> CodeType | None:
+        """The code of the module at the new path: what ``python -m <old path>`` runs (runpy
+        asks the loader for it instead of importing the module)."""
+        new = _moved_to(fullname)
+        if new is None:
+            raise ImportError(f"{fullname} is not a moved module", name=fullname)
+        from importlib.util import find_spec
 
-if not any(isinstance(f, _MovedModuleFinder) for f in sys.meta_path):
-    sys.meta_path.insert(0, _MovedModuleFinder())
+        found = find_spec(new)
+        get_code = getattr(found.loader, "get_code", None) if found is not None else None
+        if get_code is None:
+            raise ImportError(f"no code object available for {new}", name=fullname)
+        if fullname.endswith(".__main__"):  # ``python -m``: shown, as for the user's own code
+            old = fullname.rpartition(".")[0]
+            warnings.warn_explicit(
+                _moved_message(old, new.rpartition(".")[0]),
+                DeprecationWarning,
+                f"python -m {old}",
+                1,
+                module="__main__",
+            )
+        code: CodeType | None = get_code(new)
+        return code
+
+
+# One finder, also after ``importlib.reload(notebook_llm)`` (``%autoreload``), whose class is a
+# new object each time: the one left by an earlier load is replaced, not kept beside it.
+sys.meta_path[:] = [
+    f
+    for f in sys.meta_path
+    if not (type(f).__name__ == _MovedModuleFinder.__name__ and type(f).__module__ == __name__)
+]
+sys.meta_path.insert(0, _MovedModuleFinder())

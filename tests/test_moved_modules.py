@@ -161,3 +161,90 @@ def test_a_path_that_never_existed_is_still_not_found(name: str) -> None:
         warnings.simplefilter("ignore", DeprecationWarning)
         with pytest.raises(ModuleNotFoundError):
             importlib.import_module(name)
+
+
+# ------------------------------------------------------------------ review: what 0.1 users did
+
+
+def test_python_m_of_the_old_mock_path_still_runs_the_server_cli() -> None:
+    """``python -m notebook_llm.mock`` (the 0.1 docs' way to run the mock server) runs the
+    server's command line, with one deprecation line, instead of a traceback from runpy."""
+    out = subprocess.run(
+        [sys.executable, "-m", "notebook_llm.mock", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 0, out.stderr
+    assert "--require-key" in out.stdout
+    assert "Traceback" not in out.stderr
+    assert "notebook_llm.mock moved to notebook_llm.adapters.mock" in out.stderr
+    assert out.stderr.count("DeprecationWarning") == 1
+
+
+def test_an_old_submodule_read_as_an_attribute_is_there_with_a_warning() -> None:
+    """In 0.1 ``notebook_llm.protocol`` was an attribute once anything had imported it (any
+    call does): code that reads ``notebook_llm.protocol.Message`` keeps working."""
+    code = (
+        "import warnings\n"
+        "warnings.simplefilter('always')\n"
+        "import notebook_llm\n"
+        "m = notebook_llm.protocol.Message\n"
+        "print(m is notebook_llm.Message, notebook_llm.protocol is notebook_llm.protocol)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert out.stdout.split() == ["True", "True"]
+    assert (
+        "<string>:4: DeprecationWarning: notebook_llm.protocol moved to notebook_llm.core.protocol"
+        in out.stderr
+    )
+    assert out.stderr.count("DeprecationWarning") == 1
+
+
+def test_a_name_that_is_no_module_is_still_an_attribute_error() -> None:
+    import notebook_llm
+
+    with pytest.raises(AttributeError, match="no_such"):
+        notebook_llm.no_such  # type: ignore[attr-defined]  # noqa: B018
+
+
+def test_importing_the_package_does_not_load_importlib_abc_or_pathlib() -> None:
+    """The alias finder is a plain class: ``importlib.abc`` pulls in ``importlib.resources``,
+    ``pathlib`` and ``tempfile``, about as much again as the whole ``import notebook_llm``."""
+    code = (
+        "import sys, notebook_llm\n"
+        "print(sorted(m for m in ('importlib.abc', 'importlib.resources', 'pathlib') "
+        "if m in sys.modules))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert out.stdout.strip() == "[]"
+
+
+def test_the_0_1_names_of_wire_deadline_are_still_there() -> None:
+    from notebook_llm.core import timeouts
+    from notebook_llm.wire import deadline
+
+    assert deadline.DEFAULT_TIMEOUTS is timeouts.DEFAULT_TIMEOUTS
+    assert deadline.Timeouts is timeouts.Timeouts
+
+
+def test_reloading_the_package_keeps_one_alias_finder() -> None:
+    """``importlib.reload(notebook_llm)`` (``%autoreload``) made a second finder each time."""
+    code = (
+        "import importlib, sys, warnings\n"
+        "warnings.simplefilter('ignore')\n"
+        "import notebook_llm\n"
+        "importlib.reload(notebook_llm)\n"
+        "importlib.reload(notebook_llm)\n"
+        "import notebook_llm.chat\n"
+        "print(sum(type(f).__name__ == '_MovedModuleFinder' for f in sys.meta_path))\n"
+        "print(notebook_llm.chat.Chat is notebook_llm.Chat)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert out.stdout.split() == ["1", "True"]

@@ -344,7 +344,7 @@ def test_an_unknown_keyword_is_one_line_with_a_suggestion(engine: Engine) -> Non
         with pytest.raises(TypeError) as info:
             call({"temprature": 0.5})
         text = str(info.value)
-        assert "temprature (did you mean temperature?)" in text, where
+        assert "temprature (did you mean temperature" in text, where  # map: "or template?"
         assert "\n" not in text, where
 
 

@@ -35,7 +35,7 @@ from ..core.errors import ErrorCode, LlmError
 from ..core.protocol import Message
 from ..engine.engine import Engine
 from ..engine.pricing import Price, cost, price_of
-from ..engine.request import Request, TurnOptions, request_of
+from ..engine.request import OPTION_NAMES, Request, TurnOptions, _refuse_unknown, request_of
 from ..wire.slots import request_slots, when_idle
 from ..wire.transport import connection_pool
 from .dataframes import prompts_of, to_frame
@@ -133,6 +133,19 @@ class MapOptions(TurnOptions, total=False):
     max_cost: float | None
 
 
+#: Every keyword of :func:`amap` (the close ones are named for a typo).
+_MAP_OPTIONS = (
+    "provider",
+    "model",
+    "engine",
+    "concurrency",
+    "progress",
+    "template",
+    "max_cost",
+    *(name for name in OPTION_NAMES if name not in ("prompt", "messages")),
+)
+
+
 async def amap(prompts: Iterable[Any], **options: Unpack[MapOptions]) -> Any:
     """Complete every prompt, at most ``concurrency`` at a time; results in input order.
 
@@ -171,6 +184,7 @@ async def amap(prompts: Iterable[Any], **options: Unpack[MapOptions]) -> Any:
             )
     if max_cost is not None:
         max_cost = cap_value(max_cost)
+    _refuse_unknown(options, "map", _MAP_OPTIONS)  # a typo of a batch keyword is named too
     # Every prompt's request: checked once, here, before anything is sent.
     request = request_of(provider, model, options, "map")
     eng = _engine(engine)

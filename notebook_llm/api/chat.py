@@ -28,7 +28,7 @@ from ..core.images import image_blocks
 from ..core.protocol import Message, ToolSchema
 from ..core.response_schema import parse_into, retry_messages
 from ..engine.engine import Engine
-from ..engine.request import TurnOptions, request_of
+from ..engine.request import OPTION_NAMES, TurnOptions, _refuse_unknown, request_of
 from ..engine.session import default_engine, set_default_engine
 from .observers import turn_display
 from .tool_calling import as_tool, stream_tools
@@ -38,6 +38,25 @@ from .turn_runner import TurnRunner
 
 #: What a turn sets beside its request (``send(max_steps=3)``).
 _TURN_SETTINGS = tuple(f.name for f in fields(Turn) if f.name != "request")
+
+#: Request fields a turn makes itself (a ``Request`` would take them, so say why not).
+_NOT_SEND_OPTIONS = {
+    "prompt": "the text sent is the prompt",
+    "messages": "the history is chat.messages (chat.reset() forgets it)",
+}
+
+#: What ``send`` takes beside ``text``, ``display`` and ``fmt``: a typo gets the close ones of
+#: these (``max_step`` is ``max_steps``, not ``max_tokens``).
+_SEND_OPTIONS = tuple(
+    dict.fromkeys(
+        [
+            "provider",
+            "model",
+            *(name for name in OPTION_NAMES if name not in _NOT_SEND_OPTIONS),
+            *_TURN_SETTINGS,
+        ]
+    )
+)
 
 # --------------------------------------------------------------------------------------------
 # tools (the tool loop lives in notebook_llm.api.tool_calling; this is only the hook)
@@ -167,7 +186,14 @@ class Chat:
         chat's options with ``overrides`` over them (``None``: not given), and the turn's own
         settings (:class:`Turn`'s ``tools``, ``confirm``, ``max_steps``, ``images``,
         ``budget``)."""
+        named = [k for k in overrides if k not in _NOT_SEND_OPTIONS]  # those: one line below
+        _refuse_unknown(dict.fromkeys(named), "Chat.send", _SEND_OPTIONS)
         given = {k: v for k, v in overrides.items() if v is not None}
+        for key, why in _NOT_SEND_OPTIONS.items():
+            if key in given:
+                raise LlmError(
+                    f"{key}= is not an option of send(): {why}", ErrorCode.INVALID_OPTIONS
+                )
         extras = {k: given.pop(k) for k in _TURN_SETTINGS if k in given}
         extras.setdefault("tools", self.tools)
         user = Message.user(text)
@@ -192,7 +218,9 @@ class Chat:
 
         With ``schema=`` and ``schema_retries=N``, an answer that does not validate is shown
         with its error, then sent back with the validation message as a new turn (at most N
-        times); the history keeps the question and the last answer."""
+        times); the history keeps the question and the last answer. ``stop_signal=``: a
+        :class:`~notebook_llm.StopSignal` of the caller's; setting it (from any thread) stops
+        the turn like the Stop button, and what arrived is kept."""
         tries = _Tries(self, text, overrides, display=display, fmt=fmt)
         while (runner := tries.next()) is not None:
             tries.done(runner.run_blocking(tries.source(runner.confirm)))
@@ -257,7 +285,8 @@ class _Tries:
         if turn.budget is not None:
             turn.budget.check_turn(turn)
         self.turn = turn
-        stop = StopSignal()
+        # send(stop_signal=s): the caller's own signal stops every try; else one per try.
+        stop = turn.request.stop_signal or StopSignal()
         observer = turn_display(
             self.chat.engine,
             turn,

@@ -95,6 +95,8 @@ class TurnRunner:
         pending = _CallerCall(lambda: self.observer.confirm(call))
         self._questions.put(pending)
         pending.done.wait()
+        if pending.error is not None:  # the tool loop reports it as the call's result
+            raise pending.error
         return bool(pending.result)
 
     async def confirm_async(self, call: Any) -> bool:
@@ -157,8 +159,11 @@ class TurnRunner:
                 for item in items:
                     if item is _DONE:
                         done = True
-                    else:
+                        continue
+                    try:
                         self._add(item)
+                    except KeyboardInterrupt:  # while showing one: the others are kept
+                        self.stop.set("interrupted")
             except queue.Empty:
                 pass
             except KeyboardInterrupt:
@@ -237,10 +242,15 @@ class _CallerCall:
         self.fn = fn
         self.done = threading.Event()
         self.result: Any = None
+        #: What ``fn`` raised (``input()`` without a stdin: ``EOFError``), raised again on the
+        #: stream's side, where the question was asked; the caller's thread goes on waiting.
+        self.error: Exception | None = None
 
     def run(self) -> None:
         try:
             self.result = self.fn()
+        except Exception as exc:
+            self.error = exc
         finally:
             self.done.set()
 

@@ -84,7 +84,7 @@ class Engine:
         of extra attempts for retryable errors that happen before any event was yielded;
         ``transport`` carries this engine's HTTP requests (httpx-style; default: the network);
         ``timeouts``: each request's deadline and longest wait for an event (default
-        ``notebook_llm.wire.deadline.DEFAULT_TIMEOUTS``; a request's ``timeouts=`` wins)."""
+        ``notebook_llm.core.timeouts.DEFAULT_TIMEOUTS``; a request's ``timeouts=`` wins)."""
         self.registry = Registry()
         self._installing_plugins = False
         self.retries = retries

@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-from collections.abc import Callable, Mapping, Sequence
+import numbers
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypedDict
 
@@ -94,6 +95,7 @@ class Request:
     def __post_init__(self) -> None:
         if not self.provider or not isinstance(self.provider, str):
             raise LlmError("no provider given", ErrorCode.INVALID_OPTIONS)
+        fixed: dict[str, Any] = _checked_shapes(self)
         max_tokens, temperature = self.max_tokens, self.temperature
         if max_tokens is not None and max_tokens <= 0:
             raise LlmError(
@@ -109,13 +111,13 @@ class Request:
                 f"{type(self.timeouts).__name__} {self.timeouts!r}",
                 ErrorCode.INVALID_OPTIONS,
             )
-        fixed: dict[str, Any] = {"schema_retries": schema_retries_of(self.schema_retries)}
+        fixed["schema_retries"] = schema_retries_of(self.schema_retries)
         if self.schema is not None:
             from ..core.response_schema import as_schema
 
             fixed["schema"] = as_schema(self.schema)  # a wrong schema fails before any I/O
         for name in ("messages", "tools", "stop_sequences"):
-            value = getattr(self, name)
+            value = fixed.get(name, getattr(self, name))
             if value is not None and not isinstance(value, tuple):
                 fixed[name] = tuple(value)
         for name, value in fixed.items():
@@ -140,6 +142,55 @@ class Request:
     def replace(self, **changes: Any) -> Request:
         """A copy with ``changes`` (checked as a new request is)."""
         return request_of(self, None, changes, "Request.replace")
+
+
+def _checked_shapes(request: Request) -> dict[str, Any]:
+    """A field of the wrong type, refused in one line that says what it takes (it failed
+    later, inside the engine or the adapter, with a bare ``TypeError`` or ``AttributeError``).
+    Returns the list fields as tuples; one ``stop_sequences`` string is that one sequence (not
+    one per character)."""
+    fixed: dict[str, Any] = {}
+    for name in ("model", "prompt", "system", "reasoning_effort"):
+        value = getattr(request, name)
+        if value is not None and not isinstance(value, str):
+            raise _bad_shape(f"{name}=", "a str", value)
+    for name in ("temperature", "max_tokens"):
+        value = getattr(request, name)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, numbers.Real)):
+            raise _bad_shape(f"{name}=", "a number", value)
+    if request.extra_body is not None and not isinstance(request.extra_body, Mapping):
+        raise _bad_shape("extra_body=", "a dict of body fields", request.extra_body)
+    if isinstance(request.stop_sequences, str):
+        fixed["stop_sequences"] = (request.stop_sequences,)
+    elif request.stop_sequences is not None:
+        fixed["stop_sequences"] = _items(request.stop_sequences, "stop_sequences", str, "str")
+    if isinstance(request.messages, str):
+        raise _bad_shape("messages=", "a list of Message (one text is prompt=)", request.messages)
+    if request.messages is not None:
+        fixed["messages"] = _items(request.messages, "messages", Message, "Message")
+    if request.tools is not None:
+        what = "ToolSchema (Python functions: run_tools, or Chat(tools=...))"
+        fixed["tools"] = _items(request.tools, "tools", ToolSchema, what)
+    return fixed
+
+
+def _items(value: Any, name: str, kind: type, what: str) -> tuple[Any, ...]:
+    """``value`` as a tuple of ``kind``, else a one-line ``INVALID_OPTIONS``."""
+    if isinstance(value, kind) or not isinstance(value, Iterable):
+        raise _bad_shape(f"{name}=", f"a list of {what}", value)
+    items = tuple(value)
+    for n, item in enumerate(items):
+        if not isinstance(item, kind):
+            raise _bad_shape(f"item {n} of {name}=", f"a {what}", item)
+    return items
+
+
+def _bad_shape(label: str, takes: str, value: Any) -> LlmError:
+    """``prompt= takes a str, not int 123`` (the value itself only when it is a short scalar)."""
+    shown = type(value).__name__
+    if isinstance(value, int | float | str) and len(repr(value)) <= 40:
+        shown += f" {value!r}"
+    return LlmError(f"{label} takes {takes}, not {shown}", ErrorCode.INVALID_OPTIONS)
 
 
 #: Every option of a :class:`Request` after ``provider`` and ``model``, in order.

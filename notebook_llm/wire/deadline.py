@@ -12,7 +12,7 @@ what they do not:
 
 Both end the request with ``TIMEOUT`` and one line naming the limit and how to change it. The
 defaults suit reasoning models, which may think for minutes before their first token
-(:data:`DEFAULT_TIMEOUTS`). Set them per engine (``Engine(timeouts=Timeouts(...))``) or per
+(:data:`~notebook_llm.core.timeouts.DEFAULT_TIMEOUTS`). Set them per engine (``Engine(timeouts=Timeouts(...))``) or per
 request (``engine.complete(..., timeouts=Timeouts(...))``); ``None`` turns one off.
 """
 
@@ -24,9 +24,11 @@ from collections.abc import AsyncGenerator, AsyncIterator, Awaitable
 from typing import TypeVar
 
 from ..core.errors import ErrorCode, LlmError
-from ..core.timeouts import Timeouts
+from ..core.timeouts import DEFAULT_TIMEOUTS, Timeouts
 
-__all__ = ["RequestClock"]
+# Timeouts and its defaults live in core (a request carries them); they keep their names here,
+# where 0.1 defined them (``from notebook_llm.wire.deadline import DEFAULT_TIMEOUTS``).
+__all__ = ["DEFAULT_TIMEOUTS", "RequestClock", "Timeouts"]
 
 _T = TypeVar("_T")
 

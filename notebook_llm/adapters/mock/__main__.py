@@ -6,9 +6,9 @@ import argparse
 import threading
 from collections.abc import Sequence
 
-from .faults import FAULT_HEADER, FAULTS
-from .models import MODELS
-from .server import MockServer
+from notebook_llm.adapters.mock.faults import FAULT_HEADER, FAULTS
+from notebook_llm.adapters.mock.models import MODELS
+from notebook_llm.adapters.mock.server import MockServer
 
 
 def main(argv: Sequence[str] | None = None) -> int:

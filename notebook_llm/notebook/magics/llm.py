@@ -213,9 +213,23 @@ class LlmMagics(Magics):
         if opts.out:
             ns[opts.out] = completion
 
+    def _refused(self, opts: Any, chat: Chat, exc: LlmError) -> None:
+        """A turn refused before it ran (a bad option, the budget): ``_llm`` (and ``--out``)
+        hold a completion with that error, as for a turn that failed, not the last cell's."""
+        from ...core.completion import Completion
+        from ...core.protocol import FinishReason
+
+        failed = Completion(provider=chat.provider, model=chat.model)
+        failed.finish = FinishReason("error", exc)
+        self._store(opts, failed)
+
     def _cell(self, line: str, cell: str) -> None:
         chat, prompt, opts, kwargs = self._prepare(line, cell)
-        completion = chat.send(prompt, **kwargs)
+        try:
+            completion = chat.send(prompt, **kwargs)
+        except LlmError as exc:
+            self._refused(opts, chat, exc)
+            raise
         self._store(opts, completion)
 
     async def llm_cell_async(self, line: str, cell: str) -> None:
@@ -228,7 +242,11 @@ class LlmMagics(Magics):
         warmup.wait()
         try:
             chat, prompt, opts, kwargs = self._prepare(line, cell)
-            completion = await chat.asend(prompt, interruptible=True, **kwargs)
+            try:
+                completion = await chat.asend(prompt, interruptible=True, **kwargs)
+            except LlmError as exc:
+                self._refused(opts, chat, exc)
+                raise
             self._store(opts, completion)
         except UsageError as exc:
             print(f"UsageError: {redact(str(exc))}\n{margs.usage()}", file=sys.stderr)
