@@ -220,8 +220,16 @@ def _someone_watching() -> bool:
 
 
 def _turn_observer(*args: Any, **kwargs: Any) -> Any:
-    from .notebook.widgets.present import Presenter
+    try:
+        from .notebook.widgets.present import Presenter
+    except ImportError as exc:  # installed without the notebook extra: say so once, show nothing
+        from .engine.providers import notice
 
+        notice(
+            f"a turn is shown only with the notebook extra ({exc.name or exc} is missing): "
+            "pip install 'notebook-llm[notebook]', or pass display=False"
+        )
+        return observers.TurnObserver()
     return Presenter(*args, **kwargs)
 
 

@@ -317,3 +317,27 @@ async def test_the_error_type_and_request_id_a_provider_echoes_are_redacted() ->
     everything = f"{err!s} {err!r} {err.code} {err.details} {err.request_id}"
     for form in (KEY, KEY.upper()):
         assert_no_piece(everything, form)
+
+
+def test_every_logger_of_the_package_is_redacted() -> None:
+    """A new ``getLogger("notebook_llm....")`` must join the filtered list: a filter on a parent
+    does not see a child's records."""
+    import ast
+    from pathlib import Path
+
+    from notebook_llm.core.redaction import FILTERED_LOGGERS
+
+    package = Path(__file__).resolve().parent.parent / "notebook_llm"
+    named = set()
+    for path in package.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text("utf-8"))):
+            if (
+                isinstance(node, ast.Call)
+                and getattr(node.func, "attr", None) == "getLogger"
+                and node.args
+                and isinstance(node.args[0], ast.Constant)
+                and str(node.args[0].value).startswith("notebook_llm")
+            ):
+                named.add(node.args[0].value)
+    assert named
+    assert named <= set(FILTERED_LOGGERS), sorted(named - set(FILTERED_LOGGERS))

@@ -376,3 +376,17 @@ def test_the_api_layer_imports_no_notebook_code() -> None:
     # the scan does see relative imports (the notebook layer's own files import notebook code)
     present = PACKAGE / "notebook" / "widgets" / "present.py"
     assert any(n.startswith("notebook_llm.notebook") for n in _imported(present))
+
+
+def test_without_the_notebook_extra_a_turn_says_so_once_and_still_answers(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import sys
+
+    monkeypatch.setitem(sys.modules, "notebook_llm.notebook.widgets.present", None)
+    chat = Chat(provider="mock", model="echo")
+    assert chat.send("hello").text == "hello"
+    assert chat.send("again").text == "again"
+    err = capsys.readouterr().err
+    assert err.count("a turn is shown only with the notebook extra") == 1
+    assert "pip install 'notebook-llm[notebook]', or pass display=False" in err

@@ -318,7 +318,12 @@ class RedactingFilter(logging.Filter):
 
 
 _FILTER = RedactingFilter()
-for _name in (
+
+#: The loggers whose records are redacted. A logger's filter does not see its children's
+#: records, so each of the package's own loggers is named (a test holds this list to the
+#: ``getLogger("...")`` calls of the package); a Lua adapter's ``notebook_llm.adapter.NAME``
+#: logger gets text that its host redacted already.
+FILTERED_LOGGERS = (
     "httpx",
     "httpcore",
     "httpcore.http11",
@@ -326,14 +331,17 @@ for _name in (
     "httpcore.connection",
     "httpcore.proxy",
     "notebook_llm",
-    # a logger's filter does not see its children's records: each of the package's is named
     "notebook_llm.adapter",
+    "notebook_llm.adapter.watch",
     "notebook_llm.adapters",
     "notebook_llm.api.batch",
-    "notebook_llm.engine.engine",
-    "notebook_llm.engine.routing.plugins",
     "notebook_llm.api.recording",
     "notebook_llm.api.tool_calling",
+    "notebook_llm.api.turn_runner",
+    "notebook_llm.engine.engine",
+    "notebook_llm.engine.routing.plugins",
     "notebook_llm.notebook.file_watch",
-):
+    "notebook_llm.warmup",
+)
+for _name in FILTERED_LOGGERS:
     logging.getLogger(_name).addFilter(_FILTER)
