@@ -35,7 +35,7 @@ from ..core.errors import ErrorCode, LlmError
 from ..core.protocol import Message
 from ..engine.engine import Engine
 from ..engine.pricing import Price, cost, price_of
-from ..engine.request import OPTION_NAMES, Request, TurnOptions, _refuse_unknown, request_of
+from ..engine.request import OPTION_NAMES, Request, TurnOptions, refuse_unknown_keywords, request_of
 from ..wire.slots import request_slots, when_idle
 from ..wire.transport import connection_pool
 from .dataframes import prompts_of, to_frame
@@ -184,7 +184,7 @@ async def amap(prompts: Iterable[Any], **options: Unpack[MapOptions]) -> Any:
             )
     if max_cost is not None:
         max_cost = cap_value(max_cost)
-    _refuse_unknown(options, "map", _MAP_OPTIONS)  # a typo of a batch keyword is named too
+    refuse_unknown_keywords(options, "map", _MAP_OPTIONS)  # a typo of a batch keyword is named too
     # Every prompt's request: checked once, here, before anything is sent.
     request = request_of(provider, model, options, "map")
     eng = _engine(engine)

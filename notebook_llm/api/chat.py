@@ -28,7 +28,7 @@ from ..core.images import image_blocks
 from ..core.protocol import Message, ToolSchema
 from ..core.response_schema import parse_into, retry_messages
 from ..engine.engine import Engine
-from ..engine.request import OPTION_NAMES, TurnOptions, _refuse_unknown, request_of
+from ..engine.request import OPTION_NAMES, TurnOptions, refuse_unknown_keywords, request_of
 from ..engine.session import default_engine, set_default_engine
 from .observers import turn_display
 from .tool_calling import as_tool, stream_tools
@@ -187,7 +187,7 @@ class Chat:
         settings (:class:`Turn`'s ``tools``, ``confirm``, ``max_steps``, ``images``,
         ``budget``)."""
         named = [k for k in overrides if k not in _NOT_SEND_OPTIONS]  # those: one line below
-        _refuse_unknown(dict.fromkeys(named), "Chat.send", _SEND_OPTIONS)
+        refuse_unknown_keywords(dict.fromkeys(named), "Chat.send", _SEND_OPTIONS)
         given = {k: v for k, v in overrides.items() if v is not None}
         for key, why in _NOT_SEND_OPTIONS.items():
             if key in given:

@@ -42,6 +42,7 @@ __all__ = [
     "TurnOptions",
     "build_options",
     "check_request",
+    "refuse_unknown_keywords",
     "request_of",
     "schema_retries_of",
 ]
@@ -95,7 +96,7 @@ class Request:
     def __post_init__(self) -> None:
         if not self.provider or not isinstance(self.provider, str):
             raise LlmError("no provider given", ErrorCode.INVALID_OPTIONS)
-        fixed: dict[str, Any] = _checked_shapes(self)
+        fixed: dict[str, Any] = _checked_shapes(self)  # the list fields as tuples, too
         max_tokens, temperature = self.max_tokens, self.temperature
         if max_tokens is not None and max_tokens <= 0:
             raise LlmError(
@@ -116,10 +117,6 @@ class Request:
             from ..core.response_schema import as_schema
 
             fixed["schema"] = as_schema(self.schema)  # a wrong schema fails before any I/O
-        for name in ("messages", "tools", "stop_sequences"):
-            value = fixed.get(name, getattr(self, name))
-            if value is not None and not isinstance(value, tuple):
-                fixed[name] = tuple(value)
         for name, value in fixed.items():
             object.__setattr__(self, name, value)  # frozen: the checked values, set once
 
@@ -230,15 +227,15 @@ def request_of(
     """The request of an entry point called ``where`` (``stream``, ``map``...): a ``Request``
     it was given (with ``model`` and ``options`` over it) or one made of the keywords."""
     if isinstance(provider, Request):  # its provider may be replaced too
-        _refuse_unknown(options, where, ("provider", "model", *OPTION_NAMES))
+        refuse_unknown_keywords(options, where, ("provider", "model", *OPTION_NAMES))
         if model is not None:
             options = {**options, "model": model}
         return dataclasses.replace(provider, **options) if options else provider
-    _refuse_unknown(options, where)
+    refuse_unknown_keywords(options, where)
     return Request(provider, model, **options)
 
 
-def _refuse_unknown(
+def refuse_unknown_keywords(
     options: Mapping[str, Any], where: str, known: Sequence[str] = ("model", *OPTION_NAMES)
 ) -> None:
     """A keyword that is no option of a request: one line that names the close ones (a
