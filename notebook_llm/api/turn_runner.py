@@ -28,7 +28,7 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from concurrent.futures import Future
 from typing import Any
 
@@ -103,17 +103,11 @@ class TurnRunner:
         """The observer's :meth:`~TurnObserver.confirm_async` (an awaited run's questions)."""
         return await self.observer.confirm_async(call)
 
-    def _ask_pending(self) -> None:
+    def _pending(self) -> Iterator[_CallerCall]:
+        """The questions asked from the loop's side and not yet answered, taken one by one."""
         while True:
             try:
-                self._questions.get_nowait().run()
-            except queue.Empty:
-                return
-
-    def _decline_pending(self) -> None:
-        while True:
-            try:
-                self._questions.get_nowait().settle(False)
+                yield self._questions.get_nowait()
             except queue.Empty:
                 return
 
@@ -130,7 +124,8 @@ class TurnRunner:
             try:
                 self._wait(submit(self._pump(source, inbox)), inbox)
             finally:
-                self._decline_pending()
+                for question in self._pending():  # unanswered when the run ended: declined
+                    question.settle(False)
         _ensure_finish(self.events, self.stop)
         return self._fold()
 
@@ -171,7 +166,8 @@ class TurnRunner:
             try:
                 if not done:
                     self._tell(self.observer.tick)
-                    self._ask_pending()
+                    for question in self._pending():
+                        question.run()
             except KeyboardInterrupt:
                 self.stop.set("interrupted")
             if self.stop.is_set() and deadline is None:
