@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import queue
+import re
 from collections.abc import AsyncIterator, Iterator
 from concurrent.futures import Future
 from typing import Any
@@ -343,3 +344,23 @@ def test_a_typo_of_a_turn_or_batch_keyword_names_that_keyword(call: Any, says: s
     with pytest.raises(TypeError, match=says) as info:
         call()
     assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("key", "why"),
+    [
+        ("prompt", "the text sent is the prompt"),
+        ("messages", "the history is chat.messages"),
+        ("images", "give it to send()"),
+        ("stop_signal", "give it to send()"),
+    ],
+)
+def test_what_chat_refuses_points_where_it_goes_and_send_agrees(key: str, why: str) -> None:
+    """Chat(prompt=) must not send the user to send(prompt=), which refuses it too."""
+    from notebook_llm import Chat, LlmError, StopSignal
+
+    value: object = StopSignal() if key == "stop_signal" else "x"
+    if key == "messages":
+        value = []
+    with pytest.raises(LlmError, match=re.escape(f"{key}= is not a Chat setting: {why}")):
+        Chat(provider="mock", model="echo", live=False, **{key: value})

@@ -155,9 +155,10 @@ class Chat:
         self.engine = engine or default_engine()
         for key in ("prompt", "messages", "images", "stop_signal"):
             if key in options:
-                raise LlmError(
-                    f"{key}= is not a Chat setting; give it to send()", ErrorCode.INVALID_OPTIONS
-                )
+                # prompt and messages go to no call: send's text is the prompt, the history
+                # is the chat's own; images and a stop signal belong to one turn
+                why = _NOT_SEND_OPTIONS.get(key, "give it to send()")
+                raise LlmError(f"{key}= is not a Chat setting: {why}", ErrorCode.INVALID_OPTIONS)
         if provider is None:
             model = model or self.engine.file_config.default_model
         #: What every turn asks for: the provider, the model and the options (no history).
