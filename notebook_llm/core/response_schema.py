@@ -57,8 +57,6 @@ __all__ = [
 
 SchemaKind = Literal["pydantic", "dataclass", "json"]
 _NAME_RE = re.compile(r"[^A-Za-z0-9_-]+")
-#: A fenced block: ```, an optional language tag (followed by white space), the content, ```.
-_FENCE_RE = re.compile(r"```(?:[A-Za-z0-9_-]+(?=\s))?\s*(.*?)\s*```", re.DOTALL)
 
 
 @dataclass(frozen=True)
@@ -396,18 +394,42 @@ def _unfence(text: str) -> str:
     Models asked for JSON in the prompt (JSON mode, the Lua adapters, DeepSeek) often answer
     with a ```json block, sometimes with a sentence around it; one block is unambiguous, so it
     is taken. Two blocks, or bare JSON followed by prose, are left as they are (and fail with
-    the parser's message, which a retry feeds back)."""
+    the parser's message, which a retry feeds back).
+
+    A scan with ``str.find``, not a regex: the answer is untrusted, and the pattern this
+    replaces (three backticks, an optional tag, white space, the content, white space, three
+    backticks) backtracked for minutes on backticks followed by a long run of spaces."""
     text = text.strip()
     if text[:1] in ("{", "[", '"') or "```" not in text:
         return text
-    whole = _FENCE_RE.fullmatch(text)
-    if whole is not None:
-        return whole.group(1)
+    if len(text) >= 6 and text.startswith("```") and text.endswith("```"):
+        return _fenced(text, 3, len(text) - 3)
     if text.count("```") == 2:
-        m = _FENCE_RE.search(text)
-        if m is not None:
-            return m.group(1)
+        first = text.find("```") + 3
+        start = _after_tag(text, first, len(text))
+        end = text.find("```", start)
+        if end >= 0:
+            return _fenced(text, first, end)
     return text
+
+
+#: The characters of a fence's language tag (```json).
+_TAG_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")
+
+
+def _after_tag(text: str, start: int, end: int) -> int:
+    """Where a fence's content starts: after its language tag when one (tag characters followed
+    by white space) opens ``text[start:end]``, else ``start``."""
+    at = start
+    while at < end and text[at] in _TAG_CHARS:
+        at += 1
+    return at if start < at < end and text[at].isspace() else start
+
+
+def _fenced(text: str, start: int, end: int) -> str:
+    """The content of a fence whose inside is ``text[start:end]``: its tag and the white space
+    around it removed."""
+    return text[_after_tag(text, start, end) : end].strip()
 
 
 def _pydantic_message(exc: Any) -> str:
