@@ -264,6 +264,15 @@ def _check_type(path: Path, section: str, key: str, value: Any, want: Any) -> No
     )
 
 
+def _check_price(path: Path, section: str, model: str, pair: Any) -> None:
+    """A price of the file that is NaN, infinite or negative is one line naming it."""
+    from .pricing import price_problem
+
+    problem = price_problem(pair)
+    if problem is not None:
+        raise LlmError(f"{path}: {section} {model}: {problem}", ErrorCode.INVALID_OPTIONS)
+
+
 _noticed: set[str] = set()
 
 
@@ -347,6 +356,7 @@ def _load_file_config(path: Path) -> FileConfig:
         _check_type(path, "[defaults]", key, defaults.get(key), str)
     for model, pair in data.get("prices", {}).items():
         _check_type(path, "[prices]", model, pair, "price")
+        _check_price(path, "[prices]", model, pair)
     providers = data.get("providers", {})
     if not isinstance(providers, dict):
         raise LlmError(f"{path}: [providers] must be a table", ErrorCode.INVALID_OPTIONS)
@@ -384,6 +394,8 @@ def _load_file_config(path: Path) -> FileConfig:
             )
         for key, value in table.items():
             _check_type(path, f"[providers.{name}]", key, value, _KEY_TYPES.get(key))
+        for model, pair in (table.get("prices") or {}).items():
+            _check_price(path, f"[providers.{name}] prices", model, pair)
         _check_request_parts(path, name, table)
     prices = {
         str(model): (float(v[0]), float(v[1]))
