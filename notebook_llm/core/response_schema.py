@@ -33,6 +33,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import enum
+import functools
 import json
 import re
 import sys
@@ -67,6 +68,7 @@ __all__ = [
     "ResponseSchema",
     "as_schema",
     "check_events",
+    "columns_of",
     "fields_of",
     "parse_into",
     "retry_messages",
@@ -644,6 +646,34 @@ def fields_of(value: Any) -> dict[str, Any] | None:
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return dataclasses.asdict(value)
     return value if isinstance(value, dict) else None
+
+
+def columns_of(value: Any, schema: ResponseSchema) -> dict[str, Any] | None:
+    """The top-level fields of a parsed answer keyed by the schema's property names (the
+    columns of a typed ``map``). A pydantic model's properties are its aliases
+    (``Field(alias=)``, ``alias_generator``, a validation alias), while ``model_dump`` keys by
+    field name and leaves out ``exclude=True`` fields: each property is mapped back to its
+    field, so every column gets its value."""
+    if schema.kind != "pydantic" or not hasattr(value, "model_dump"):
+        return fields_of(value)
+    names = _field_names(typing.cast(Any, type(value)))
+    dumped = value.model_dump(mode="json")
+    from pydantic_core import to_jsonable_python
+
+    return {
+        prop: dumped[name] if name in dumped else to_jsonable_python(getattr(value, name, None))
+        for prop, name in names.items()
+    }
+
+
+@functools.lru_cache(maxsize=256)
+def _field_names(model: type) -> dict[str, str]:
+    """A pydantic model's schema property names (aliases) -> its field names: the two
+    schemas pydantic writes, by alias and by name, list the fields in the same order."""
+    cls = typing.cast(Any, model)
+    by_alias = list(cls.model_json_schema(by_alias=True).get("properties", {}))
+    by_name = list(cls.model_json_schema(by_alias=False).get("properties", {}))
+    return dict(zip(by_alias, by_name, strict=False))
 
 
 def parse_into(completion: Completion, schema: ResponseSchema | None) -> LlmError | None:
