@@ -377,7 +377,8 @@ class RedactingFilter(logging.Filter):
     INFO, with the URL, which holds the key for ``{api_key}`` endpoints such as Gemini's)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        if _pattern is not None or "=" in str(record.msg) or record.args:
+        msg = str(record.msg)
+        if _pattern is not None or "=" in msg or "@" in msg or record.args:
             message = record.getMessage()
             hidden = redact(message)
             if hidden != message:  # a record with nothing to hide keeps its args
