@@ -234,7 +234,7 @@ def test_a_local_server_is_not_taken_for_free_but_the_mock_and_ollama_are() -> N
 
 
 def test_the_session_budget_counts_answers_that_report_nothing() -> None:
-    from notebook_llm.api.estimate import Budget
+    from notebook_llm.api.cost_cap import Budget
     from notebook_llm.api.turn import Turn
     from notebook_llm.core.completion import Completion
     from notebook_llm.engine.request import Request

@@ -39,8 +39,9 @@ from .estimate import estimate_request, estimate_tokens, money
 if TYPE_CHECKING:
     from ..engine.engine import Engine
     from ..engine.request import Request
+    from .turn import Turn
 
-__all__ = ["CostCap", "Ticket", "token_count"]
+__all__ = ["Budget", "CostCap", "Ticket", "token_count"]
 
 log = logging.getLogger("notebook_llm.api.batch")
 
@@ -302,3 +303,34 @@ def _is_free(engine: Engine, provider: str) -> bool:
         return False
     local = host in ("localhost", "::1") or host.startswith("127.")
     return local and adapter == "ollama"
+
+
+class Budget:
+    """The session's cost cap for ``%%llm`` cells (``%llm budget USD``): a
+    :class:`~notebook_llm.api.cost_cap.CostCap` asked once per cell."""
+
+    def __init__(self, cap: float, engine: Engine) -> None:
+        self._cap = CostCap(cap, engine, what="a budget")
+        self.cap = self._cap.cap
+        self.engine = engine
+
+    @property
+    def spent(self) -> float:
+        return self._cap.spent
+
+    @spent.setter
+    def spent(self, value: float) -> None:
+        self._cap.spent = value
+
+    def check_turn(self, turn: Turn) -> None:
+        """Refuse a turn whose worst case (a full answer) would take the spent cost over the
+        cap, or whose model has no price."""
+        self._cap.check_turn(turn.request)
+
+    def add(self, completion: Completion, turn: Turn) -> None:
+        """Count what a finished turn cost (estimated where the provider reported nothing)."""
+        self._cap.add(completion, turn.request)
+
+    def note(self) -> str:
+        """The footer's part: ``spent $0.0012 of $1.00 budget``."""
+        return self._cap.note()

@@ -13,7 +13,7 @@ estimate, the cap and how to raise it:
 
 * ``map(..., max_cost=USD)`` sends nothing when the estimate is over the cap, and stops sending
   once the cost spent reaches it;
-* ``%llm budget USD`` (:class:`Budget`) caps the session's ``%%llm`` cells: a cell whose
+* ``%llm budget USD`` (:class:`~notebook_llm.api.cost_cap.Budget`) caps the session's ``%%llm`` cells: a cell whose
   worst case would take the spent cost over the cap is refused; each answer's cost is added.
 
 A free model (the mock, a server on this machine) passes any cap. A model without a known price
@@ -35,14 +35,11 @@ from ..engine.pricing import Price, cost, price_of
 from ..engine.request import Request, TurnOptions, request_of
 
 if TYPE_CHECKING:
-    from ..core.completion import Completion
     from ..engine.engine import Engine
-    from .turn import Turn
 
 __all__ = [
     "DEFAULT_OUTPUT_TOKENS",
     "IMAGE_TOKENS",
-    "Budget",
     "CostEstimate",
     "cap_value",
     "estimate_cost",
@@ -196,36 +193,3 @@ def cap_value(value: Any, what: str = "max_cost") -> float:
             ErrorCode.INVALID_OPTIONS,
         )
     return float(value) + 0.0  # -0.0 shows as $0.0000
-
-
-class Budget:
-    """The session's cost cap for ``%%llm`` cells (``%llm budget USD``): a
-    :class:`~notebook_llm.api.cost_cap.CostCap` asked once per cell."""
-
-    def __init__(self, cap: float, engine: Engine) -> None:
-        from .cost_cap import CostCap
-
-        self._cap = CostCap(cap, engine, what="a budget")
-        self.cap = self._cap.cap
-        self.engine = engine
-
-    @property
-    def spent(self) -> float:
-        return self._cap.spent
-
-    @spent.setter
-    def spent(self, value: float) -> None:
-        self._cap.spent = value
-
-    def check_turn(self, turn: Turn) -> None:
-        """Refuse a turn whose worst case (a full answer) would take the spent cost over the
-        cap, or whose model has no price."""
-        self._cap.check_turn(turn.request)
-
-    def add(self, completion: Completion, turn: Turn) -> None:
-        """Count what a finished turn cost (estimated where the provider reported nothing)."""
-        self._cap.add(completion, turn.request)
-
-    def note(self) -> str:
-        """The footer's part: ``spent $0.0012 of $1.00 budget``."""
-        return self._cap.note()

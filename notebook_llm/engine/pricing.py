@@ -14,10 +14,10 @@ refuse anything else, and a table that holds one anyway (a provider made in code
 
 from __future__ import annotations
 
-import math
 from typing import TYPE_CHECKING, Any
 
 from ..core.protocol import TokenUsage
+from .providers import price_problem
 
 if TYPE_CHECKING:
     from .engine import Engine
@@ -35,20 +35,6 @@ BUILTIN_PRICES: dict[str, Price] = {
 }
 
 _session: dict[tuple[str | None, str], Price] = {}
-
-
-def price_problem(pair: Any) -> str | None:
-    """Why ``pair`` is not a price (``None``: it is one): two numbers of US dollars per million
-    tokens, each finite and not negative (a NaN compares false with every cap, a negative
-    price lowers what is spent)."""
-    if not isinstance(pair, list | tuple) or len(pair) != 2:
-        return "a price is two numbers, [input, output] US dollars per million tokens"
-    for value in pair:
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            return f"a price is a number, not {value!r}"
-        if not math.isfinite(value) or value < 0:
-            return f"a price must be a finite number, not negative: got {value!r}"
-    return None
 
 
 def checked_price(pair: Any) -> Price:

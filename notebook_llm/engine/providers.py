@@ -30,6 +30,7 @@ because OpenAI's own API refuses ``max_tokens`` for its reasoning models.
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import sys
@@ -264,10 +265,22 @@ def _check_type(path: Path, section: str, key: str, value: Any, want: Any) -> No
     )
 
 
+def price_problem(pair: Any) -> str | None:
+    """Why ``pair`` is not a price (``None``: it is one): two numbers of US dollars per million
+    tokens, each finite and not negative (a NaN compares false with every cap, a negative
+    price lowers what is spent)."""
+    if not isinstance(pair, list | tuple) or len(pair) != 2:
+        return "a price is two numbers, [input, output] US dollars per million tokens"
+    for value in pair:
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            return f"a price is a number, not {value!r}"
+        if not math.isfinite(value) or value < 0:
+            return f"a price must be a finite number, not negative: got {value!r}"
+    return None
+
+
 def _check_price(path: Path, section: str, model: str, pair: Any) -> None:
     """A price of the file that is NaN, infinite or negative is one line naming it."""
-    from .pricing import price_problem
-
     problem = price_problem(pair)
     if problem is not None:
         raise LlmError(f"{path}: {section} {model}: {problem}", ErrorCode.INVALID_OPTIONS)
