@@ -245,3 +245,14 @@ def test_the_session_budget_counts_answers_that_report_nothing() -> None:
     turn = Turn(Request("paid", "big", prompt="hi"))
     budget.add(Completion(blocks=[TextBlock(ANSWER)], usage=None, finish=None), turn)
     assert budget.spent == pytest.approx(0.01, rel=0.01)
+
+
+def test_the_session_budget_refuses_a_model_without_a_price() -> None:
+    from notebook_llm.api.cost_cap import Budget
+    from notebook_llm.api.turn import Turn
+    from notebook_llm.engine.request import Request
+
+    budget = Budget(1.0, _engine(Scripted()))
+    with pytest.raises(LlmError, match="set_price") as err:
+        budget.check_turn(Turn(Request("paid", "big", prompt="hi")))
+    assert err.value.code == ErrorCode.BUDGET_EXCEEDED

@@ -269,6 +269,26 @@ def test_a_pydantic_or_dataclass_answer_never_imports_jsonschema() -> None:
     assert out.split() == ["False", "True"]
 
 
+def test_a_dataclass_answer_without_pydantic_never_imports_jsonschema() -> None:
+    """Where pydantic is not installed (the environment scripts/lab makes), a dataclass answer
+    is checked against the dataclass's type hints: the README's first typed answer."""
+    out = _run(
+        "import sys, dataclasses\n"
+        "sys.modules['pydantic'] = None  # as if not installed\n"
+        "from notebook_llm import Engine\n"
+        "from notebook_llm.core.errors import LlmError\n"
+        "@dataclasses.dataclass\nclass Sentiment:\n    label: str\n    score: float\n"
+        "e = Engine(config_file=False, env_file=False)\n"
+        "r = e.complete_sync('mock', 'echo', prompt='Review: cold soup', schema=Sentiment)\n"
+        "assert isinstance(r.parsed, Sentiment), r\n"
+        "from notebook_llm.core.response_schema import as_schema\n"
+        'try:\n    as_schema(Sentiment).validate(\'{"label": 1, "score": 0.5}\')\n'
+        "except LlmError as err:\n    print(err.details['validation'])\n"
+        "print('jsonschema' in sys.modules)\n"
+    )
+    assert out.split("\n")[:2] == ["$.label: expected string, got 1", "False"]
+
+
 @pytest.mark.parametrize(
     ("value", "schema", "words"),
     [

@@ -1,6 +1,6 @@
 """The package's one JSON Schema validator: a tool call's arguments, and a typed answer whose
-schema is a JSON Schema dict (a dataclass without pydantic too). A pydantic model's answer is
-validated by pydantic and never gets here.
+schema is a JSON Schema dict. A pydantic model's answer is validated by pydantic, a dataclass's
+by pydantic or against its type hints: neither gets here.
 
 Why ``jsonschema`` (the reference implementation): it means what the specification means, in
 every draft (a ``$ref`` beside other keywords adds to them from 2019-09 on; ``$defs``,

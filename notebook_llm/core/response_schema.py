@@ -18,7 +18,8 @@ inlined form passes :data:`MAX_INLINED_NODES` values, instead of growing to 2^de
 
 The answer is untrusted text. :meth:`ResponseSchema.validate` parses it (a fenced ```json
 block is accepted) and validates it back into the caller's type: the pydantic model, the
-dataclass (through pydantic when installed), or a plain dict for a JSON Schema, checked against
+dataclass (through pydantic when installed, else against its type hints: a dataclass never
+needs the JSON Schema validator), or a plain dict for a JSON Schema, checked against
 the user's own schema (not the inlined copy) by the package's one JSON Schema validator
 (:func:`notebook_llm.core.json_schema_check.check`). A failure is ``LlmError(SCHEMA_MISMATCH)``
 whose ``details`` keep the raw text and the validation message, which :func:`retry_messages`
@@ -35,6 +36,7 @@ import dataclasses
 import enum
 import functools
 import json
+import math
 import re
 import sys
 import types
@@ -89,8 +91,8 @@ class ResponseSchema:
     kind: SchemaKind = "json"
     #: The pydantic model or dataclass to build; ``None`` for a JSON Schema dict.
     target: Any = field(default=None, compare=False)
-    #: The schema as the user gave it (a JSON Schema dict, or a dataclass's without pydantic):
-    #: what answers are validated against. ``None`` when pydantic validates.
+    #: The JSON Schema dict as the user gave it: what answers are validated against (``None``
+    #: for a pydantic model or a dataclass).
     source: Any = field(default=None, compare=False, repr=False)
 
     def response_format(self) -> dict[str, Any]:
@@ -119,14 +121,20 @@ class ResponseSchema:
             return self._pydantic(text, value)
         if self.kind == "dataclass" and _pydantic() is not None:
             return self._pydantic(text, value)
-        problems = check(value, self.source if self.source is not None else self.schema)
-        if problems:
-            raise self._mismatch(text, problems[0])
-        if self.kind == "dataclass" and isinstance(value, dict):
+        if self.kind == "dataclass":
+            try:
+                found = _hint_problem(value, self.target, "$", set())
+            except RecursionError:
+                found = "$: the answer nests too deeply to check"
+            if found is not None:
+                raise self._mismatch(text, found)
             try:
                 return self.target(**value)
             except TypeError as exc:
                 raise self._mismatch(text, str(exc)) from None
+        problems = check(value, self.source if self.source is not None else self.schema)
+        if problems:
+            raise self._mismatch(text, problems[0])
         return value
 
     def _pydantic(self, text: str, value: Any) -> Any:
@@ -230,7 +238,7 @@ def _as_schema(obj: Any) -> ResponseSchema:
             raw = pydantic.TypeAdapter(obj).json_schema()
             return _make(obj.__name__, _closed(_inlined(raw)), "dataclass", obj)
         raw = _dataclass_schema(obj, set())
-        return _make(obj.__name__, _closed(_inlined(raw)), "dataclass", obj, source=raw)
+        return _make(obj.__name__, _closed(_inlined(raw)), "dataclass", obj)
     if isinstance(obj, Mapping):
         source = _plain_json(obj)
         if not any(k in source for k in _SCHEMA_WORDS):
@@ -551,6 +559,78 @@ def _type_schema(tp: Any, seen: set[type]) -> dict[str, Any]:
 
 
 # ------------------------------------------------------------------------------ validating
+
+
+# A dataclass's answer without pydantic is checked against its type hints, the same ones
+# _type_schema describes to the provider: a dataclass is Python types, not a JSON Schema dict,
+# so it never needs (or imports) the JSON Schema validator.
+def _hint_problem(value: Any, tp: Any, path: str, seen: set[type]) -> str | None:
+    """Why the JSON ``value`` does not fit type hint ``tp`` (``None``: it fits)."""
+    if tp is Any:
+        return None
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if origin in (typing.Union, types.UnionType):
+        branches = [_hint_problem(value, a, path, seen) for a in args]
+        if None in branches:
+            return None
+        return f"{path}: matches none of the allowed forms ({branches[0]})"
+    if origin is Literal:
+        ok = any(value == a and type(value) is type(a) for a in args)
+        return None if ok else f"{path}: {_shown(value)} is not one of {list(args)!r}"
+    if isinstance(tp, type) and issubclass(tp, enum.Enum):
+        allowed = [m.value for m in tp]
+        return None if value in allowed else f"{path}: {_shown(value)} is not one of {allowed!r}"
+    if origin in (list, tuple, set, frozenset, Sequence):
+        if not isinstance(value, list):
+            return f"{path}: expected array, got {_shown(value)}"
+        for i, item in enumerate(value if args else ()):
+            problem = _hint_problem(item, args[0], f"{path}[{i}]", seen)
+            if problem is not None:
+                return problem
+        return None
+    if origin in (dict, Mapping) or tp in (dict, Mapping):
+        return None if isinstance(value, dict) else f"{path}: expected object, got {_shown(value)}"
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
+        return _dataclass_problem(value, tp, path, seen)
+    checks: dict[Any, tuple[str, Any]] = {
+        str: ("string", lambda v: isinstance(v, str)),
+        bool: ("boolean", lambda v: isinstance(v, bool)),
+        int: ("integer", lambda v: _number(v) and float(v).is_integer()),
+        float: ("number", _number),
+        type(None): ("null", lambda v: v is None),
+    }
+    if tp in checks:
+        name, fits = checks[tp]
+        return None if fits(value) else f"{path}: expected {name}, got {_shown(value)}"
+    return None  # a hint _type_schema cannot describe is refused when the schema is made
+
+
+def _dataclass_problem(value: Any, cls: type, path: str, seen: set[type]) -> str | None:
+    if not isinstance(value, dict):
+        return f"{path}: expected object, got {_shown(value)}"
+    hints = typing.get_type_hints(cls)
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    for name in value:
+        if name not in fields:
+            return f"{path}: unexpected property {name!r} (allowed: {', '.join(map(repr, fields))})"
+    for name, f in fields.items():
+        if name not in value:
+            if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+                return f"{path}: missing required {name!r}"
+            continue
+        found = _hint_problem(value[name], hints.get(name, Any), f"{path}.{name}", seen | {cls})
+        if found is not None:
+            return found
+    return None
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _shown(value: Any) -> str:
+    text = json.dumps(value, ensure_ascii=False, default=str)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _unfence(text: str) -> str:
