@@ -198,13 +198,15 @@ def check(value: Any, schema: Mapping[str, Any] | bool, path: str = "$") -> list
     """Problems of ``value`` against ``schema``, as ``"<path>: <problem>"`` lines (``[]``: valid).
 
     At most a handful of problems are reported; the first ones are the useful ones. A schema
-    that cannot be used at all (see :func:`schema_problem`) is one problem at ``path``."""
+    that cannot be used at all (see :func:`schema_problem`) is one problem at ``path``. With
+    ``path=""`` the places are written as a typed answer's messages write them (``a.0.b``)."""
     bad = _value_problem(value, path)
     if bad is not None:
         return [bad]
+    root = path or "(root)"
     problem = schema_problem(schema)
     if problem is not None:
-        return [f"{path}: the schema cannot be used: {problem}"]
+        return [f"{root}: the schema cannot be used: {problem}"]
     steps = _Steps(BASE_REF_STEPS + REF_STEPS_PER_NODE * _count_nodes(value))
     token = _STEPS.set(steps)
     try:
@@ -216,11 +218,11 @@ def check(value: Any, schema: Mapping[str, Any] | bool, path: str = "$") -> list
                 break
     except _TooCostly:
         return [
-            f"{path}: checking this value took more than {steps.limit:,} $ref steps: the "
+            f"{root}: checking this value took more than {steps.limit:,} $ref steps: the "
             "schema's references branch too much to check (simplify its anyOf/oneOf of $refs)"
         ]
     except RecursionError:
-        return [f"{path}: the schema and the value nest too deeply to check"]
+        return [f"{root}: the schema and the value nest too deeply to check"]
     finally:
         _STEPS.reset(token)
     jsonschema = _jsonschema()
@@ -231,8 +233,15 @@ def check(value: Any, schema: Mapping[str, Any] | bool, path: str = "$") -> list
 def _describe(error: Any, root: str) -> str:
     """One problem line: where, then what, in the words a model fixes arguments by (the usual
     keywords get a plain sentence; the others keep jsonschema's message)."""
-    where = root + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in error.absolute_path)
-    return _short(f"{where}: {_message(error)}")
+    return _short(f"{_where(root, list(error.absolute_path))}: {_message(error)}")
+
+
+def _where(root: str, keys: list[Any]) -> str:
+    """``$.a[0].b`` under root ``$``; under root ``""`` the dotted form a typed answer's
+    messages use (``a.0.b``, ``(root)``)."""
+    if not root:
+        return ".".join(str(k) for k in keys) or "(root)"
+    return root + "".join(f"[{k}]" if isinstance(k, int) else f".{k}" for k in keys)
 
 
 def _message(error: Any) -> str:
@@ -292,10 +301,7 @@ def _value_problem(value: Any, path: str) -> str | None:
             while entry[3] is not None:
                 keys.append(entry[2])
                 entry = entry[3]
-            where = path + "".join(
-                f"[{k}]" if isinstance(k, int) else f".{k}" for k in reversed(keys)
-            )
-            return f"{where}: {problem}"
+            return f"{_where(path, list(reversed(keys)))}: {problem}"
         if isinstance(node, Mapping):
             stack.extend((v, depth + 1, k, entry) for k, v in node.items())
         elif isinstance(node, list | tuple):

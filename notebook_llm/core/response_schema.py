@@ -123,16 +123,16 @@ class ResponseSchema:
             return self._pydantic(text, value)
         if self.kind == "dataclass":
             try:
-                found = _hint_problem(value, self.target, "$", set())
+                found = _hint_problem(value, self.target, "", set())
             except RecursionError:
-                found = "$: the answer nests too deeply to check"
+                found = "(root): the answer nests too deeply to check"
             if found is not None:
                 raise self._mismatch(text, found)
             try:
                 return self.target(**value)
             except TypeError as exc:
                 raise self._mismatch(text, str(exc)) from None
-        problems = check(value, self.source if self.source is not None else self.schema)
+        problems = check(value, self.source if self.source is not None else self.schema, path="")
         if problems:
             raise self._mismatch(text, problems[0])
         return value
@@ -573,23 +573,31 @@ def _hint_problem(value: Any, tp: Any, path: str, seen: set[type]) -> str | None
         branches = [_hint_problem(value, a, path, seen) for a in args]
         if None in branches:
             return None
-        return f"{path}: matches none of the allowed forms ({branches[0]})"
+        return f"{path or '(root)'}: matches none of the allowed forms ({branches[0]})"
     if origin is Literal:
         ok = any(value == a and type(value) is type(a) for a in args)
-        return None if ok else f"{path}: {_shown(value)} is not one of {list(args)!r}"
+        return None if ok else f"{path or '(root)'}: {_shown(value)} is not one of {list(args)!r}"
     if isinstance(tp, type) and issubclass(tp, enum.Enum):
         allowed = [m.value for m in tp]
-        return None if value in allowed else f"{path}: {_shown(value)} is not one of {allowed!r}"
+        return (
+            None
+            if value in allowed
+            else f"{path or '(root)'}: {_shown(value)} is not one of {allowed!r}"
+        )
     if origin in (list, tuple, set, frozenset, Sequence):
         if not isinstance(value, list):
-            return f"{path}: expected array, got {_shown(value)}"
+            return f"{path or '(root)'}: expected array, got {_shown(value)}"
         for i, item in enumerate(value if args else ()):
-            problem = _hint_problem(item, args[0], f"{path}[{i}]", seen)
+            problem = _hint_problem(item, args[0], _child(path, i), seen)
             if problem is not None:
                 return problem
         return None
     if origin in (dict, Mapping) or tp in (dict, Mapping):
-        return None if isinstance(value, dict) else f"{path}: expected object, got {_shown(value)}"
+        return (
+            None
+            if isinstance(value, dict)
+            else f"{path or '(root)'}: expected object, got {_shown(value)}"
+        )
     if isinstance(tp, type) and dataclasses.is_dataclass(tp):
         return _dataclass_problem(value, tp, path, seen)
     checks: dict[Any, tuple[str, Any]] = {
@@ -601,27 +609,32 @@ def _hint_problem(value: Any, tp: Any, path: str, seen: set[type]) -> str | None
     }
     if tp in checks:
         name, fits = checks[tp]
-        return None if fits(value) else f"{path}: expected {name}, got {_shown(value)}"
+        return None if fits(value) else f"{path or '(root)'}: expected {name}, got {_shown(value)}"
     return None  # a hint _type_schema cannot describe is refused when the schema is made
 
 
 def _dataclass_problem(value: Any, cls: type, path: str, seen: set[type]) -> str | None:
     if not isinstance(value, dict):
-        return f"{path}: expected object, got {_shown(value)}"
+        return f"{path or '(root)'}: expected object, got {_shown(value)}"
     hints = typing.get_type_hints(cls)
     fields = {f.name: f for f in dataclasses.fields(cls)}
     for name in value:
         if name not in fields:
-            return f"{path}: unexpected property {name!r} (allowed: {', '.join(map(repr, fields))})"
+            return f"{path or '(root)'}: unexpected property {name!r} (allowed: {', '.join(map(repr, fields))})"
     for name, f in fields.items():
         if name not in value:
             if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
-                return f"{path}: missing required {name!r}"
+                return f"{path or '(root)'}: missing required {name!r}"
             continue
-        found = _hint_problem(value[name], hints.get(name, Any), f"{path}.{name}", seen | {cls})
+        found = _hint_problem(value[name], hints.get(name, Any), _child(path, name), seen | {cls})
         if found is not None:
             return found
     return None
+
+
+def _child(path: str, key: Any) -> str:
+    """Where a field or an item is, written as jsonschema's messages here write it (``a.0.b``)."""
+    return f"{path}.{key}" if path else str(key)
 
 
 def _number(value: Any) -> bool:
