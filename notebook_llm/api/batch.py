@@ -41,6 +41,8 @@ from ..wire.transport import connection_pool
 from .dataframes import prompts_of, to_frame
 from .estimate import cap_value, check_cap, estimate_request, money
 from .observers import BatchProgress, batch_progress
+from .tool_calling.loop import ToolSpec, resolve_tools, run_tools
+from .tool_calling.tools import Tool
 
 __all__ = ["BatchResult", "MapOptions", "ProgressFn", "amap", "map_prompts"]
 
@@ -88,13 +90,21 @@ def _progress_fn(progress: ProgressFn | bool | None, total: int) -> BatchProgres
 
 
 async def _one(
-    engine: Engine, request: Request, prompt: Any, stop: StopSignal | None
+    engine: Engine,
+    request: Request,
+    prompt: Any,
+    stop: StopSignal | None,
+    tools: Sequence[Tool] = (),
+    max_steps: int = 8,
 ) -> BatchResult:
     if stop is not None and stop.is_set():
         return LlmError(stop.reason, ErrorCode.ABORTED, provider=request.provider)
     try:
+        one = replace(request, stop_signal=stop, **_request(prompt))
+        if tools:  # the tool loop, for this prompt (its steps go through the engine's retries)
+            return await run_tools(engine, one, tools=tools, max_steps=max_steps)
         # The engine's retry loop is the only one: no second loop here to multiply it.
-        return await engine.complete(replace(request, stop_signal=stop, **_request(prompt)))
+        return await engine.complete(one)
     except LlmError as err:
         return err
     except Exception as exc:  # a bug somewhere must not lose the other prompts
@@ -131,6 +141,8 @@ class MapOptions(TurnOptions, total=False):
     progress: ProgressFn | bool | None
     template: str | None
     max_cost: float | None
+    tools: Sequence[ToolSpec]
+    max_steps: int
 
 
 #: Every keyword of :func:`amap` (the close ones are named for a typo).
@@ -142,6 +154,8 @@ _MAP_OPTIONS = (
     "progress",
     "template",
     "max_cost",
+    "tools",
+    "max_steps",
     *(name for name in OPTION_NAMES if name not in ("prompt", "messages")),
 )
 
@@ -165,7 +179,9 @@ async def amap(prompts: Iterable[Any], **options: Unpack[MapOptions]) -> Any:
     DataFrame back, with the input's index: the schema's fields (``schema=``) or an ``answer``
     column, and an ``error`` column (:mod:`notebook_llm.api.dataframes`). ``template=`` also fills a
     list's items. ``schema=``, ``schema_retries=`` and ``images=`` go to every request.
-    ``max_cost``: a cap in US dollars; the batch is refused (``BUDGET_EXCEEDED``, nothing sent)
+    ``tools``: functions and ``"mcp:SERVER"`` specs; each prompt then runs the tool loop (at
+    most ``max_steps`` generations, 8 by default) and its slot holds the loop's final
+    completion. ``max_cost``: a cap in US dollars; the batch is refused (``BUDGET_EXCEEDED``, nothing sent)
     when its estimate (:func:`notebook_llm.estimate_cost`) is over it, and once the cost spent
     reaches it the remaining prompts are not sent (their slots hold ``BUDGET_EXCEEDED``).
     """
@@ -173,6 +189,7 @@ async def amap(prompts: Iterable[Any], **options: Unpack[MapOptions]) -> Any:
     model, concurrency = options.pop("model", None), options.pop("concurrency", 8)
     progress, stop_signal = options.pop("progress", None), options.pop("stop_signal", None)
     template, max_cost = options.pop("template", None), options.pop("max_cost", None)
+    tool_specs, max_steps = options.pop("tools", ()), options.pop("max_steps", 8)
     if concurrency < 1:
         raise LlmError(
             f"concurrency must be at least 1, not {concurrency}", ErrorCode.INVALID_OPTIONS
@@ -188,6 +205,7 @@ async def amap(prompts: Iterable[Any], **options: Unpack[MapOptions]) -> Any:
     # Every prompt's request: checked once, here, before anything is sent.
     request = request_of(provider, model, options, "map")
     eng = _engine(engine)
+    tools = await resolve_tools(tool_specs, eng, stop_signal) if tool_specs else []
     items, index = prompts_of(prompts, template)
     total = len(items)
     if max_cost is not None:
@@ -276,7 +294,7 @@ async def amap(prompts: Iterable[Any], **options: Unpack[MapOptions]) -> Any:
             if child is not None:
                 children.add(child)
             try:
-                results[i] = result = await _one(eng, request, items[i], child)
+                results[i] = result = await _one(eng, request, items[i], child, tools, max_steps)
                 if price is not None:
                     spent += _cost_of(result, price)
             finally:
