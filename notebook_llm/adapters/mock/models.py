@@ -369,8 +369,12 @@ def _truncate(reply: MockReply, max_tokens: int) -> MockReply:
 
 
 def _last_user_index(messages: Sequence[Mapping[str, Any]]) -> int:
+    """The user's last message. A user message right after tool results is not a new prompt:
+    it carries what the tools gave back that a tool message cannot (an image)."""
     for i in range(len(messages) - 1, -1, -1):
-        if messages[i].get("role") == "user":
+        if messages[i].get("role") == "user" and not (
+            i > 0 and messages[i - 1].get("role") == "tool"
+        ):
             return i
     return -1
 
