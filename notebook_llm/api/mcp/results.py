@@ -78,7 +78,7 @@ def _image(block: Mapping[str, Any], images: list[ImageBlock]) -> str:
     if media not in _IMAGE_TYPES:
         return f"[an image of type {media} ({size:,} bytes) that cannot be passed on]"
     if len(images) >= MAX_IMAGES:
-        return f"[image {len(images) + 1} ({media}) not passed on: at most {MAX_IMAGES} per result]"
+        return f"[an image ({media}) not passed on: at most {MAX_IMAGES} per result]"
     if size > MAX_IMAGE_BYTES:
         return f"[an image ({media}, {size:,} bytes) too large to pass on (at most {MAX_IMAGE_BYTES:,})]"
     try:

@@ -76,12 +76,14 @@ class McpServerTable:
             if r.state == "not usable":
                 continue
             cells = (r.name, r.transport, one_line(r.command, 80), r.origin, self._state(r))
-            body.append("<tr>" + "".join(f"<td>{escape(c)}</td>" for c in cells) + "</tr>")
+            body.append(
+                "<tr>" + "".join(f"<td>{escape(printable(c))}</td>" for c in cells) + "</tr>"
+            )
         parts = [f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"]
         for r in self.rows:
             if r.problem:
                 parts.append(
-                    f'<div style="color:#d33"><b>{escape(r.name)}</b>: '
+                    f'<div style="color:#d33"><b>{escape(printable(r.name))}</b>: '
                     f"{escape(one_line(r.problem, 500))}</div>"
                 )
             if r.tools:
@@ -90,10 +92,12 @@ class McpServerTable:
                     f"{markdown_html(_description(t))}</li>"
                     for t in r.tools
                 )
-                parts.append(f"<div><b>{escape(r.name)}</b> tools:<ul>{items}</ul></div>")
+                parts.append(
+                    f"<div><b>{escape(printable(r.name))}</b> tools:<ul>{items}</ul></div>"
+                )
             for skipped in r.skipped:
                 parts.append(
-                    f"<div>{escape(r.name)}: not offered: {escape(one_line(skipped, 200))}</div>"
+                    f"<div>{escape(printable(r.name))}: not offered: {escape(one_line(skipped, 200))}</div>"
                 )
         return isolated(clean(redact("".join(parts))), "output")
 
