@@ -79,7 +79,9 @@ def test_a_key_written_in_config_toml_is_refused_with_the_fix(entry: str, fix: s
 
 
 def test_a_credential_header_written_in_config_toml_is_refused() -> None:
-    config_file('[mcp_servers.s]\nurl = "https://x/mcp"\nheaders = { Authorization = "Bearer abcdefgh1234" }\n')
+    config_file(
+        '[mcp_servers.s]\nurl = "https://x/mcp"\nheaders = { Authorization = "Bearer abcdefgh1234" }\n'
+    )
     assert "Bearer ${TOKEN_VARIABLE}" in load_configs().problems["s"]
 
 

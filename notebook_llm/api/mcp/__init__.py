@@ -58,13 +58,13 @@ def add_server(
     tool_timeout: float | None = None,
     startup_timeout: float | None = None,
     max_result_chars: int | None = None,
-) -> ServerConfig:
+) -> None:
     """Add a server for this session (it wins over one of the same name in the files).
 
     A stdio server: ``command``, ``args``, ``env`` (values may be ``$NAME`` references, read
     when it starts), ``cwd``. A Streamable HTTP server: ``url``, ``headers``. It starts on
     first use: ``tools=["mcp:NAME"]`` or ``%%llm ... --tools mcp:NAME``."""
-    return mcp_servers().add_server(
+    mcp_servers().add_server(
         name,
         command=command,
         args=args,

@@ -108,11 +108,15 @@ class ServerConfig:
     def transport(self) -> Transport:
         return "http" if self.url is not None else "stdio"
 
-    def describe(self) -> str:
-        """The command line or the URL, as written (references, never their values)."""
+    def describe(self, *, short: bool = False) -> str:
+        """The command line or the URL, as written (references, never their values);
+        ``short``: the command by its file name (``python``, not the interpreter's path)."""
         if self.url is not None:
             return self.url
-        return " ".join([self.command or "", *self.args]).strip()
+        command = self.command or ""
+        if short:
+            command = Path(command).name or command
+        return " ".join([command, *self.args]).strip()
 
     def __repr__(self) -> str:
         hidden = ", ".join(k for k, _ in (*self.env, *self.headers))

@@ -117,11 +117,9 @@ def _said(texts: list[str], structured: Any) -> bool:
 
 
 def _same_json(text: str, value: Any) -> bool:
-    stripped = text.strip()
-    if not stripped.startswith(("{", "[")):
-        return False
+    """Whether ``text`` is the JSON of ``value`` (``"4"`` is ``4``, key order aside)."""
     try:
-        return bool(json.loads(stripped) == value)
+        return bool(json.loads(text) == value)
     except (ValueError, RecursionError):
         return False
 

@@ -284,7 +284,7 @@ class McpServers:
                 ServerStatus(
                     name,
                     config.transport,
-                    config.describe(),
+                    config.describe(short=True),
                     config.origin,
                     state,
                     list(conn.tools) if conn is not None and conn.state == "ready" else [],
