@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -90,6 +91,33 @@ async def test_a_command_that_does_not_exist(servers: McpServers) -> None:  # no
     assert isinstance(done, LlmError)
     assert done.code == ErrorCode.MCP_SERVER
     assert done.message.startswith("MCP server 'missing': could not start: the command was not")
+
+
+async def test_a_server_that_never_answers_the_handshake(
+    servers: McpServers,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    fault_server(servers, "mute", tmp_path, "--mute", startup_timeout=2)
+    done, _ = await turn("anything", ["mcp:mute"])
+    assert isinstance(done, LlmError)
+    assert done.code == ErrorCode.MCP_SERVER
+    assert "MCP server 'mute': did not start within 2 s (startup_timeout)" in done.message
+    assert no_servers_left()
+    # Stop while a server starts: the turn ends aborted and the process is reaped
+    fault_server(servers, "mute", tmp_path, "--mute")  # startup_timeout: the default, 60 s
+    stop = StopSignal()
+    presser = threading.Thread(
+        target=lambda: wait_until(lambda: bool(server_processes("--mute"))) and stop.set()
+    )
+    presser.start()
+    with pytest.raises(LlmError) as stopped:
+        await asyncio.wait_for(
+            run_tools(Engine(), "mock", "tools", prompt="x", tools=["mcp:mute"], stop_signal=stop),
+            LIMIT,
+        )
+    presser.join()
+    assert stopped.value.code == ErrorCode.ABORTED
+    assert no_servers_left()
 
 
 async def test_a_crash_in_the_middle_of_a_call(servers: McpServers, tmp_path: Path) -> None:  # noqa: F811

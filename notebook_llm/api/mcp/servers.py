@@ -178,6 +178,9 @@ class McpServers:
         except BaseException as exc:
             with self._lock:
                 self._starting.pop(name, None)
+            if isinstance(exc, asyncio.CancelledError):  # the caller stopped: so do the others
+                future.cancel()
+                raise
             error = _as_error(exc, name)
             future.set_exception(error)
             future.exception()  # retrieved: nobody else may be waiting
