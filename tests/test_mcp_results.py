@@ -157,3 +157,16 @@ def _elements(html: str) -> list[tuple[str, list[tuple[str, str | None]]]]:
 
     Collect().feed(html)
     return found
+
+
+def test_a_live_card_names_the_server_and_escapes_its_words(comms: list[tuple[str, str]]) -> None:
+    from notebook_llm.api.tool_calling.events import ToolOutcome, ToolRun
+    from notebook_llm.notebook.widgets.stream_view import StreamView
+
+    view = StreamView("mock:tools")
+    view.handle(ToolRun("c1", "get_time", "{}", source="mcp:time"))
+    view.handle(ToolOutcome("c1", "get_time", "<img src=x onerror=alert(1)>", source="mcp:time"))
+    view.flush()
+    html = view._cards_by_id["c1"].html()
+    assert "mcp:time" in html
+    assert not [tag for tag, _ in _elements(html) if tag == "img"]
