@@ -232,3 +232,17 @@ def test_a_settings_file_that_cannot_be_read_is_one_line(tmp_path: Path) -> None
     deep.write_text("[" * 100_000 + "]" * 100_000)
     with pytest.raises(LlmError, match="nested too deeply to read"):
         servers.load_settings(deep)
+
+
+def test_without_the_sdk_the_line_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    from notebook_llm.core.background_loop import run_sync
+
+    monkeypatch.setitem(sys.modules, "mcp", None)  # as if the mcp extra were not installed
+    servers = McpServers()
+    servers.add_server("s", command="server")
+    with pytest.raises(LlmError) as missing:
+        run_sync(servers.tools("s"))
+    assert missing.value.code == ErrorCode.INVALID_OPTIONS
+    assert "pip install 'notebook-llm[mcp]'" in missing.value.message
