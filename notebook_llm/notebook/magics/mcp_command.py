@@ -15,6 +15,7 @@ from typing import Any
 
 from IPython.core.error import UsageError
 
+from ...api.mcp.text import one_line
 from ...core.redaction import redact
 
 USAGE = "%llm mcp [restart NAME | stop [NAME] | load PATH]"
@@ -32,7 +33,7 @@ def mcp_command(words: Sequence[str], show: Callable[[Any], None]) -> None:
     if action == "restart" and len(rest) == 1:
         mcp.restart(rest[0])
         tools = mcp.list_tools(rest[0])
-        names = ", ".join(str(t.get("name", "")) for t in tools[:12])
+        names = one_line(", ".join(str(t.get("name", "")) for t in tools[:12]), 400)
         more = f", … ({len(tools)} in all)" if len(tools) > 12 else ""
         print(redact(f"MCP server {rest[0]!r} restarted: {len(tools)} tools ({names}{more})"))
     elif action == "stop" and len(rest) <= 1:
