@@ -26,13 +26,13 @@ import contextlib
 import logging
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
-from typing import Any, Unpack
+from typing import Any, Unpack, cast
 
 from ..core.background_loop import run_sync
 from ..core.cancel import StopSignal, until_stopped
 from ..core.completion import Completion
 from ..core.errors import ErrorCode, LlmError
-from ..core.protocol import Message
+from ..core.protocol import Message, ToolSchema
 from ..engine.engine import Engine
 from ..engine.pricing import Price, cost, price_of
 from ..engine.request import OPTION_NAMES, Request, TurnOptions, refuse_unknown_keywords, request_of
@@ -141,7 +141,7 @@ class MapOptions(TurnOptions, total=False):
     progress: ProgressFn | bool | None
     template: str | None
     max_cost: float | None
-    tools: Sequence[ToolSpec]
+    tools: Sequence[ToolSpec] | Sequence[ToolSchema]
     max_steps: int
 
 
@@ -181,7 +181,7 @@ async def amap(prompts: Iterable[Any], **options: Unpack[MapOptions]) -> Any:
     list's items. ``schema=``, ``schema_retries=`` and ``images=`` go to every request.
     ``tools``: functions and ``"mcp:SERVER"`` specs; each prompt then runs the tool loop (at
     most ``max_steps`` generations, 8 by default) and its slot holds the loop's final
-    completion. ``max_cost``: a cap in US dollars; the batch is refused (``BUDGET_EXCEEDED``, nothing sent)
+    completion (``ToolSchema`` s alone are only offered to the model, as on a request). ``max_cost``: a cap in US dollars; the batch is refused (``BUDGET_EXCEEDED``, nothing sent)
     when its estimate (:func:`notebook_llm.estimate_cost`) is over it, and once the cost spent
     reaches it the remaining prompts are not sent (their slots hold ``BUDGET_EXCEEDED``).
     """
@@ -189,7 +189,12 @@ async def amap(prompts: Iterable[Any], **options: Unpack[MapOptions]) -> Any:
     model, concurrency = options.pop("model", None), options.pop("concurrency", 8)
     progress, stop_signal = options.pop("progress", None), options.pop("stop_signal", None)
     template, max_cost = options.pop("template", None), options.pop("max_cost", None)
-    tool_specs, max_steps = options.pop("tools", ()), options.pop("max_steps", 8)
+    given, max_steps = options.pop("tools", ()), options.pop("max_steps", 8)
+    tool_specs: Sequence[ToolSpec] = ()
+    if given and all(isinstance(t, ToolSchema) for t in given):
+        options["tools"] = given  # schemas only: offered to the model, not run
+    else:
+        tool_specs = cast(Sequence[ToolSpec], given)
     if concurrency < 1:
         raise LlmError(
             f"concurrency must be at least 1, not {concurrency}", ErrorCode.INVALID_OPTIONS
