@@ -128,7 +128,7 @@ async def test_an_mcp_server_over_streamable_http_on_loopback(
         servers.add_server("anonymous", url=http.url)
         with pytest.raises(LlmError) as failed:
             await run_tools(Engine(), "mock", "tools", prompt="x", tools=["mcp:anonymous"])
-        assert "MCP server 'anonymous'" in str(failed.value)
+        assert f"MCP server 'anonymous': could not connect to {http.url}" in str(failed.value)
         assert token not in str(failed.value)
     finally:
         servers.close()

@@ -320,6 +320,10 @@ class ServerConnection:
         code = getattr(leaf, "code", None)
         if code == -32000 or (self._stderr is not None and self._stderr.ended.is_set()):
             return self._line("exited while starting, before it answered the handshake")
+        if self.config.url is not None:
+            return self._line(
+                f"could not connect to {redact(self.config.url)}: {_describe_error(leaf)}"
+            )
         return self._line(f"could not start: {_describe_error(leaf)}")
 
     async def _transport(self, stack: contextlib.AsyncExitStack) -> Any:
