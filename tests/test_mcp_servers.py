@@ -6,6 +6,7 @@ Each test starts real processes; every one of them is gone when the test ends.""
 from __future__ import annotations
 
 import json
+import logging
 import subprocess
 import sys
 from pathlib import Path
@@ -17,6 +18,7 @@ from mcp_support import (
     no_servers_left,
     server_processes,
     servers,  # noqa: F401 (a fixture)
+    wait_until,
 )
 
 from notebook_llm import Chat, Engine, LlmError, map, run_tools
@@ -228,7 +230,9 @@ async def test_a_key_in_the_kernels_environment_is_not_in_a_servers_unless_confi
     servers: McpServers,  # noqa: F811
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
+    caplog.set_level(logging.DEBUG, logger="notebook_llm.api.tool_calling")
     secret = "sk-kernel-env-secret-0123456789abcdefXYZ"
     monkeypatch.setenv("KERNEL_ONLY_API_KEY", secret)
     fault_server(servers, "plain", tmp_path)
@@ -246,3 +250,6 @@ async def test_a_key_in_the_kernels_environment_is_not_in_a_servers_unless_confi
     from notebook_llm.core.redaction import redact
 
     assert secret not in redact(given.text)  # ...and is hidden from everything shown
+    # the server's stderr is logged (DEBUG), the key hidden there too
+    assert wait_until(lambda: "env_var: KERNEL_ONLY_API_KEY=***" in caplog.text)
+    assert secret not in caplog.text
