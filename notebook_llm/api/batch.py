@@ -27,13 +27,13 @@ import logging
 import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
-from typing import Any, Unpack
+from typing import Any, Unpack, cast
 
 from ..core.background_loop import run_sync
 from ..core.cancel import StopSignal, until_stopped
 from ..core.completion import Completion
 from ..core.errors import ErrorCode, LlmError
-from ..core.protocol import Message
+from ..core.protocol import Message, ToolSchema
 from ..engine.engine import Engine
 from ..engine.request import OPTION_NAMES, Request, TurnOptions, refuse_unknown_keywords, request_of
 from ..wire.slots import request_slots, when_idle
@@ -41,6 +41,8 @@ from ..wire.transport import connection_pool
 from .cost_cap import CostCap
 from .dataframes import prompts_of, to_frame
 from .observers import BatchProgress, batch_progress
+from .tool_calling.loop import ToolSpec, resolve_tools, run_tools
+from .tool_calling.tools import Tool
 
 __all__ = ["BatchResult", "MapOptions", "ProgressFn", "amap", "map_prompts"]
 
@@ -88,13 +90,21 @@ def _progress_fn(progress: ProgressFn | bool | None, total: int) -> BatchProgres
 
 
 async def _one(
-    engine: Engine, request: Request, prompt: Any, stop: StopSignal | None
+    engine: Engine,
+    request: Request,
+    prompt: Any,
+    stop: StopSignal | None,
+    tools: Sequence[Tool] = (),
+    max_steps: int = 8,
 ) -> BatchResult:
     if stop is not None and stop.is_set():
         return LlmError(stop.reason, ErrorCode.ABORTED, provider=request.provider)
     try:
+        one = replace(request, stop_signal=stop, **_request(prompt))
+        if tools:  # the tool loop, for this prompt (its steps go through the engine's retries)
+            return await run_tools(engine, one, tools=tools, max_steps=max_steps)
         # The engine's retry loop is the only one: no second loop here to multiply it.
-        return await engine.complete(replace(request, stop_signal=stop, **_request(prompt)))
+        return await engine.complete(one)
     except LlmError as err:
         return err
     except Exception as exc:  # a bug somewhere must not lose the other prompts
@@ -132,6 +142,8 @@ class MapOptions(TurnOptions, total=False):
     template: str | None
     max_cost: float | None
     allow_unpriced: bool
+    tools: Sequence[ToolSpec] | Sequence[ToolSchema]
+    max_steps: int
 
 
 #: Every keyword of :func:`amap` (the close ones are named for a typo).
@@ -144,6 +156,8 @@ _MAP_OPTIONS = (
     "template",
     "max_cost",
     "allow_unpriced",
+    "tools",
+    "max_steps",
     *(name for name in OPTION_NAMES if name not in ("prompt", "messages")),
 )
 
@@ -167,7 +181,9 @@ async def amap(prompts: Iterable[Any], **options: Unpack[MapOptions]) -> Any:
     DataFrame back, with the input's index: the schema's fields (``schema=``) or an ``answer``
     column, and an ``error`` column (:mod:`notebook_llm.api.dataframes`). ``template=`` also fills a
     list's items. ``schema=``, ``schema_retries=`` and ``images=`` go to every request.
-    ``max_cost``: a cap in US dollars; the batch is refused (``BUDGET_EXCEEDED``, nothing sent)
+    ``tools``: functions and ``"mcp:SERVER"`` specs; each prompt then runs the tool loop (at
+    most ``max_steps`` generations, 8 by default) and its slot holds the loop's final
+    completion (``ToolSchema`` s alone are only offered to the model, as on a request). ``max_cost``: a cap in US dollars; the batch is refused (``BUDGET_EXCEEDED``, nothing sent)
     when its estimate (:func:`notebook_llm.estimate_cost`) is over it, and once the cost spent
     reaches it the remaining prompts are not sent (their slots hold ``BUDGET_EXCEEDED``); it
     overshoots by about one answer at most (:mod:`notebook_llm.api.cost_cap`). A free model
@@ -179,6 +195,12 @@ async def amap(prompts: Iterable[Any], **options: Unpack[MapOptions]) -> Any:
     progress, stop_signal = options.pop("progress", None), options.pop("stop_signal", None)
     template, max_cost = options.pop("template", None), options.pop("max_cost", None)
     allow_unpriced = bool(options.pop("allow_unpriced", False))
+    given, max_steps = options.pop("tools", ()), options.pop("max_steps", 8)
+    tool_specs: Sequence[ToolSpec] = ()
+    if given and all(isinstance(t, ToolSchema) for t in given):
+        options["tools"] = given  # schemas only: offered to the model, not run
+    else:
+        tool_specs = cast(Sequence[ToolSpec], given)
     if concurrency < 1:
         raise LlmError(
             f"concurrency must be at least 1, not {concurrency}", ErrorCode.INVALID_OPTIONS
@@ -196,6 +218,7 @@ async def amap(prompts: Iterable[Any], **options: Unpack[MapOptions]) -> Any:
     # what the progress report shows as spent: the cap's count, else the same count uncapped
     meter = cap or CostCap(math.inf, eng, allow_unpriced=True, tell_unpriced=False)
     priced = meter.price(request) is not None
+    tools = await resolve_tools(tool_specs, eng, stop_signal) if tool_specs else []
     items, index = prompts_of(prompts, template)
     total = len(items)
     if cap is not None:
@@ -252,7 +275,7 @@ async def amap(prompts: Iterable[Any], **options: Unpack[MapOptions]) -> Any:
                 children.add(child)
             result: BatchResult = LlmError("not run", ErrorCode.ABORTED, provider=provider)
             try:
-                results[i] = result = await _one(eng, request, items[i], child)
+                results[i] = result = await _one(eng, request, items[i], child, tools, max_steps)
             finally:
                 if child is not None:
                     children.discard(child)
