@@ -492,6 +492,8 @@ _QUOTED = re.compile(r'"([^"]+)"|“([^”]+)”|(?:(?<=\s)|^)\'([^\']+)\'(?=[\s
 _WORD = re.compile(r"[^\W\d_][\w'’.-]*", re.UNICODE)
 _NEGATION = re.compile(r"\b(?:no|not|without|don't|dont|never)\s+(?:\w+\s+){0,2}$", re.I)
 _SHORT_WORDS = 8
+#: Enum values longer than this are not looked for in a prompt (see ``_Prompt.enum``).
+_MAX_ENUM_CHARS = 200
 
 
 def _name_words(name: str) -> list[str]:
@@ -573,8 +575,12 @@ class _Prompt:
 
     def enum(self, values: Sequence[Any]) -> Any:
         for value in values:
-            if isinstance(value, str) and re.search(
-                rf"(?<!\w){re.escape(value)}(?!\w)", self.text, re.IGNORECASE
+            # (a literal search costs the prompt's length times the value's: values past a
+            # sentence are not looked for, so the prompt's length alone bounds it)
+            if (
+                isinstance(value, str)
+                and len(value) <= _MAX_ENUM_CHARS
+                and re.search(rf"(?<!\w){re.escape(value)}(?!\w)", self.text, re.IGNORECASE)
             ):
                 return value
         return _MISSING

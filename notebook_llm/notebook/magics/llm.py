@@ -379,7 +379,7 @@ class LlmMagics(Magics):
                 print(redact(line))
 
     def _budget(self, value: str | None) -> None:
-        from ...api.estimate import Budget
+        from ...api.cost_cap import Budget
 
         if value is None:
             print(self.budget.note() if self.budget is not None else "no budget set")
