@@ -4,57 +4,42 @@ building a second one.
 
 The extras of ``notebook-llm`` are read from ``pyproject.toml`` (the source of truth: an
 editable install's metadata is as old as the install); each dependency's own requirements from
-its installed metadata. :func:`guard_startup` writes an IPython startup file that makes a
+its installed metadata, by the walk ``scripts/setup-venv`` uses (``scripts/venv_is_current.py``). :func:`guard_startup` writes an IPython startup file that makes a
 kernel refuse the modules the extra would not have, with the ``ModuleNotFoundError`` a user of
 ``scripts/lab`` would see; ``tests/test_notebooks.py`` runs the notebooks under it.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
-import tomllib
-from collections import deque
 from importlib import metadata
 from pathlib import Path
+from types import ModuleType
 
-from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
 ROOT = Path(__file__).resolve().parents[1]
-SELF = canonicalize_name("notebook-llm")
 
 
-def _own_requirements(extras: set[str]) -> list[Requirement]:
-    project = tomllib.loads((ROOT / "pyproject.toml").read_text("utf-8"))["project"]
-    found = [Requirement(r) for r in project["dependencies"]]
-    for extra in sorted(extras):
-        found += [Requirement(r) for r in project["optional-dependencies"][extra]]
-    return found
+def _venv_check() -> ModuleType:
+    """``scripts/venv_is_current.py``: the one walk over what an extra installs."""
+    spec = importlib.util.spec_from_file_location(
+        "venv_is_current", ROOT / "scripts" / "venv_is_current.py"
+    )
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def closure(extra: str = "lab") -> set[str]:
     """The canonical names of every distribution ``pip install 'notebook-llm[EXTRA]'`` brings
     (this package included), on this Python."""
-    seen: dict[str, set[str]] = {}  # distribution -> the extras asked of it
-    todo: deque[tuple[str, set[str]]] = deque([(SELF, {extra})])
-    while todo:
-        name, extras = todo.popleft()
-        if name in seen and extras <= seen[name]:
-            continue
-        known = seen.setdefault(name, set())
-        known |= extras
-        if name == SELF:  # "notebook-llm[notebook,schema]" in our own extras lands here too
-            requirements = _own_requirements(known)
-        else:
-            try:
-                requirements = [Requirement(r) for r in metadata.requires(name) or []]
-            except metadata.PackageNotFoundError:
-                continue  # not installed here: nothing of it can be imported either
-        environments = [{"extra": e} for e in ("", *sorted(known))]
-        for req in requirements:
-            if req.marker is None or any(req.marker.evaluate(e) for e in environments):
-                todo.append((canonicalize_name(req.name), set(req.extras)))
-    return set(seen)
+    check = _venv_check()
+    walked = {canonicalize_name(req.name) for req, _ in check.walk(check.own_project(), {extra})}
+    return walked | {canonicalize_name(check.SELF)}
 
 
 def modules_outside(extra: str = "lab") -> set[str]:
