@@ -25,14 +25,14 @@ from ...api.turn_runner import all_text
 from ...core.cancel import StopSignal
 from ...core.completion import Completion
 from ...core.errors import ErrorCode, LlmError
-from ...core.protocol import ToolCallBlock
+from ...core.protocol import ReasoningDelta, TextDelta, ToolCallBlock
 from ...core.redaction import redact
 from ...engine.pricing import cost, price_of
 from ..watching import interactive
 from .adapter_view import adapter_excerpt
 from .final import FinalView, ToolCallInfo, footer_line
 from .kernel_poll import clicks_on_arrival, ui_poller
-from .render import ErrorBox, parse_json_answer, strip_fences
+from .render import ErrorBox, estimated_tokens, parse_json_answer, strip_fences
 from .stream_view import StreamView
 from .typed_view import ImageStrip, typed_text
 
@@ -269,8 +269,14 @@ class Presenter(TurnObserver):
         usage = completion.usage
         price = price_of(self.engine, self.turn.provider, self.turn.model)
         amount = cost(usage, price) if usage is not None and price is not None else None
+        deltas = [e for e in self.events if isinstance(e, TextDelta | ReasoningDelta)]
         line = footer_line(
-            self.turn.label, status, usage, amount, finished=completion.error is None
+            self.turn.label,
+            status,
+            usage,
+            amount,
+            finished=completion.error is None,
+            estimated_output=estimated_tokens(len(deltas), sum(len(d.text) for d in deltas)),
         )
         return f"{line} · {self.turn.budget.note()}" if self.turn.budget is not None else line
 
