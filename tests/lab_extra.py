@@ -53,7 +53,7 @@ def modules_outside(extra: str = "lab") -> set[str]:
 
 
 GUARD = """\
-# Written by tests/lab_extra.py: this kernel has only what `notebook-llm[{extra}]` installs.
+# Written by tests/lab_extra.py: this Python has only what `notebook-llm[{extra}]` installs.
 # Every finder on sys.meta_path is wrapped to find nothing of the modules outside it, as when
 # they are not installed: importing one raises ModuleNotFoundError, importlib.util.find_spec
 # answers None (libraries probe optional modules that way).
@@ -79,13 +79,27 @@ class _WithoutOutside:
 sys.meta_path[:] = [_WithoutOutside(f) for f in sys.meta_path]
 """
 
+#: The kernel's startup file: the guard for the kernel, and (through ``PYTHONPATH`` and a
+#: ``sitecustomize``) for every Python it starts, such as the MCP servers of a notebook.
+STARTUP = """\
+import os
+
+_GUARD = {guard_dir!r}
+os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (_GUARD, os.environ.get("PYTHONPATH")) if p)
+with open(os.path.join(_GUARD, "sitecustomize.py"), encoding="utf-8") as _file:
+    exec(_file.read())
+"""
+
 
 def guard_startup(ipython_dir: Path, extra: str = "lab") -> set[str]:
-    """Make ``ipython_dir`` (an ``IPYTHONDIR``) start every kernel with the modules outside the
-    extra refused; returns them."""
+    """Make ``ipython_dir`` (an ``IPYTHONDIR``) start every kernel, and every Python process a
+    kernel starts, with the modules outside the extra refused; returns them."""
     outside = modules_outside(extra)
+    guard_dir = ipython_dir / "lab-extra-only"
+    guard_dir.mkdir(parents=True, exist_ok=True)
+    text = GUARD.format(extra=extra, outside=json.dumps(sorted(outside)))
+    (guard_dir / "sitecustomize.py").write_text(text, "utf-8")
     startup = ipython_dir / "profile_default" / "startup"
     startup.mkdir(parents=True, exist_ok=True)
-    text = GUARD.format(extra=extra, outside=json.dumps(sorted(outside)))
-    (startup / "00-lab-extra-only.py").write_text(text, "utf-8")
+    (startup / "00-lab-extra-only.py").write_text(STARTUP.format(guard_dir=str(guard_dir)), "utf-8")
     return outside

@@ -6,7 +6,10 @@ without collecting notebooks from ``tests/``): cell by cell in order, in one ker
 does. The kernel has only what the ``lab`` extra installs: modules that only other packages of
 the test environment provide (pytest, nbval, ...) are refused in it as they are missing in
 ``scripts/lab``'s ``.venv`` (:mod:`lab_extra`), so a notebook that imports something the extra
-lacks fails here as it fails for a learner. With the sanitize file for volatile values, the
+lacks fails here as it fails for a learner. A server a notebook starts (``python -m
+mcp_server_time``) gets only the MCP SDK's default environment, which the guard does not
+reach: what notebooks run with ``-m``, and the files in ``notebooks/`` import, are checked
+against the extra by reading them. With the sanitize file for volatile values, the
 display-update plugin (:mod:`nbval_display_updates`) and an isolated config (a user's
 ``config.toml`` default provider must not change the answers).
 """
@@ -14,6 +17,7 @@ display-update plugin (:mod:`nbval_display_updates`) and an isolated config (a u
 from __future__ import annotations
 
 import ast
+import itertools
 import os
 import subprocess
 import sys
@@ -28,28 +32,49 @@ NOTEBOOKS = ROOT / "notebooks"
 TESTS = Path(__file__).resolve().parent
 
 
-def _imported_modules(path: Path) -> set[str]:
-    """The top-level modules a notebook's code cells import (magics turned into the Python
-    IPython runs, then read with ``ast``)."""
+def _imports(tree: ast.AST) -> set[str]:
+    """The top-level modules ``tree`` imports, or runs as ``python -m MODULE`` (an argument
+    list with ``"-m"`` followed by a name: an MCP server a notebook starts)."""
     found: set[str] = set()
-    nb = nbformat.read(path, as_version=4)
-    for cell in nb.cells:
-        if cell.cell_type != "code":
-            continue
-        code = TransformerManager().transform_cell(cell.source)
-        for node in ast.walk(ast.parse(code)):
-            if isinstance(node, ast.Import):
-                found.update(alias.name.split(".")[0] for alias in node.names)
-            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-                found.add(node.module.split(".")[0])
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            found.add(node.module.split(".")[0])
+        elif isinstance(node, ast.List | ast.Tuple):
+            words = [e.value if isinstance(e, ast.Constant) else None for e in node.elts]
+            found.update(
+                str(module).split(".")[0]
+                for flag, module in itertools.pairwise(words)
+                if flag == "-m" and isinstance(module, str)
+            )
     return found
 
 
-def test_the_notebooks_folder_holds_notebooks_only() -> None:
-    """What a learner sees in ``scripts/lab``'s file browser: the notebooks and the recordings
-    they read, no test or maintenance files."""
-    top = {p.name for p in NOTEBOOKS.iterdir()}
-    assert {n for n in top if not n.endswith(".ipynb")} == {"recordings"}, top
+def _imported_modules(path: Path) -> set[str]:
+    """The top-level modules a notebook's code cells import or run (magics turned into the
+    Python IPython runs, then read with ``ast``); for a Python file, the file's own."""
+    if path.suffix == ".py":
+        return _imports(ast.parse(path.read_text("utf-8")))
+    found: set[str] = set()
+    for cell in nbformat.read(path, as_version=4).cells:
+        if cell.cell_type == "code":
+            found |= _imports(ast.parse(TransformerManager().transform_cell(cell.source)))
+    return found
+
+
+def test_the_notebooks_folder_holds_notebooks_and_what_they_use() -> None:
+    """What a learner sees in ``scripts/lab``'s file browser: the notebooks, and the files and
+    folders they name (a recording, a demo server they start); no test or maintenance files."""
+    sources = "\n".join(
+        cell.source
+        for path in NOTEBOOKS.glob("*.ipynb")
+        for cell in nbformat.read(path, as_version=4).cells
+    )
+    others = sorted(p.name for p in NOTEBOOKS.iterdir() if p.suffix != ".ipynb")
+    assert others, "the notebooks read recordings"
+    for name in others:
+        assert name in sources, f"notebooks/{name} is used by no notebook"
     assert not list(NOTEBOOKS.rglob("*.cfg"))
     assert not list(NOTEBOOKS.rglob("conftest.py"))
 
@@ -59,8 +84,8 @@ def test_the_lab_extra_has_every_module_the_notebooks_import() -> None:
     assert {"jupyterlab", "notebook-llm", "ipykernel"} <= lab
     outside = modules_outside("lab")
     missing = {
-        path.name: sorted(_imported_modules(path) & outside)
-        for path in sorted(NOTEBOOKS.glob("*.ipynb"))
+        str(path.relative_to(NOTEBOOKS)): sorted(_imported_modules(path) & outside)
+        for path in sorted([*NOTEBOOKS.glob("*.ipynb"), *NOTEBOOKS.rglob("*.py")])
     }
     assert not any(missing.values()), f"imports the lab extra does not install: {missing}"
     # the check can fail: the test environment has modules the lab extra does not
@@ -76,6 +101,7 @@ def test_notebooks_pass_nbval_with_only_the_lab_extra(tmp_path: Path) -> None:
         "providers_tour.ipynb",
         "teaching.ipynb",
         "typed_data.ipynb",
+        "mcp_tools.ipynb",
     }
     from lab_extra import guard_startup
 

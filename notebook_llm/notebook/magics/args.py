@@ -53,7 +53,8 @@ _CELL_ARGUMENTS: list[tuple[tuple[str, ...], dict[str, Any]]] = [
         {
             "default": None,
             "metavar": "F,G",
-            "help": "functions from the namespace the model may call",
+            "help": "functions from the namespace the model may call, and MCP tools: "
+            "mcp:SERVER (all its tools) or mcp:SERVER/TOOL",
         },
     ),
     (("--confirm",), {"action": "store_true", "help": "ask before each tool call runs"}),
@@ -291,6 +292,7 @@ LINE_COMMANDS = {
     "replay": ("PATH [--strict]", "answer requests from a recording (no key, no network)"),
     "budget": ("[USD | off]", "cap the cost of this session's %%llm cells"),
     "pace": ("[TOKENS_PER_S]", "how fast the mock streams where someone watches (0 = at once)"),
+    "mcp": ("[restart NAME | stop [NAME] | load PATH]", "MCP servers and their tools"),
     "help": ("", "this help: the commands, then the %%llm cell options"),
 }
 
@@ -338,6 +340,7 @@ def parse_line(line: str) -> tuple[str, list[str]]:
         "replay": (0, 2),
         "budget": (0, 1),
         "pace": (0, 1),
+        "mcp": (0, 2),
     }
     low, high = limits[command]
     if not low <= len(rest) <= high:

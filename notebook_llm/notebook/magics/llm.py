@@ -89,8 +89,8 @@ class LlmMagics(Magics):
             else:
                 self._cell(line, cell)
         except UsageError as exc:
-            usage = margs.usage() if cell is not None else _line_usage(line)
-            print(f"UsageError: {redact(str(exc))}\n{usage}", file=sys.stderr)
+            usage = margs.usage() if cell is not None else _line_usage(line, str(exc))
+            print(f"UsageError: {redact(str(exc))}\n{usage}".rstrip("\n"), file=sys.stderr)
         except LlmError as exc:
             self._show(_error_box(exc))
 
@@ -119,9 +119,14 @@ class LlmMagics(Magics):
         ns = self.shell.user_ns if self.shell is not None else {}
         found = []
         for name in names:
+            if name.startswith("mcp:"):  # an MCP server's tools, resolved when the turn runs
+                found.append(name)
+                continue
             fn = ns.get(name)
             if not callable(fn):
-                raise UsageError(f"--tools: {name!r} is not a function in the namespace")
+                raise UsageError(
+                    f"--tools: {name!r} is not a function in the namespace (MCP tools: mcp:SERVER)"
+                )
             found.append(fn)
         return found
 
@@ -305,6 +310,10 @@ class LlmMagics(Magics):
             self._budget(rest[0] if rest else None)
         elif command == "pace":
             self._pace(rest[0] if rest else None)
+        elif command == "mcp":
+            from .mcp_command import mcp_command
+
+            mcp_command(rest, self._show)
         elif command in ("record", "replay"):
             from ...api.recording import magic_command
 
@@ -424,12 +433,15 @@ class LlmMagics(Magics):
         print(f"key for {provider} set for this session")
 
 
-def _line_usage(line: str) -> str:
-    """What follows a ``%llm`` line's error: its command's usage when the command is known,
-    else every command (``%llm help``'s first part)."""
+def _line_usage(line: str, error: str) -> str:
+    """What follows a ``%llm`` line's error: its command's usage when the command is known
+    (nothing when the error is that usage), else every command (``%llm help``'s first part)."""
     command = line.split(maxsplit=1)[0] if line.strip() else ""
     if command in margs.LINE_COMMANDS:
-        return margs.command_usage(command) + "   (%llm help: every command and option)"
+        usage = margs.command_usage(command)
+        if usage.removeprefix("usage: ") in error:
+            return ""
+        return usage + "   (%llm help: every command and option)"
     return margs.line_help().split("\n\n", 1)[0]
 
 
