@@ -67,6 +67,7 @@ if TYPE_CHECKING:
     from .engine.pricing import set_price
     from .engine.request import Request
     from .engine.routing.registry import AdapterHandle
+    from .engine.session import default_engine as session_engine
 
 __version__ = "0.1.0"
 
@@ -116,6 +117,7 @@ __all__ = [
     "mcp",
     "record",
     "run_tools",
+    "session_engine",
     "set_price",
     "stream_tools",
     "tool",
@@ -139,6 +141,7 @@ _LAZY: dict[str, tuple[str, str]] = {
     "LlmError": (".core.errors", "LlmError"),
     "LuaAdapter": (".adapters.lua.lua_adapter", "LuaAdapter"),
     "set_price": (".engine.pricing", "set_price"),
+    "session_engine": (".engine.session", "default_engine"),
     "Request": (".engine.request", "Request"),
     "AdapterHandle": (".engine.routing.registry", "AdapterHandle"),
     "Completion": (".core.completion", "Completion"),

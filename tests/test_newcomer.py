@@ -567,7 +567,7 @@ def test_a_loaded_adapter_used_as_a_provider_says_how_to_bind_it() -> None:
         engine.complete_sync("live", prompt="hi")
     assert info.value.message.startswith(
         "'live' is an adapter, not a provider: bind it to a server first with "
-        'default_engine().add_provider("live", adapter="live", base_url='
+        'engine.add_provider("live", adapter="live", base_url='
     )
 
 

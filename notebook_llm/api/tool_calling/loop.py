@@ -397,8 +397,9 @@ async def _loop(
                 reason = FinishReason(
                     "error",
                     LlmError(
-                        f"the model still asked for tools after {max_steps} steps (max_steps="
-                        f"{max_steps}); the tool results so far are in the transcript",
+                        f"the model still asked for tools after {max_steps} "
+                        f"step{'' if max_steps == 1 else 's'} (max_steps={max_steps}); the "
+                        "tool results so far are in the transcript",
                         ErrorCode.TOOL_STEP_LIMIT,
                         provider=provider,
                         details={"max_steps": max_steps},

@@ -93,17 +93,27 @@ def footer_line(
     cost: float | None = None,
     *,
     finished: bool = True,
+    estimated_output: int | None = None,
 ) -> str:
     """``provider:model · finish · 12 in · 40 out (8 reasoning) · $0.0001`` (no timings).
 
     A finished answer whose provider sent no token counts gets "usage not reported": no zeros
-    and no cost. A failed or stopped turn just has no counts (nothing more to say)."""
+    and no cost. A turn that did not finish (stopped, failed) keeps what the live view counted:
+    ``estimated_output``, shown as ``~N out`` where the provider's own count is missing or
+    smaller (it counts at the end, which a stopped stream never reaches)."""
     parts = [label, status]
+    approximate = not finished and estimated_output is not None and estimated_output > 0
     if usage is None:
         if finished:
             parts.append(USAGE_NOT_REPORTED)
+        elif approximate:
+            parts.append(f"~{estimated_output} out")
     else:
-        out = f"{usage.output_tokens} out"
+        shown = usage.output_tokens
+        if approximate and estimated_output is not None and estimated_output > shown:
+            out = f"~{estimated_output} out"
+        else:
+            out = f"{shown} out"
         if usage.reasoning_tokens:
             out += f" ({usage.reasoning_tokens} reasoning)"
         parts += [f"{usage.input_tokens} in", out]

@@ -25,6 +25,13 @@ EMPTY_ANSWER = "(empty answer)"
 USAGE_NOT_REPORTED = "usage not reported"
 
 
+def estimated_tokens(deltas: int, chars: int) -> int:
+    """Output tokens before (or without) the provider's count: a delta is at least one token,
+    and a token is about four characters of English (a server that sends several tokens per
+    delta, as the mock does, would otherwise show a fraction of its rate)."""
+    return max(deltas, -(-chars // 4))
+
+
 @dataclass
 class ViewStats:
     """What the footer shows. Times are seconds; ``None`` means not known (yet)."""

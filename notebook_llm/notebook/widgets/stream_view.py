@@ -21,6 +21,7 @@ The view never raises into the stream and never shows a key: all text passes ``r
 
 from __future__ import annotations
 
+import html
 import time
 from collections.abc import Callable
 from typing import Any
@@ -42,10 +43,11 @@ from ...core.protocol import (
     ToolCallDelta,
     Usage,
 )
+from ...core.redaction import redact
 from ...engine.pricing import Price, cost
 from .live import LivePane
 from .panels import TextBlock, ToolCard
-from .render import ErrorBox, ViewStats, tool_card_html
+from .render import ErrorBox, ViewStats, estimated_tokens, tool_card_html
 from .sparse import (
     SparseHBox,
     SparseLayout,
@@ -185,11 +187,20 @@ class StreamView:
         self._answer(False)
 
     def ask(self, call: ToolCallBlock, on_answer: Callable[[bool], None]) -> None:
-        """Show "Run NAME(ARGS)?" with Run / Skip buttons; ``on_answer(bool)`` gets the click
-        (``False`` if the Stop button is pressed instead)."""
+        """Ask "Run NAME?" with Run / Skip buttons; ``on_answer(bool)`` gets the click
+        (``False`` if the Stop button is pressed instead). The call's card in the pane (its
+        arguments) says "waiting for you"; the question shows a card of its own only for a call
+        the pane has none of."""
         self._on_answer = on_answer
         bar, question = self._confirm_bar()
-        question.value = tool_card_html(call.name, "waiting for you", call.arguments, None, False)
+        card = self._cards_by_id.get(call.id)
+        if card is not None:
+            card.update(status="waiting for you")
+            question.value = f"Run <b>{html.escape(redact(call.name))}</b>?"
+        else:
+            question.value = tool_card_html(
+                call.name, "waiting for you", call.arguments, None, False
+            )
         set_hidden(bar, False)
 
     def cancel_question(self) -> None:
@@ -327,11 +338,8 @@ class StreamView:
     def _update_stats(self) -> None:
         s = self.stats
         now = self.clock()
-        if s.estimated:
-            # Until the usage event: a delta is at least one token, and a token is about four
-            # characters of English (a server that sends several tokens per delta, as the mock
-            # does, would otherwise show a fraction of its rate).
-            s.output_tokens = max(self._deltas, -(-self._delta_chars // 4))
+        if s.estimated:  # until the usage event
+            s.output_tokens = estimated_tokens(self._deltas, self._delta_chars)
         else:
             s.input_tokens = self.usage.input_tokens
             s.output_tokens = self.usage.output_tokens
