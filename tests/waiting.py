@@ -9,8 +9,12 @@ reaching it means the thing never happened, not that the machine was slow.
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from collections.abc import Callable
+from typing import Any
+
+from notebook_llm.adapters.mock.server import MockServer
 
 #: Seconds after which a wait is a hang (a failure), never a verdict on speed.
 GUARD = 60.0
@@ -32,3 +36,28 @@ def until_sync(condition: Callable[[], object], what: str, guard: float = GUARD)
         if time.monotonic() > deadline:
             raise AssertionError(f"waited {guard:g} s for {what}")
         time.sleep(0.005)
+
+
+class HeldServer(MockServer):
+    """The mock server, holding every answer until the test calls :meth:`release` (where a test
+    used to give the server a latency and hope that the client got somewhere meanwhile)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(latency=_HELD, **kwargs)
+        self.gate = threading.Event()
+
+    def release(self) -> None:
+        """Answer the requests held so far, and every later one at once."""
+        self.gate.set()
+
+    def _sleep(self, seconds: float) -> bool:
+        if seconds != _HELD:  # a fault's or a chunk's own delay
+            return super()._sleep(seconds)
+        while not self.gate.wait(0.01):
+            if self._stopping.is_set():
+                return False
+        return not self._stopping.is_set()
+
+
+#: The latency a :class:`HeldServer` is made with: what marks the wait for the gate.
+_HELD = 1e-9
