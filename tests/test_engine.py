@@ -249,7 +249,7 @@ async def test_breaking_out_of_the_iteration_closes_the_adapter(engine: Engine) 
     async for ev in engine.stream("slow", prompt="x"):
         if isinstance(ev, TextDelta):
             break
-    await asyncio.wait_for(slow.closed.wait(), 1.0)
+    await asyncio.wait_for(slow.closed.wait(), GUARD)
 
 
 def test_complete_sync_stop_from_another_thread(engine: Engine) -> None:
