@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 from conftest import ScriptedAdapter
-from waiting import GUARD, until
+from waiting import GUARD, until, until_sync
 
 from notebook_llm import (
     BlockEnd,
@@ -256,7 +256,12 @@ def test_complete_sync_stop_from_another_thread(engine: Engine) -> None:
     slow = Slow()
     engine.register_adapter(["slow"], slow)
     stop = StopSignal()
-    threading.Timer(0.1, stop.set).start()
+
+    def stop_once_partial() -> None:  # a Stop button, pressed once the first text is there
+        until_sync(lambda: slow.started, "the first text")
+        stop.set()
+
+    threading.Thread(target=stop_once_partial, daemon=True).start()
     with pytest.raises(LlmError) as info:
         engine.complete_sync("slow", prompt="x", stop_signal=stop)
     assert info.value.code == "ABORTED"
