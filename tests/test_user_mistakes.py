@@ -1,4 +1,5 @@
-"""Issue 13: what a newcomer ran into. Each test reproduces one item of the issue first.
+"""Mistakes a user makes early on: a tool that exits, reloading and unloading adapters, keys set
+in one place and used in another, bad config and adapter files, recordings, history.
 
 User code (tools, adapters, config files, recordings) must never end or hang the kernel, state
 must stay right, and every mistake gets one line that says what to fix.
