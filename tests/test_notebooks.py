@@ -3,6 +3,7 @@
 Runs ``pytest --nbval notebooks/`` in a subprocess (so it is part of the normal test command
 without collecting notebooks from ``tests/``), with the sanitize file for volatile values and
 an isolated config (a user's ``config.toml`` default provider must not change the answers).
+The subprocess has no xdist workers of its own: it is one test of the outer run, on one worker.
 """
 
 from __future__ import annotations
@@ -31,6 +32,10 @@ def test_notebooks_pass_nbval(tmp_path: Path) -> None:
     env["NOTEBOOK_LLM_CONFIG"] = str(tmp_path / "config.toml")
     env["NOTEBOOK_LLM_ADAPTERS_DIR"] = str(tmp_path / "adapters")
     env.pop("PYTEST_ADDOPTS", None)
+    # The notebooks run in one process, in order, whatever runs this test: nbval's items are the
+    # cells of a notebook, which share one kernel and so cannot be spread over xdist workers.
+    for var in [v for v in env if v.startswith("PYTEST_XDIST_")]:
+        env.pop(var)
     proc = subprocess.run(
         [
             sys.executable,
