@@ -85,6 +85,12 @@ def comms(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str]]:
 # ---------------------------------------------------------------------- parallel workers
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    from kernel_ports import kernel_ports_below_the_ephemeral_range
+
+    kernel_ports_below_the_ephemeral_range()  # (why: tests/kernel_ports.py)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Under pytest-xdist (``--dist loadgroup``), keep the tests that share a wider fixture on
     one worker, so that it is made once: the users of a session-wide fixture of this suite (the

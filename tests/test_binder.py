@@ -14,10 +14,14 @@ import venv
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+TESTS = Path(__file__).resolve().parent
 
 RUN = """
 import sys, nbformat
 from nbclient import NotebookClient
+sys.path.insert(0, sys.argv[4])  # the kernels' ports out of the other workers' way
+from kernel_ports import kernel_ports_below_the_ephemeral_range
+kernel_ports_below_the_ephemeral_range()
 nb = nbformat.read(sys.argv[1], as_version=4)
 NotebookClient(nb, timeout=120, kernel_name="python3",
                resources={"metadata": {"path": sys.argv[2]}}).execute()
@@ -95,6 +99,7 @@ def test_binder_environment_runs_the_quickstart(tmp_path: Path) -> None:
             str(ROOT / "notebooks" / "quickstart.ipynb"),
             str(tmp_path),
             str(out),
+            str(TESTS),
         ],
         env,
         tmp_path,
@@ -124,6 +129,7 @@ def test_binder_environment_runs_the_quickstart(tmp_path: Path) -> None:
             str(ROOT / "notebooks" / "typed_data.ipynb"),
             str(tmp_path),
             str(typed),
+            str(TESTS),
         ],
         env,
         tmp_path,

@@ -36,6 +36,10 @@ def test_notebooks_pass_nbval(tmp_path: Path) -> None:
     # cells of a notebook, which share one kernel and so cannot be spread over xdist workers.
     for var in [v for v in env if v.startswith("PYTEST_XDIST_")]:
         env.pop(var)
+    # The notebooks run in one process, in order, whatever runs this test: nbval's items are the
+    # cells of a notebook, which share one kernel and so cannot be spread over xdist workers.
+    for var in [v for v in env if v.startswith("PYTEST_XDIST_")]:
+        env.pop(var)
     proc = subprocess.run(
         [
             sys.executable,
@@ -46,6 +50,8 @@ def test_notebooks_pass_nbval(tmp_path: Path) -> None:
             str(NOTEBOOKS / "nbval_sanitize.cfg"),
             "-p",
             "no:cacheprovider",
+            "-p",
+            "tests.kernel_ports",  # the kernels' ports out of the other workers' way
             "-q",
             str(NOTEBOOKS),
         ],
