@@ -390,7 +390,7 @@ def test_nbconvert_html_shows_the_card_offline(tmp_path: Path) -> None:
         ],
         check=True,
         capture_output=True,
-        timeout=120,
+        timeout=600,
     )
     with _chromium_page() as page:
         page.route(

@@ -581,7 +581,7 @@ def kernel() -> Iterator[tuple[Any, Any]]:
     from jupyter_client.manager import start_new_kernel
 
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    km, kc = start_new_kernel(kernel_name="python3", env=env)
+    km, kc = start_new_kernel(kernel_name="python3", env=env, startup_timeout=300)
     try:
         yield km, kc
     finally:

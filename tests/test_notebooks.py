@@ -52,6 +52,7 @@ def test_notebooks_pass_nbval(tmp_path: Path) -> None:
             "no:cacheprovider",
             "-p",
             "tests.kernel_ports",  # the kernels' ports out of the other workers' way
+            "--nbval-kernel-startup-timeout=300",  # a hang guard, for a busy machine
             "-q",
             str(NOTEBOOKS),
         ],

@@ -306,7 +306,7 @@ def _run_python(*args: Any) -> str:
         capture_output=True,
         text=True,
         env=env,
-        timeout=120,
+        timeout=600,
         check=False,
     )
     return done.stdout + done.stderr
