@@ -89,36 +89,3 @@ def pytest_configure(config: pytest.Config) -> None:
     from kernel_ports import kernel_ports_below_the_ephemeral_range
 
     kernel_ports_below_the_ephemeral_range()  # (why: tests/kernel_ports.py)
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Under pytest-xdist (``--dist loadgroup``), keep the tests that share a wider fixture on
-    one worker, so that it is made once: the users of a session-wide fixture of this suite (the
-    llama.cpp server) share a group named after it, and the tests of a module with a module-wide
-    fixture (a kernel, a subprocess run of every case) a group named after the module. Every
-    other test is scheduled on its own. Without xdist the marker does nothing."""
-    for item in items:
-        group = _shared_fixture_group(item)
-        if group is not None:
-            item.add_marker(pytest.mark.xdist_group(group))
-
-
-def _shared_fixture_group(item: pytest.Item) -> str | None:
-    info = getattr(item, "_fixtureinfo", None)
-    if info is None:
-        return None
-    session: list[str] = []
-    module = False
-    for name, defs in info.name2fixturedefs.items():
-        for fixturedef in defs:
-            if not fixturedef.baseid.startswith("tests"):  # pytest's and plugins' own
-                continue
-            if fixturedef.scope == "session":
-                session.append(name)
-            elif fixturedef.scope in ("module", "package", "class"):
-                module = True
-    if session:
-        return "session:" + "+".join(sorted(session))
-    if module:
-        return "module:" + item.nodeid.split("::", 1)[0]
-    return None
