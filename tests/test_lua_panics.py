@@ -31,7 +31,7 @@ PRELUDE = textwrap.dedent(
     # What is under test is memory and size: the CPU and wall budgets get room enough never to
     # be what decides (filling 64 MiB in small pieces, or 100,000 events under one budget, took
     # about as long as the default 1 s of CPU on a busy machine).
-    ROOMY = LuaLimits(cpu_seconds=120.0, wall_seconds=120.0)
+    ROOMY = LuaLimits(cpu_seconds=120.0, wall_seconds=240.0)
     def LuaSandbox(source, **kw):
         kw.setdefault("limits", ROOMY)
         return _Sandbox(source, **kw)

@@ -17,7 +17,7 @@ FAST = LuaLimits(cpu_seconds=0.2, memory_bytes=32 * 1024 * 1024)
 #: For the tests of the memory limit and of the stack: the same memory cap with a CPU budget
 #: far beyond the work, so the limit under test is the only one that can fire (filling 32 MiB
 #: takes about as long as FAST's 0.2 s budget, and a busy machine decided which won).
-ROOMY = LuaLimits(cpu_seconds=30.0, memory_bytes=FAST.memory_bytes)
+ROOMY = LuaLimits(cpu_seconds=30.0, memory_bytes=FAST.memory_bytes, wall_seconds=300.0)
 
 RUNNER = """
 local M = {name = "runner"}
@@ -812,7 +812,7 @@ return out
 
 def test_wrapped_c_functions_still_give_what_c_gives() -> None:
     src = "return { f = function() " + WRAPPED + " end }"
-    sb = LuaSandbox(src, limits=LuaLimits(cpu_seconds=20))
+    sb = LuaSandbox(src, limits=LuaLimits(cpu_seconds=20, wall_seconds=300))
     out = sb.call("f")
     assert out == {
         "backward": True,

@@ -35,7 +35,7 @@ LIMITS = LuaLimits(cpu_seconds=0.2, memory_bytes=32 * 1024 * 1024)
 #: error): the same memory cap with a CPU budget far beyond the work, so the limit under test
 #: is the only one that can fire. Filling 32 MiB, or a stack, takes about as long as 0.2 s of
 #: CPU, and under load the CPU budget used to win that race.
-ROOMY = LuaLimits(cpu_seconds=30.0, memory_bytes=LIMITS.memory_bytes)
+ROOMY = LuaLimits(cpu_seconds=30.0, memory_bytes=LIMITS.memory_bytes, wall_seconds=300.0)
 #: A hang guard (seconds of wall clock), never a verdict on speed.
 GUARD = 60.0
 ENV_SECRET = "nbllm-escape-env-secret-0123456789"

@@ -15,6 +15,7 @@ from typing import Any
 import httpx
 import pytest
 import trustme
+from waiting import HeldServer
 
 from notebook_llm import Completion, Engine, Finish, LlmError, StopSignal, TextDelta
 from notebook_llm.adapters.mock.server import MockServer
@@ -229,13 +230,17 @@ async def test_a_batch_opens_one_connection_per_concurrent_request(
     # request and a new TCP connection opened for the next one. (The latency keeps every
     # slot busy: a batch prepares its prompts one at a time, ~2 ms each, and with quick answers
     # it needs fewer connections.)
-    with MockServer(latency=0.3) as srv:
+    # (The server holds its answers until every slot has a request out, then answers freely.)
+    with HeldServer() as srv:
         engine = Engine(config_file=False, env_file=False)
         engine.add_provider("m", adapter="openai", base_url=srv.url + "/v1", model="echo")
         texts = [f"prompt {i}" for i in range(prompts)]
-        results = await amap(
-            texts, engine=engine, provider="m", concurrency=concurrency, progress=False
+        batch = asyncio.ensure_future(
+            amap(texts, engine=engine, provider="m", concurrency=concurrency, progress=False)
         )
+        await until(lambda: len(srv.requests) >= concurrency)
+        srv.release()
+        results = await asyncio.wait_for(batch, 60)
         assert [r.text for r in results if isinstance(r, Completion)] == texts
         assert srv.connections_opened == concurrency
 
