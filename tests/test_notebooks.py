@@ -12,6 +12,7 @@ reach: what notebooks run with ``-m``, and the files in ``notebooks/`` import, a
 against the extra by reading them. With the sanitize file for volatile values, the
 display-update plugin (:mod:`nbval_display_updates`) and an isolated config (a user's
 ``config.toml`` default provider must not change the answers).
+The subprocess has no xdist workers of its own: it is one test of the outer run, on one worker.
 """
 
 from __future__ import annotations
@@ -114,6 +115,10 @@ def test_notebooks_pass_nbval_with_only_the_lab_extra(tmp_path: Path) -> None:
     env["IPYTHONDIR"] = str(tmp_path / "ipython")  # the kernels' startup: the lab extra only
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(TESTS), env.get("PYTHONPATH")) if p)
     env.pop("PYTEST_ADDOPTS", None)
+    # The notebooks run in one process, in order, whatever runs this test: nbval's items are the
+    # cells of a notebook, which share one kernel and so cannot be spread over xdist workers.
+    for var in [v for v in env if v.startswith("PYTEST_XDIST_")]:
+        env.pop(var)
     proc = subprocess.run(
         [
             sys.executable,
@@ -126,6 +131,9 @@ def test_notebooks_pass_nbval_with_only_the_lab_extra(tmp_path: Path) -> None:
             str(TESTS / "nbval_sanitize.cfg"),
             "-p",
             "no:cacheprovider",
+            "-p",
+            "tests.kernel_ports",  # the kernels' ports out of the other workers' way
+            "--nbval-kernel-startup-timeout=300",  # a hang guard, for a busy machine
             "-q",
             str(NOTEBOOKS),
         ],
