@@ -207,18 +207,17 @@ def test_no_progress_bar_outside_a_kernel() -> None:
 
 
 async def test_a_batch_shares_one_connection_pool_and_closes_it() -> None:
-    from notebook_llm.adapters.lua.lua_adapter import LuaAdapter
-    from notebook_llm.engine.routing.lua_files import builtin_adapters_dir
+    from notebook_llm.wire.exchange import Exchange
     from notebook_llm.wire.transport import connection_pool, scoped_client
 
-    adapter = LuaAdapter.from_file(builtin_adapters_dir() / "openai.lua")
+    exchange = Exchange("openai")
     assert scoped_client() is None
-    client, owned = adapter._client()
+    client, owned = exchange._client()
     assert owned  # outside a pool (and off the background loop): one client per stream
     await client.aclose()
     async with connection_pool() as pool:
-        assert adapter._client() == (pool, False)
-        assert adapter._client() == (pool, False)
+        assert exchange._client() == (pool, False)
+        assert exchange._client() == (pool, False)
     assert pool.is_closed
     assert scoped_client() is None
 

@@ -20,6 +20,7 @@ from notebook_llm import Engine, ErrorCode, LlmError
 from notebook_llm.adapters.lua.host import TransportHttp
 from notebook_llm.adapters.lua.lua_adapter import LuaAdapter
 from notebook_llm.adapters.lua.runtime import LuaLimits, LuaSandbox
+from notebook_llm.wire.exchange import Exchange
 from notebook_llm.wire.limits import DEFAULT_LIMITS
 
 SSE = (
@@ -140,7 +141,7 @@ async def test_stop_while_a_request_is_on_the_way_gives_up_the_hook_call() -> No
         "return { f = function() local r = http_get('http://auth.test/token') return 'late' end,"
         " g = function() return 'next' end }"
     )
-    sb.set_http(TransportHttp(lambda: (httpx.AsyncClient(transport=server.transport()), True)))
+    sb.set_http(TransportHttp(Exchange("p", transport=server.transport())))
     task = asyncio.create_task(sb.acall("f"))
     await server.arrived.wait()
     task.cancel()  # what a Stop does to the stream's task
@@ -195,7 +196,7 @@ async def test_a_request_with_no_recording_is_an_error_answer_during_replay(
     with engine.replaying(path):
         make = engine._make_transport()
         assert make is not None
-        sb.set_http(TransportHttp(lambda: (httpx.AsyncClient(transport=make()), True)))
+        sb.set_http(TransportHttp(Exchange("p", make_transport=make)))
         answer = json.loads(await sb.acall("g"))
     assert "status" not in answer
     assert answer["error"]
@@ -229,7 +230,7 @@ return {
 async def test_where_a_hook_may_send_a_request(hook: str, answered: bool) -> None:
     server = Server()
     sb = LuaSandbox(SCRIPT_CONTEXTS)
-    sb.set_http(TransportHttp(lambda: (httpx.AsyncClient(transport=server.transport()), True)))
+    sb.set_http(TransportHttp(Exchange("p", transport=server.transport())))
     answer = json.loads(await sb.acall(hook))
     if answered:
         assert json.loads(answer["body"]) == {"token": "t1"}
@@ -276,3 +277,100 @@ async def test_the_engines_stop_ends_a_stream_whose_hook_waits_for_a_request() -
         await asyncio.wait_for(engine.complete("p", prompt="hello", stop_signal=stop), 30)
     await presser
     assert info.value.code == ErrorCode.ABORTED
+
+
+# The child of the memory test: a loopback server answers the model (SSE) and, at /token, a
+# body whose Content-Encoding is "gzip, gzip"; a hook's http_get reads it under a 1 MiB cap.
+# It prints the rise of the process's peak RSS over the bomb's request, after a warm-up request
+# whose body (just under the cap, coded the same way) took every buffer a body within the cap
+# needs, so the rise is what the bomb alone costs.
+_NESTED_GZIP_CHILD = r"""
+import asyncio, http.server, json, resource, sys, threading, zlib
+from notebook_llm import Engine
+from notebook_llm.adapters.lua.lua_adapter import LuaAdapter
+from notebook_llm.wire.limits import MiB, WireLimits
+
+def gzip_of(chunks):
+    z = zlib.compressobj(9, zlib.DEFLATED, 31)
+    out = [z.compress(c) for c in chunks]
+    out.append(z.flush())
+    return b"".join(out)
+
+def nested(size):
+    inner = gzip_of(b"a" * (1 << 20) for _ in range(size >> 20)) if size >= 1 << 20 else gzip_of([b"a" * size])
+    return gzip_of([inner])
+
+BODIES = {"/small": nested(1000 * 1024), "/bomb": nested(256 << 20)}
+SSE = (b'data: {"choices":[{"delta":{"content":"ok"},"finish_reason":"stop"}]}\n\n'
+       b"data: [DONE]\n\n")
+
+class Handler(http.server.BaseHTTPRequestHandler):
+    def log_message(self, *args): pass
+    def do_GET(self):
+        body = BODIES[self.path]
+        self.send_response(200)
+        self.send_header("content-encoding", "gzip, gzip")
+        self.send_header("content-length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+    def do_POST(self):
+        self.rfile.read(int(self.headers["content-length"]))
+        self.send_response(200)
+        self.send_header("content-type", "text/event-stream")
+        self.send_header("content-length", str(len(SSE)))
+        self.end_headers()
+        self.wfile.write(SSE)
+
+server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+threading.Thread(target=server.serve_forever, daemon=True).start()
+base = f"http://127.0.0.1:{server.server_port}"
+SCRIPT = '''return { name = "fetcher",
+  transform_request = function(r)
+    local got = json.decode(http_get(PATH))
+    local req = json.decode(r)
+    req.status, req.error, req.size = got.status, got.error, got.body and #got.body or -1
+    return json.encode(req)
+  end,
+  transform_stream_chunk = function(s)
+    if s == "[DONE]" then return "" end
+    local c = json.decode(s).choices[1]
+    return json.encode({ content = c.delta.content or "", done = c.finish_reason ~= nil })
+  end }'''
+
+async def run(path):
+    engine = Engine(config_file=False, env_file=False)
+    adapter = LuaAdapter.from_source(
+        SCRIPT.replace("PATH", json.dumps(base + path)), name="fetcher",
+        wire_limits=WireLimits(max_body_bytes=1 * MiB),
+    )
+    engine.add_provider("p", adapter=adapter, base_url=base + "/v1", model="m")
+    return (await engine.complete("p", prompt="hi")).text
+
+def peak():
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+assert asyncio.run(run("/small")) == "ok"
+before = peak()
+assert asyncio.run(run("/bomb")) == "ok"
+print(json.dumps({"rise": peak() - before}))
+"""
+
+
+def test_a_nested_gzip_answer_to_http_get_stays_within_the_cap_in_memory() -> None:
+    """A hook's ``http_get`` reads through the same capped decoder as a stream: a ``gzip,
+    gzip`` body that decodes to 256 MiB, under a 1 MiB cap, raises the peak RSS of the process
+    by no more than the cap (httpx's own decoders, which the hooks once read through, decode a
+    read whole: the peak rose by the whole nested layer)."""
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-c", _NESTED_GZIP_CHILD],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    rise = json.loads(done.stdout.strip().splitlines()[-1])["rise"]
+    assert rise <= 1024 * 1024, f"peak RSS rose by {rise / 2**20:.1f} MiB"

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from notebook_llm import Completion, Engine, ErrorCode, LlmError, StopSignal
-from notebook_llm.adapters.lua.lua_adapter import LuaAdapter
+from notebook_llm.adapters.lua.lua_codec import LuaCodec
 from notebook_llm.adapters.mock.server import MockServer
 from notebook_llm.api.batch import MAX_LOOKAHEAD, amap, map_prompts
 from notebook_llm.wire.slots import (
@@ -70,13 +70,13 @@ async def test_the_next_prompts_are_prepared_while_the_slots_are_taken(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     prepared: list[str] = []
-    original = LuaAdapter._prepare
+    original = LuaCodec.request
 
-    def counting(self: LuaAdapter, sandbox: Any, options: Any) -> Any:
-        prepared.append(options.messages[-1].text)
-        return original(self, sandbox, options)
+    def counting(self: LuaCodec) -> Any:
+        prepared.append(self.options.messages[-1].text)
+        return original(self)
 
-    monkeypatch.setattr(LuaAdapter, "_prepare", counting)
+    monkeypatch.setattr(LuaCodec, "request", counting)
     with MockServer(latency=0.4) as srv:
         batch = asyncio.ensure_future(batch_on(srv, 10, concurrency=2))
         await asyncio.sleep(0.2)  # the first two are at the server

@@ -509,7 +509,8 @@ class Engine:
                     provider=provider,
                     api_key=self.credentials.key_for(config),
                     headers=config.headers,
-                    transport=(make := self._make_transport()) and make(),
+                    make_transport=self._make_transport(),
+                    timeouts=self.timeouts,
                 )
             except LlmError:
                 if not config.models:

@@ -47,6 +47,11 @@ class RequestClock:
         self._idle = timeouts.idle if streaming else None
         self._quiet_until = now + self._idle if self._idle is not None else math.inf
 
+    def whole_body(self) -> None:
+        """The answer is one whole body, not a stream: no idle limit, only the deadline."""
+        self._idle = None
+        self._quiet_until = math.inf
+
     def heard(self) -> None:
         """An event arrived: the idle limit starts again."""
         if self._idle is not None:

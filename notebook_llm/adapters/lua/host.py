@@ -7,14 +7,13 @@ callables only ever receive ``str`` arguments (UTF-8 checked, binary data as hex
 error object carrying a Python object, i.e. a way out of the sandbox).
 
 ``http_get`` / ``http_post`` are not callables: the hook yields the request to the sandbox's
-caller, which answers it (:class:`TransportHttp` on the engine's transport, awaited; or an
+caller, which answers it (:class:`TransportHttp` through the stream's exchange, awaited; or an
 :class:`HttpBridge` in a synchronous call) and resumes the hook with the envelope.
 """
 
 from __future__ import annotations
 
 import base64
-import contextlib
 import hashlib
 import hmac
 import logging
@@ -26,11 +25,12 @@ import httpx
 
 from ...core.errors import LlmError
 from ...core.redaction import redact
-from ...wire.limits import DEFAULT_LIMITS
-from ...wire.transport import network_client
+from ...wire.codec import WireRequest
+from ...wire.exchange import Exchange
 
 #: The contract's timeout of one ``http_get`` / ``http_post`` (the hook's wall budget bounds it too).
 HTTP_TIMEOUT_SECONDS = 30.0
+HTTP_TIMEOUT = httpx.Timeout(HTTP_TIMEOUT_SECONDS)
 
 LogCallback = Callable[[str, str], None]
 
@@ -54,68 +54,44 @@ class HttpBridge(Protocol):
     def post(self, url: str, body: str) -> tuple[int, str]: ...
 
 
-OpenClient = Callable[[], tuple[httpx.AsyncClient, bool]]
-
-
 def envelope_error(url: str, message: str) -> dict[str, Any]:
     return {"url": url, "error": message}
 
 
 class TransportHttp:
-    """``http_get`` / ``http_post`` on the engine's transport, for :meth:`LuaSandbox.acall`.
+    """``http_get`` / ``http_post`` through an exchange, for :meth:`LuaSandbox.acall`.
 
-    ``open_client`` gives the client of the stream the hook belongs to and whether the caller
-    must close it (``provider_request.open_client``: the engine's transport, its recorder or its
-    replayer), so a Recorder records these requests with the stream and a Replayer answers them
-    without the network. The body is read up to ``max_body_bytes`` decoded bytes. Never raises:
-    every failure is the contract's ``{"url", "error"}`` envelope.
+    The exchange is the stream's own (:mod:`notebook_llm.wire.exchange`): the engine's
+    transport, its recorder or its replayer, the request's deadline, and the body read within
+    ``WireLimits.max_body_bytes`` decoded bytes, nested ``Content-Encoding`` included, like
+    every other body. Without one, a default exchange on the network. Never raises: every
+    failure is the contract's ``{"url", "error"}`` envelope.
     """
 
-    def __init__(
-        self,
-        open_client: OpenClient | None = None,
-        *,
-        max_body_bytes: int = DEFAULT_LIMITS.max_body_bytes,
-        timeout: httpx.Timeout | float = HTTP_TIMEOUT_SECONDS,
-    ) -> None:
-        self._open = open_client
-        self.max_body_bytes = max_body_bytes
-        self.timeout = timeout if isinstance(timeout, httpx.Timeout) else httpx.Timeout(timeout)
+    def __init__(self, exchange: Exchange | None = None) -> None:
+        self.exchange = exchange if exchange is not None else Exchange("http_get")
 
     async def request(self, method: str, url: str, body: str | None) -> dict[str, Any]:
+        call = WireRequest(
+            method,
+            url,
+            {"content-type": "application/json"} if body is not None else {},
+            None if body is None else body.encode("utf-8"),
+        )
         try:
-            if self._open is not None:
-                client, owned = self._open()
-            else:
-                client, owned = network_client(timeout=self.timeout), True
-            async with contextlib.AsyncExitStack() as stack:
-                if owned:
-                    await stack.enter_async_context(client)
-                request = client.build_request(
-                    method,
-                    url,
-                    content=None if body is None else body.encode("utf-8"),
-                    headers={"content-type": "application/json"} if body is not None else None,
-                    timeout=self.timeout,
-                )
-                response = await client.send(request, stream=True, follow_redirects=True)
-                try:
-                    buf = bytearray()
-                    async for piece in response.aiter_bytes():  # decoded (gzip, br, ...)
-                        buf += piece
-                        if len(buf) > self.max_body_bytes:
-                            mib = self.max_body_bytes / (1024 * 1024)
-                            return envelope_error(
-                                url, f"the answer is larger than the {mib:g} MiB limit on a body"
-                            )
-                finally:
-                    await response.aclose()
-                text = buf.decode(response.encoding or "utf-8", "replace")
-                return {"url": url, "status": int(response.status_code), "body": text}
-        except LlmError as exc:  # e.g. a replay without a recording of this request
+            answer = await self.exchange.fetch(
+                call,
+                what=f"the answer to {'http_get' if body is None else 'http_post'}",
+                refused="answer",
+                doing=f"fetching {url}",
+                follow_redirects=True,
+                socket_timeout=HTTP_TIMEOUT,
+            )
+        except LlmError as exc:  # a cap, a timeout, a replay without a recording of it
             return envelope_error(url, redact(exc.message))
-        except Exception as exc:
+        except Exception as exc:  # a URL httpx refuses, ...
             return envelope_error(url, redact(str(exc)) or type(exc).__name__)
+        return {"url": url, "status": answer.status, "body": answer.text()}
 
 
 class Budget:
