@@ -100,6 +100,13 @@ class Budget:
     ``time.thread_time`` (not ``os.clock``/process time): streams run concurrently in several
     threads and each call must only be charged for its own thread's work; blocking in a socket
     costs no CPU time, and the CPU time spent inside the HTTP bridge is subtracted as well.
+
+    A call that maps several stream payloads (``call_each``) charges each payload to a budget
+    of its own: the Lua hook hands :meth:`check` the number of the payload it is at, and a new
+    number starts the budget (CPU and wall clock) again. So the verdict on a payload does not
+    depend on how many others arrived in the same network read. The time between a payload's
+    start and the hook's first check inside it (at most one check interval, ~10,000
+    instructions) is charged to no one.
     """
 
     __slots__ = (
@@ -108,6 +115,7 @@ class Budget:
         "limit",
         "over",
         "over_wall",
+        "payload",
         "signalled",
         "start",
         "stop",
@@ -124,6 +132,8 @@ class Budget:
         self.start = 0.0
         self.wall_start = 0.0
         self.excluded = 0.0
+        #: The payload being charged (``call_each``'s item number; 0 for a plain call).
+        self.payload = 0
         self.over = False
         self.over_wall = False
         #: Asked at every check: True stops the call (the stream's ``StopSignal.is_set``).
@@ -138,6 +148,7 @@ class Budget:
         self.start = time.thread_time()
         self.wall_start = time.monotonic()
         self.excluded = 0.0
+        self.payload = 0
         self.over = False
         self.over_wall = False
         self.stopped = False
@@ -153,14 +164,21 @@ class Budget:
             self.over_wall = self.over = True
         return self.over_wall
 
-    def check(self) -> bool:
-        """Called by the count hook: True once this call's budget is used up or it was stopped
-        (sticky). Never raises: a kernel interrupt that lands here (SIGINT's handler runs at the
-        next Python instruction of the main thread, i.e. here while Lua runs) is recorded; an
-        exception crossing into Lua could be swallowed by the script's ``pcall``."""
+    def check(self, payload: int = 0) -> bool:
+        """Called by the count hook: True once this call's (or this payload's) budget is used
+        up or it was stopped (sticky). Never raises: a kernel interrupt that lands here
+        (SIGINT's handler runs at the next Python instruction of the main thread, i.e. here
+        while Lua runs) is recorded; an exception crossing into Lua could be swallowed by the
+        script's ``pcall``."""
         try:
             if not self.over:
-                if time.thread_time() - self.start - self.excluded > self.limit:
+                now = time.thread_time()
+                if payload != self.payload:  # the next payload of call_each: its own budget
+                    self.payload = payload
+                    self.start = now
+                    self.excluded = 0.0
+                    self.wall_start = time.monotonic()
+                if now - self.start - self.excluded > self.limit:
                     self.over = True
                 elif not self.wall_exceeded() and self.stop is not None and self.stop():
                     self.stopped = self.over = True
