@@ -12,7 +12,20 @@ import json
 import httpx
 import pytest
 
-from notebook_llm import Engine, ErrorCode, LlmError
+from notebook_llm import (
+    BlockEnd,
+    BlockStart,
+    Engine,
+    ErrorCode,
+    Event,
+    Finish,
+    FinishReason,
+    GenerateOptions,
+    LlmError,
+    TextBlock,
+    TextDelta,
+)
+from notebook_llm.adapters.codec_adapter import CodecAdapter
 from notebook_llm.adapters.lua.lua_adapter import LuaAdapter
 from notebook_llm.adapters.mock.server import MockServer
 from notebook_llm.wire.codec import WireRequest
@@ -139,3 +152,86 @@ async def test_transport_failures_are_mapped_in_one_place() -> None:
     assert info.value.code == ErrorCode.TRANSPORT
     assert info.value.message == ("asking p for its models failed: ConnectError: nobody listens")
     assert info.value.provider == "p"
+
+
+class LinesCodec:
+    """A Python codec for a made-up API: POST ``{"prompt"}``, answered with JSON lines
+    ``{"t": piece}`` and a last ``{"end": true}``. It knows no socket and no status."""
+
+    def __init__(self, options: GenerateOptions) -> None:
+        self.options = options
+        self.text: list[str] = []
+        self.finished = False
+
+    async def request(self) -> WireRequest:
+        prompt = self.options.messages[-1].text
+        body = json.dumps({"prompt": prompt}).encode()
+        return WireRequest("POST", f"{self.options.base_url}/lines", {}, body, True, "ndjson")
+
+    def feed(self, payloads: list[str]) -> list[Event]:
+        out: list[Event] = []
+        for line in payloads:
+            doc = json.loads(line)
+            if doc.get("end"):
+                return out + self.end()
+            if not self.text:
+                out.append(BlockStart(0, "text"))
+            self.text.append(doc["t"])
+            out.append(TextDelta(0, doc["t"]))
+        return out
+
+    def raise_pending(self) -> None:
+        return None
+
+    def end(self) -> list[Event]:
+        self.finished = True
+        closed = [BlockEnd(0, TextBlock("".join(self.text)))] if self.text else []
+        return [*closed, Finish(FinishReason("stop"))]
+
+    async def whole(self, body: bytes) -> list[Event]:
+        raise AssertionError("a streaming API")
+
+    def fail(self, error: LlmError) -> list[Event] | None:
+        self.finished = True
+        return [Finish.error(error)]
+
+    def refine(self, error: LlmError, body: bytes) -> LlmError:
+        return error
+
+
+class LinesAdapter(CodecAdapter):
+    name = "lines"
+
+    def codec(self, options: GenerateOptions, exchange: Exchange) -> LinesCodec:
+        return LinesCodec(options)
+
+
+async def test_a_python_adapter_can_be_a_codec_and_gets_what_the_exchange_gives() -> None:
+    sent: list[httpx.Request] = []
+
+    async def api(request: httpx.Request) -> httpx.Response:
+        sent.append(request)
+        prompt = json.loads(await request.aread())["prompt"]
+        if prompt == "busy":
+            return httpx.Response(503, json={"error": {"message": "try later"}})
+        lines = [json.dumps({"t": w + " "}) for w in prompt.split()] + ['{"end": true}']
+        return httpx.Response(
+            200,
+            headers={"content-type": "application/x-ndjson"},
+            content="\n".join(lines).encode(),
+        )
+
+    engine = Engine(
+        config_file=False, env_file=False, retries=0, transport=httpx.MockTransport(api)
+    )
+    engine.add_provider("lines", adapter=LinesAdapter(), base_url="http://lines.test", model="m")
+    statuses: list[int] = []
+    with watching_responses(lambda status, headers: statuses.append(status)):
+        completion = await engine.complete("lines", prompt="two words")
+        assert completion.text == "two words "
+        with pytest.raises(LlmError) as info:  # the status, mapped by the exchange
+            await engine.complete("lines", prompt="busy")
+    assert info.value.code == ErrorCode.SERVER
+    assert "try later" in info.value.message
+    assert statuses == [200, 503]
+    assert [r.url.path for r in sent] == ["/lines", "/lines"]

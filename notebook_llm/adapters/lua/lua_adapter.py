@@ -17,18 +17,18 @@ Extensions to the contract (documented in the README):
   ``Authorization``, ``x-api-key`` or ``x-goog-api-key`` in ``headers``, or puts ``{api_key}`` in
   the URL.
 
-This module holds the adapter itself (loading, reload, one stream's codec and exchange); each
-step lives where its job is: the exchange (:mod:`notebook_llm.wire.exchange`) does the HTTP,
-``lua_codec.py`` is the script's part of one stream (``provider_request.py`` builds its
-request, ``hook_results.py`` maps a whole body and hook results).
+This module holds the adapter itself (loading, reload, one stream's codec); each step lives
+where its job is: the exchange (:mod:`notebook_llm.wire.exchange`, run by
+:class:`~notebook_llm.adapters.codec_adapter.CodecAdapter`) does the HTTP, ``lua_codec.py`` is
+the script's part of one stream (``provider_request.py`` builds its request,
+``hook_results.py`` maps a whole body and hook results).
 """
 
 from __future__ import annotations
 
-import contextlib
 import re
 import threading
-from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -40,7 +40,7 @@ from ...core.errors import ErrorCode, LlmError
 from ...core.protocol import Event, GenerateOptions
 from ...wire.exchange import DEFAULT_TIMEOUT, Exchange
 from ...wire.limits import DEFAULT_LIMITS, WireLimits
-from ..base import LlmAdapter
+from ..codec_adapter import CodecAdapter
 from .hook_results import map_whole_body
 from .host import TransportHttp
 from .lua_codec import LuaCodec
@@ -61,10 +61,8 @@ class AdapterInfo:
     path: str | None
 
 
-class LuaAdapter(LlmAdapter):
+class LuaAdapter(CodecAdapter):
     """An adapter backed by a Lua script (see the module docstring)."""
-
-    takes_request_slot = True
 
     def __init__(
         self,
@@ -187,41 +185,15 @@ class LuaAdapter(LlmAdapter):
 
     # ------------------------------------------------------------------ requests
 
-    def exchange(self, options: GenerateOptions) -> Exchange:
-        """The exchange of one stream (:mod:`notebook_llm.wire.exchange`): the adapter's own
-        transport, else the engine's (its recorder or replayer), its limits and time limits."""
-        return Exchange.for_options(
-            options, transport=self.transport, limits=self.wire_limits, timeout=self.timeout
-        )
-
     def codec(self, options: GenerateOptions, exchange: Exchange) -> LuaCodec:
         """One stream's codec, in a fresh Lua state whose hooks send their ``http_get`` /
-        ``http_post`` through ``exchange`` and stop on the stream's Stop."""
+        ``http_post`` through the stream's ``exchange`` and stop on the stream's Stop."""
         with self._lock:
             source = self.source
         sandbox = self._sandbox(source)  # one Lua state per stream
         sandbox.set_stop(current_stop())  # a Stop / kernel interrupt ends a running hook
         sandbox.set_http(TransportHttp(exchange))
         return LuaCodec(sandbox, options, self.name)
-
-    async def stream(self, options: GenerateOptions) -> AsyncIterator[Event]:
-        async with contextlib.aclosing(self.stream_batches(options)) as batches:
-            async for batch in batches:
-                for event in batch:
-                    yield event
-
-    async def stream_batches(self, options: GenerateOptions) -> AsyncGenerator[list[Event], None]:
-        """The events of :meth:`stream`, one non-empty list per network read.
-
-        The engine iterates this instead of :meth:`stream` (``streaming.guarded``): the events of
-        one read cross the async layers between adapter and caller once, as a list, and are
-        flattened only at the public iterator. The exchange does the HTTP (caps, time limits,
-        slots, framing, errors); the codec the script's part.
-        """
-        exchange = self.exchange(options)
-        async with contextlib.aclosing(exchange.stream(self.codec(options, exchange))) as events:
-            async for batch in events:
-                yield batch
 
     def _map_whole(self, sandbox: LuaSandbox, raw: bytes, options: GenerateOptions) -> list[Event]:
         return map_whole_body(sandbox, raw, provider=options.provider, adapter=self.name)
