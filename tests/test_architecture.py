@@ -23,17 +23,20 @@ became a target that commits moved code to meet.
 from __future__ import annotations
 
 import ast
+import importlib.machinery
+import importlib.util
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "notebook_llm"
 
 #: Import cycles in ``notebook_llm`` today, each written from its alphabetically first module.
-#: Empty since issue 15 (built-ins arrive as a plugin, the tool loop is only ``tools.run_tools``,
-#: widgets get prices from ``pricing``): keep it so.
+#: Empty (built-ins arrive as a plugin, the tool loop is only ``tools.run_tools``, widgets get
+#: prices from ``pricing``): keep it so.
 KNOWN_CYCLES: frozenset[str] = frozenset()
 
 
@@ -249,6 +252,59 @@ def test_every_known_cycle_still_exists() -> None:
     found = {spell(c) for c in cycles(import_graph(PACKAGE))}
     gone = sorted(KNOWN_CYCLES - found)
     assert not gone, f"fixed, so delete from KNOWN_CYCLES: {gone}"
+
+
+def _draw_layers() -> Any:
+    """``scripts/draw-layers`` as a module (a script without the ``.py`` suffix)."""
+    path = PACKAGE.parent / "scripts" / "draw-layers"
+    loader = importlib.machinery.SourceFileLoader("draw_layers", str(path))
+    spec = importlib.util.spec_from_loader("draw_layers", loader)
+    assert spec is not None
+    module = importlib.util.module_from_spec(spec)
+    loader.exec_module(module)
+    return module
+
+
+def test_the_picture_in_the_docs_is_the_one_the_code_draws() -> None:
+    draw = _draw_layers()
+    # the drawing's own scan agrees with this file's on which layer imports which
+    edges: dict[str, set[str]] = {layer: set() for layer in LAYERS}
+    for module, targets in import_graph(PACKAGE).items():
+        layer = layer_of(module)
+        if layer is not None:
+            edges[layer] |= {t for m in targets if (t := layer_of(m)) and t != layer}
+    assert {name: imports for name, (_, imports) in draw.layers().items()} == edges
+    doc = PACKAGE.parent / "docs" / "architecture.md"
+    text = doc.read_text("utf-8")
+    assert draw.in_doc(text, draw.picture()) == text, (
+        "docs/architecture.md shows another picture of the layers than the code draws: "
+        "run scripts/draw-layers --write"
+    )
+
+
+def test_the_picture_shows_each_layers_imports(tmp_path: Path) -> None:
+    """The drawing reads relative, absolute and lazy imports, and orders the layers so that
+    each stands above what it imports."""
+    root = tmp_path / "pkg"
+    files = {
+        "__init__.py": "",
+        "low/__init__.py": "",
+        "low/a.py": "import json\n",
+        "mid/__init__.py": "",
+        "mid/sub/__init__.py": "",
+        "mid/sub/b.py": "from ...low import a\n",
+        "top/__init__.py": "",
+        "top/c.py": "def f():\n    import pkg.mid.sub.b\n    from pkg import low\n",
+    }
+    for rel, text in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text, "utf-8")
+    lines = _draw_layers().picture(root).splitlines()
+    assert [line.split()[0] for line in lines[2:]] == ["top/", "mid/", "low/"]
+    assert lines[2].endswith("-> mid, low")
+    assert "sub/" in lines[3]
+    assert lines[3].endswith("-> low")
+    assert lines[4].endswith("-> (nothing)")
 
 
 def test_no_module_is_named_plain_adapter() -> None:

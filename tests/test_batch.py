@@ -207,10 +207,10 @@ def test_no_progress_bar_outside_a_kernel() -> None:
 
 
 async def test_a_batch_shares_one_connection_pool_and_closes_it() -> None:
-    from notebook_llm.wire.exchange import Exchange
+    from notebook_llm.wire.exchange import HttpExchange
     from notebook_llm.wire.transport import connection_pool, scoped_client
 
-    exchange = Exchange("openai")
+    exchange = HttpExchange("openai")
     assert scoped_client() is None
     client, owned = exchange._client()
     assert owned  # outside a pool (and off the background loop): one client per stream
@@ -235,7 +235,7 @@ async def test_stop_during_a_batch_retry_wait_returns_at_once() -> None:
             raise LlmError("slow down", "RATE_LIMIT", status=429, retry_after=20)
             yield  # pragma: no cover
 
-    # retries live in the engine's one policy (issue 13): the wait is the engine's
+    # retries live in the engine's one policy: the wait is the engine's
     engine = Engine(config_file=False, env_file=False, retries=3)
     engine.add_provider("lim", adapter=Limited())
     stop = StopSignal()

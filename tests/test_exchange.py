@@ -29,7 +29,7 @@ from notebook_llm.adapters.codec_adapter import CodecAdapter
 from notebook_llm.adapters.lua.lua_adapter import LuaAdapter
 from notebook_llm.adapters.mock.server import MockServer
 from notebook_llm.wire.codec import WireRequest
-from notebook_llm.wire.exchange import Exchange
+from notebook_llm.wire.exchange import HttpExchange
 from notebook_llm.wire.limits import WireLimits
 from notebook_llm.wire.response_watch import notify_response, watching_responses
 
@@ -120,7 +120,7 @@ async def test_a_whole_body_is_read_under_the_exchange_cap() -> None:
             return httpx.Response(200, content=b"x" * 5000)
         return httpx.Response(429, json={"error": {"message": "slow down"}})
 
-    exchange = Exchange(
+    exchange = HttpExchange(
         "p", transport=httpx.MockTransport(answer), limits=WireLimits(max_body_bytes=4096)
     )
     with pytest.raises(LlmError) as info:
@@ -142,7 +142,7 @@ async def test_transport_failures_are_mapped_in_one_place() -> None:
     def refuse(request: httpx.Request) -> httpx.Response:
         raise httpx.ConnectError("nobody listens")
 
-    exchange = Exchange("p", transport=httpx.MockTransport(refuse))
+    exchange = HttpExchange("p", transport=httpx.MockTransport(refuse))
     with pytest.raises(LlmError) as info:
         await exchange.fetch(
             WireRequest("GET", "http://x.test/models"),
@@ -202,7 +202,7 @@ class LinesCodec:
 class LinesAdapter(CodecAdapter):
     name = "lines"
 
-    def codec(self, options: GenerateOptions, exchange: Exchange) -> LinesCodec:
+    def codec(self, options: GenerateOptions, exchange: HttpExchange) -> LinesCodec:
         return LinesCodec(options)
 
 

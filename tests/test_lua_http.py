@@ -20,7 +20,7 @@ from notebook_llm import Engine, ErrorCode, LlmError
 from notebook_llm.adapters.lua.host import TransportHttp
 from notebook_llm.adapters.lua.lua_adapter import LuaAdapter
 from notebook_llm.adapters.lua.runtime import LuaLimits, LuaSandbox
-from notebook_llm.wire.exchange import Exchange
+from notebook_llm.wire.exchange import HttpExchange
 from notebook_llm.wire.limits import DEFAULT_LIMITS
 
 SSE = (
@@ -141,7 +141,7 @@ async def test_stop_while_a_request_is_on_the_way_gives_up_the_hook_call() -> No
         "return { f = function() local r = http_get('http://auth.test/token') return 'late' end,"
         " g = function() return 'next' end }"
     )
-    sb.set_http(TransportHttp(Exchange("p", transport=server.transport())))
+    sb.set_http(TransportHttp(HttpExchange("p", transport=server.transport())))
     task = asyncio.create_task(sb.acall("f"))
     await server.arrived.wait()
     task.cancel()  # what a Stop does to the stream's task
@@ -196,7 +196,7 @@ async def test_a_request_with_no_recording_is_an_error_answer_during_replay(
     with engine.replaying(path):
         make = engine._make_transport()
         assert make is not None
-        sb.set_http(TransportHttp(Exchange("p", make_transport=make)))
+        sb.set_http(TransportHttp(HttpExchange("p", make_transport=make)))
         answer = json.loads(await sb.acall("g"))
     assert "status" not in answer
     assert answer["error"]
@@ -230,7 +230,7 @@ return {
 async def test_where_a_hook_may_send_a_request(hook: str, answered: bool) -> None:
     server = Server()
     sb = LuaSandbox(SCRIPT_CONTEXTS)
-    sb.set_http(TransportHttp(Exchange("p", transport=server.transport())))
+    sb.set_http(TransportHttp(HttpExchange("p", transport=server.transport())))
     answer = json.loads(await sb.acall(hook))
     if answered:
         assert json.loads(answer["body"]) == {"token": "t1"}

@@ -72,7 +72,7 @@ def test_importing_the_engine_imports_no_notebook_code() -> None:
 
 
 def test_load_ext_imports_neither_engine_nor_httpx_lupa_or_widgets() -> None:
-    """``%load_ext notebook_llm`` stays light (issue 16): the package root resolves its public
+    """``%load_ext notebook_llm`` stays light: the package root resolves its public
     names on first access and the magics import the engine, the Lua runtime and the widgets
     when a magic first needs them."""
     code = (

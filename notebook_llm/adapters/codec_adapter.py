@@ -2,7 +2,7 @@
 
 An HTTP adapter is a codec (:class:`~notebook_llm.wire.codec.Codec`): options in, request out;
 payloads in, events out. A subclass gives :meth:`CodecAdapter.codec`, one codec per stream;
-this class runs it through an :class:`~notebook_llm.wire.exchange.Exchange`, which sends the
+this class runs it through an :class:`~notebook_llm.wire.exchange.HttpExchange`, which sends the
 request on the engine's transport (recorded or replayed), applies the body caps, the deadline
 and the idle limit, takes a batch's request slot, frames the stream and maps transport failures
 to codes. The Lua adapter (:class:`~notebook_llm.adapters.lua.lua_adapter.LuaAdapter`) is one;
@@ -25,7 +25,7 @@ import httpx
 
 from ..core.protocol import Event, GenerateOptions
 from ..wire.codec import Codec
-from ..wire.exchange import DEFAULT_TIMEOUT, Exchange
+from ..wire.exchange import DEFAULT_TIMEOUT, HttpExchange
 from ..wire.limits import DEFAULT_LIMITS, WireLimits
 from .base import LlmAdapter
 
@@ -45,14 +45,14 @@ class CodecAdapter(LlmAdapter):
     wire_limits: WireLimits = DEFAULT_LIMITS
 
     @abc.abstractmethod
-    def codec(self, options: GenerateOptions, exchange: Exchange) -> Codec:
+    def codec(self, options: GenerateOptions, exchange: HttpExchange) -> Codec:
         """The codec of one stream. ``exchange`` is the stream's own, for what the codec must
         fetch on the way (a token, a signed URL) under the same limits and recording."""
 
-    def exchange(self, options: GenerateOptions) -> Exchange:
+    def exchange(self, options: GenerateOptions) -> HttpExchange:
         """The exchange of one stream: the adapter's own transport, else the engine's (its
         recorder or replayer), the adapter's caps and the request's time limits."""
-        return Exchange.for_options(
+        return HttpExchange.for_options(
             options, transport=self.transport, limits=self.wire_limits, timeout=self.timeout
         )
 

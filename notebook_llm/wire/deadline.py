@@ -24,11 +24,10 @@ from collections.abc import AsyncGenerator, AsyncIterator, Awaitable
 from typing import TypeVar
 
 from ..core.errors import ErrorCode, LlmError
-from ..core.timeouts import DEFAULT_TIMEOUTS, Timeouts
+from ..core.timeouts import Timeouts
 
-# Timeouts and its defaults live in core (a request carries them); they keep their names here,
-# where 0.1 defined them (``from notebook_llm.wire.deadline import DEFAULT_TIMEOUTS``).
-__all__ = ["DEFAULT_TIMEOUTS", "RequestClock", "Timeouts"]
+# Timeouts and its defaults live in core (a request carries them); this module enforces them.
+__all__ = ["RequestClock"]
 
 _T = TypeVar("_T")
 

@@ -1,7 +1,7 @@
 """The exchange: every HTTP request of the package goes through here.
 
 A generation's stream, a whole (non-stream) answer, the model list and a Lua hook's
-``http_get`` / ``http_post`` are all one :class:`Exchange` each (a stream's hooks share its
+``http_get`` / ``http_post`` are all one :class:`HttpExchange` each (a stream's hooks share its
 exchange). It owns what touches the network, in one place:
 
 * **sending**, on the client :func:`~notebook_llm.wire.clients.open_client` picks: the
@@ -54,7 +54,7 @@ from .response_watch import notify_response
 from .slots import request_slot, yield_slot
 from .transport_errors import transport_error
 
-__all__ = ["DEFAULT_TIMEOUT", "Answer", "Exchange", "drain"]
+__all__ = ["DEFAULT_TIMEOUT", "Answer", "HttpExchange", "drain"]
 
 #: The default HTTP timeouts of one socket operation. No read timeout: a reasoning model may
 #: send nothing for minutes before its first token, and a stream's wait for its next event and
@@ -65,7 +65,7 @@ DEFAULT_TIMEOUT = httpx.Timeout(connect=10.0, read=None, write=30.0, pool=10.0)
 
 @dataclass(frozen=True, slots=True)
 class Answer:
-    """A whole response read by :meth:`Exchange.fetch`: its status, headers and decoded body."""
+    """A whole response read by :meth:`HttpExchange.fetch`: its status, headers and decoded body."""
 
     status: int
     headers: httpx.Headers
@@ -81,7 +81,7 @@ class Answer:
             return self.body.decode("utf-8", "replace")
 
 
-class Exchange:
+class HttpExchange:
     """The requests of one generation (or one side request), see the module docstring."""
 
     __slots__ = ("_clock", "_make", "_transport", "limits", "provider", "timeout", "timeouts")
@@ -115,7 +115,7 @@ class Exchange:
         transport: httpx.AsyncBaseTransport | None = None,
         limits: WireLimits = DEFAULT_LIMITS,
         timeout: httpx.Timeout = DEFAULT_TIMEOUT,
-    ) -> Exchange:
+    ) -> HttpExchange:
         """The exchange of one generation: the engine's transport, tap and time limits."""
         return cls(
             options.provider,

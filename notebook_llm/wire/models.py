@@ -20,7 +20,7 @@ from ..core.redaction import shorten
 from ..core.timeouts import Timeouts
 from .clients import MakeTransport
 from .codec import WireRequest
-from .exchange import Exchange
+from .exchange import HttpExchange
 
 __all__ = ["fetch_openai_models", "parse_model_list"]
 
@@ -56,7 +56,7 @@ async def fetch_openai_models(
     sent = {"accept": "application/json", **(headers or {})}
     if api_key and not {k.lower() for k in sent} & {"authorization", "x-api-key"}:
         sent["authorization"] = f"Bearer {api_key}"
-    exchange = Exchange(
+    exchange = HttpExchange(
         provider, timeouts=timeouts, make_transport=make_transport, timeout=LIST_TIMEOUT
     )
     answer = await exchange.fetch(

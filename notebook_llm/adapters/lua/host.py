@@ -26,7 +26,7 @@ import httpx
 from ...core.errors import LlmError
 from ...core.redaction import redact
 from ...wire.codec import WireRequest
-from ...wire.exchange import Exchange
+from ...wire.exchange import HttpExchange
 
 #: The contract's timeout of one ``http_get`` / ``http_post`` (the hook's wall budget bounds it too).
 HTTP_TIMEOUT_SECONDS = 30.0
@@ -68,8 +68,8 @@ class TransportHttp:
     failure is the contract's ``{"url", "error"}`` envelope.
     """
 
-    def __init__(self, exchange: Exchange | None = None) -> None:
-        self.exchange = exchange if exchange is not None else Exchange("http_get")
+    def __init__(self, exchange: HttpExchange | None = None) -> None:
+        self.exchange = exchange if exchange is not None else HttpExchange("http_get")
 
     async def request(self, method: str, url: str, body: str | None) -> dict[str, Any]:
         call = WireRequest(

@@ -38,7 +38,7 @@ import httpx
 from ...core.cancel import current_stop
 from ...core.errors import ErrorCode, LlmError
 from ...core.protocol import Event, GenerateOptions
-from ...wire.exchange import DEFAULT_TIMEOUT, Exchange
+from ...wire.exchange import DEFAULT_TIMEOUT, HttpExchange
 from ...wire.limits import DEFAULT_LIMITS, WireLimits
 from ..codec_adapter import CodecAdapter
 from .hook_results import map_whole_body
@@ -185,7 +185,7 @@ class LuaAdapter(CodecAdapter):
 
     # ------------------------------------------------------------------ requests
 
-    def codec(self, options: GenerateOptions, exchange: Exchange) -> LuaCodec:
+    def codec(self, options: GenerateOptions, exchange: HttpExchange) -> LuaCodec:
         """One stream's codec, in a fresh Lua state whose hooks send their ``http_get`` /
         ``http_post`` through the stream's ``exchange`` and stop on the stream's Stop."""
         with self._lock:
