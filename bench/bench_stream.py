@@ -454,7 +454,7 @@ def profile(n: int, text: str, repeat: int) -> None:
         box = boxes[kind]
 
         def run() -> None:
-            for batch in batches:  # as StreamPipeline calls it
+            for batch in batches:  # as LuaCodec calls it
                 box.call_each("transform_stream_chunk", batch, parsed=True)
 
         return run

@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 import pytest
 
-from notebook_llm import Engine, ErrorCode, LlmError
+from notebook_llm import Engine, ErrorCode, LlmError, Timeouts
 from notebook_llm.adapters.lua.host import TransportHttp
 from notebook_llm.adapters.lua.lua_adapter import LuaAdapter
 from notebook_llm.adapters.lua.runtime import LuaLimits, LuaSandbox
@@ -56,6 +56,8 @@ class Server:
         self.token_body = token_body
         self.token_headers: dict[str, str] = {}
         self.arrived = asyncio.Event()
+        #: the model's answer is sent after a pause: its wait then meets the request's limits
+        self.model_pause = False
 
     async def __call__(self, request: httpx.Request) -> httpx.Response:
         body = await request.aread()
@@ -66,6 +68,8 @@ class Server:
                 await asyncio.sleep(self.delay)
                 return httpx.Response(200, content=self.token_body, headers=self.token_headers)
             return httpx.Response(201, content=body)
+        if self.model_pause:
+            await asyncio.sleep(0.01)
         return httpx.Response(200, content=SSE, headers={"content-type": "text/event-stream"})
 
     def transport(self) -> httpx.MockTransport:
@@ -122,6 +126,23 @@ async def test_a_request_is_bounded_by_the_hooks_wall_budget() -> None:
         await _engine(server, wall_seconds=0.3).complete("p", prompt="hello")
     assert info.value.code == ErrorCode.ADAPTER_TIMEOUT
     assert "HTTP calls included" in info.value.message
+
+
+async def test_a_request_is_bounded_by_the_streams_deadline() -> None:
+    """The hook's request is part of the stream's exchange: the request's deadline (here
+    0.5 s) ends it, long before the hook's own 30 s wall budget would; the script gets the
+    error answer, and the generation's own request meets the deadline next."""
+    server = Server(delay=3600)
+    server.model_pause = True
+    with pytest.raises(LlmError) as info:
+        await _engine(server).complete(
+            "p", prompt="hello", timeouts=Timeouts(deadline=0.5, idle=None), retries=0
+        )
+    assert info.value.code == ErrorCode.TIMEOUT
+    assert "passed its deadline" in info.value.message
+    got = _model_body(server)["got"]
+    assert "status" not in got
+    assert "passed its deadline" in got["error"]
 
 
 async def test_a_body_over_the_cap_is_an_error_answer_counted_decoded() -> None:
