@@ -35,7 +35,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncGenerator, AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 import httpx
@@ -79,6 +79,22 @@ class Answer:
             return self.body.decode(self.encoding, "replace")
         except LookupError:  # a charset Python does not know
             return self.body.decode("utf-8", "replace")
+
+
+@dataclass(slots=True)
+class _Answer:
+    """Where one generation's answer stands, for the exchange's steps."""
+
+    #: The size of the request body: a large one is named when the server fails after its 200.
+    request_chars: int
+    #: The server answered with a success status (its headers arrived).
+    accepted: bool = False
+    #: Events were handed on: a failure now ends the answer instead of being raised.
+    started: bool = False
+    #: A whole (non-stream) body, mapped once the request's slot is free.
+    whole: bytes | None = None
+    #: The answer's last events, handed on once the request's slot is free.
+    last: list[Event] = field(default_factory=list)
 
 
 class HttpExchange:
@@ -144,10 +160,7 @@ class HttpExchange:
         request = await codec.request()
         if not request.streaming:
             clock.whole_body()
-        chars = len(request.body or b"")
-        whole: bytes | None = None  # a non-streamed body, mapped after the exchange
-        last: list[Event] = []  # the answer's final events, handed over after the exchange
-        accepted = started = False
+        answer = _Answer(len(request.body or b""))
         client, owned = self._client()
         async with contextlib.AsyncExitStack() as stack:
             if owned:
@@ -166,9 +179,14 @@ class HttpExchange:
                     response = await clock.run(client.send(built, stream=True))
                     async with contextlib.aclosing(response):
                         await self._refuse_failed(response, clock, codec)
-                        accepted = True
-                        if not request.streaming:
-                            whole = await clock.run(
+                        answer.accepted = True
+                        if request.streaming:
+                            reads = self._read_stream(response, request, clock, codec, answer)
+                            async with contextlib.aclosing(reads):
+                                async for events in reads:
+                                    yield events
+                        else:
+                            answer.whole = await clock.run(
                                 read_body(
                                     response,
                                     self.limits.max_body_bytes,
@@ -176,55 +194,75 @@ class HttpExchange:
                                     "max_body_bytes",
                                 )
                             )
-                        else:
-                            ctype = response.headers.get("content-type", "")
-                            framing = StreamFraming(
-                                "ndjson" if "ndjson" in ctype else request.framing,
-                                self.limits.max_event_bytes,
-                            )
-                            incoming = clock.paced(decoded(response))
-                            feed, heard = codec.feed, clock.heard
-                            async for piece in incoming:
-                                payloads = framing.feed(piece)
-                                if not payloads:  # comments, a part of an event
-                                    continue
-                                heard()  # an event: the idle limit starts again
-                                events = feed(payloads)
-                                started = started or bool(events)
-                                if codec.finished:  # [DONE] / done: the answer is complete.
-                                    await drain(incoming)  # Read the rest: the consumer stops
-                                    last = events  # at finish
-                                    break
-                                if events:
-                                    yield events
-                                codec.raise_pending()  # after what came before it was yielded
-                            else:
-                                rest = framing.flush()
-                                last = feed(rest) if rest else []
-                                if not codec.finished:
-                                    framing.check_complete(chars)
-                                last += codec.end()
-                                started = started or bool(last)
             except BaseException as exc:
-                err = transport_error(exc, self.provider, accepted=accepted, request_chars=chars)
-                if err is None:
-                    raise
-                tail = codec.fail(err) if started else None
-                if tail is None:  # before any output: raised, so the engine may retry it
-                    if err is exc:
-                        raise
-                    raise err from None
+                tail = self._cut(exc, codec, answer)
             if tail is not None:  # a failure after output: keep what arrived
                 yield tail
                 return
         # The exchange is over and its slot free: a batch's next request, ready and waiting for
         # it, goes out before the consumer handles these last events (wire.slots).
         await yield_slot()
-        if whole is not None:
-            last = await codec.whole(whole)
+        last = answer.last
+        if answer.whole is not None:
+            last = await codec.whole(answer.whole)
         if last:
             yield last
         codec.raise_pending()
+
+    async def _read_stream(
+        self,
+        response: httpx.Response,
+        request: WireRequest,
+        clock: RequestClock,
+        codec: Codec,
+        answer: _Answer,
+    ) -> AsyncGenerator[list[Event], None]:
+        """A streamed body's events, one list per network read; the answer's last events are
+        left in ``answer.last`` (handed on once the request's slot is free)."""
+        ctype = response.headers.get("content-type", "")
+        framing = StreamFraming(
+            "ndjson" if "ndjson" in ctype else request.framing, self.limits.max_event_bytes
+        )
+        incoming = clock.paced(decoded(response))
+        feed, heard = codec.feed, clock.heard
+        async for piece in incoming:
+            payloads = framing.feed(piece)
+            if not payloads:  # comments, a part of an event
+                continue
+            heard()  # an event: the idle limit starts again
+            events = feed(payloads)
+            answer.started = answer.started or bool(events)
+            if codec.finished:  # [DONE] / done: the answer is complete. Read the rest of the
+                await drain(incoming)  # body: the consumer stops at finish.
+                answer.last = events
+                return
+            if events:
+                yield events
+            codec.raise_pending()  # after what came before it was yielded
+        rest = framing.flush()
+        last = feed(rest) if rest else []
+        if not codec.finished:
+            framing.check_complete(answer.request_chars)
+        last += codec.end()
+        answer.started = answer.started or bool(last)
+        answer.last = last
+
+    def _cut(self, exc: BaseException, codec: Codec, answer: _Answer) -> list[Event]:
+        """What ends an answer that ``exc`` cut: after some output, the codec's last events
+        (the error in a finish, what arrived kept); before any, ``exc`` raised as its
+        ``LlmError``, so the engine may retry it. Anything but a transport failure or an
+        ``LlmError`` (cancellation, a bug) is raised as it is."""
+        err = transport_error(
+            exc, self.provider, accepted=answer.accepted, request_chars=answer.request_chars
+        )
+        if err is None:
+            raise exc
+        tail = codec.fail(err) if answer.started else None
+        if tail is not None:
+            return tail
+        if err is exc:
+            raise exc
+        raise err from None
 
     async def _refuse_failed(
         self, response: httpx.Response, clock: RequestClock, codec: Codec
