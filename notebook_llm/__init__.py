@@ -23,6 +23,7 @@ from .core import audience
 
 if TYPE_CHECKING:
     from .adapters.base import LlmAdapter
+    from .adapters.codec_adapter import CodecAdapter
     from .adapters.lua.lua_adapter import LuaAdapter
     from .api.batch import amap
     from .api.batch import map_prompts as map
@@ -59,8 +60,10 @@ if TYPE_CHECKING:
     from .core.timeouts import Timeouts
     from .engine.engine import Engine
     from .engine.pricing import set_price
+    from .engine.providers import ProviderConfig
     from .engine.request import Request
     from .engine.routing.registry import AdapterHandle
+    from .wire.codec import WireRequest
 
 __version__ = "0.1.0"
 
@@ -70,6 +73,7 @@ __all__ = [
     "BlockEnd",
     "BlockStart",
     "Chat",
+    "CodecAdapter",
     "Completion",
     "CostEstimate",
     "Engine",
@@ -84,6 +88,7 @@ __all__ = [
     "LuaAdapter",
     "Message",
     "ModelInfo",
+    "ProviderConfig",
     "ReasoningBlock",
     "ReasoningDelta",
     "Request",
@@ -99,6 +104,7 @@ __all__ = [
     "ToolResultBlock",
     "ToolSchema",
     "Usage",
+    "WireRequest",
     "__version__",
     "amap",
     "as_tool",
@@ -120,6 +126,9 @@ __all__ = [
 #: Where each public name lives, imported on first access (PEP 562).
 _LAZY: dict[str, tuple[str, str]] = {
     "LlmAdapter": (".adapters.base", "LlmAdapter"),
+    "CodecAdapter": (".adapters.codec_adapter", "CodecAdapter"),
+    "ProviderConfig": (".engine.providers", "ProviderConfig"),
+    "WireRequest": (".wire.codec", "WireRequest"),
     "amap": (".api.batch", "amap"),
     "map": (".api.batch", "map_prompts"),
     "StopSignal": (".core.cancel", "StopSignal"),
