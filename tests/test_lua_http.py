@@ -1,8 +1,9 @@
-"""The Lua ``http_get`` / ``http_post`` built-ins go through the engine's transport.
+"""The Lua ``http_get`` / ``http_post`` built-ins go through the stream's exchange.
 
-The hook yields the request; Python awaits it on the stream's transport (so the event loop runs
-on, a Recorder records it and a Replayer answers it) under the hook's wall budget and Stop, and
-reads at most ``DEFAULT_LIMITS.max_body_bytes`` decoded bytes of its body.
+The hook yields the request; Python awaits it through the stream's exchange
+(``wire/exchange.py``: the engine's transport, so the event loop runs on, a Recorder records it
+and a Replayer answers it), under the request's deadline, the hook's wall budget and Stop, and
+reads at most the adapter's ``max_body_bytes`` decoded bytes of its body, nested encodings too.
 """
 
 from __future__ import annotations
