@@ -26,13 +26,13 @@ import contextlib
 import logging
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
-from typing import Any, Unpack
+from typing import Any, Unpack, cast
 
 from ..core.background_loop import run_sync
 from ..core.cancel import StopSignal, until_stopped
 from ..core.completion import Completion
 from ..core.errors import ErrorCode, LlmError
-from ..core.protocol import Message
+from ..core.protocol import Message, ToolSchema
 from ..engine.engine import Engine
 from ..engine.pricing import Price, cost, price_of
 from ..engine.request import OPTION_NAMES, Request, TurnOptions, refuse_unknown_keywords, request_of
@@ -41,6 +41,8 @@ from ..wire.transport import connection_pool
 from .dataframes import prompts_of, to_frame
 from .estimate import cap_value, check_cap, estimate_request, money
 from .observers import BatchProgress, batch_progress
+from .tool_calling.loop import ToolSpec, resolve_tools, run_tools
+from .tool_calling.tools import Tool
 
 __all__ = ["BatchResult", "MapOptions", "ProgressFn", "amap", "map_prompts"]
 
@@ -88,13 +90,21 @@ def _progress_fn(progress: ProgressFn | bool | None, total: int) -> BatchProgres
 
 
 async def _one(
-    engine: Engine, request: Request, prompt: Any, stop: StopSignal | None
+    engine: Engine,
+    request: Request,
+    prompt: Any,
+    stop: StopSignal | None,
+    tools: Sequence[Tool] = (),
+    max_steps: int = 8,
 ) -> BatchResult:
     if stop is not None and stop.is_set():
         return LlmError(stop.reason, ErrorCode.ABORTED, provider=request.provider)
     try:
+        one = replace(request, stop_signal=stop, **_request(prompt))
+        if tools:  # the tool loop, for this prompt (its steps go through the engine's retries)
+            return await run_tools(engine, one, tools=tools, max_steps=max_steps)
         # The engine's retry loop is the only one: no second loop here to multiply it.
-        return await engine.complete(replace(request, stop_signal=stop, **_request(prompt)))
+        return await engine.complete(one)
     except LlmError as err:
         return err
     except Exception as exc:  # a bug somewhere must not lose the other prompts
@@ -131,6 +141,8 @@ class MapOptions(TurnOptions, total=False):
     progress: ProgressFn | bool | None
     template: str | None
     max_cost: float | None
+    tools: Sequence[ToolSpec] | Sequence[ToolSchema]
+    max_steps: int
 
 
 #: Every keyword of :func:`amap` (the close ones are named for a typo).
@@ -142,6 +154,8 @@ _MAP_OPTIONS = (
     "progress",
     "template",
     "max_cost",
+    "tools",
+    "max_steps",
     *(name for name in OPTION_NAMES if name not in ("prompt", "messages")),
 )
 
@@ -165,7 +179,9 @@ async def amap(prompts: Iterable[Any], **options: Unpack[MapOptions]) -> Any:
     DataFrame back, with the input's index: the schema's fields (``schema=``) or an ``answer``
     column, and an ``error`` column (:mod:`notebook_llm.api.dataframes`). ``template=`` also fills a
     list's items. ``schema=``, ``schema_retries=`` and ``images=`` go to every request.
-    ``max_cost``: a cap in US dollars; the batch is refused (``BUDGET_EXCEEDED``, nothing sent)
+    ``tools``: functions and ``"mcp:SERVER"`` specs; each prompt then runs the tool loop (at
+    most ``max_steps`` generations, 8 by default) and its slot holds the loop's final
+    completion (``ToolSchema`` s alone are only offered to the model, as on a request). ``max_cost``: a cap in US dollars; the batch is refused (``BUDGET_EXCEEDED``, nothing sent)
     when its estimate (:func:`notebook_llm.estimate_cost`) is over it, and once the cost spent
     reaches it the remaining prompts are not sent (their slots hold ``BUDGET_EXCEEDED``).
     """
@@ -173,6 +189,12 @@ async def amap(prompts: Iterable[Any], **options: Unpack[MapOptions]) -> Any:
     model, concurrency = options.pop("model", None), options.pop("concurrency", 8)
     progress, stop_signal = options.pop("progress", None), options.pop("stop_signal", None)
     template, max_cost = options.pop("template", None), options.pop("max_cost", None)
+    given, max_steps = options.pop("tools", ()), options.pop("max_steps", 8)
+    tool_specs: Sequence[ToolSpec] = ()
+    if given and all(isinstance(t, ToolSchema) for t in given):
+        options["tools"] = given  # schemas only: offered to the model, not run
+    else:
+        tool_specs = cast(Sequence[ToolSpec], given)
     if concurrency < 1:
         raise LlmError(
             f"concurrency must be at least 1, not {concurrency}", ErrorCode.INVALID_OPTIONS
@@ -188,6 +210,7 @@ async def amap(prompts: Iterable[Any], **options: Unpack[MapOptions]) -> Any:
     # Every prompt's request: checked once, here, before anything is sent.
     request = request_of(provider, model, options, "map")
     eng = _engine(engine)
+    tools = await resolve_tools(tool_specs, eng, stop_signal) if tool_specs else []
     items, index = prompts_of(prompts, template)
     total = len(items)
     if max_cost is not None:
@@ -276,7 +299,7 @@ async def amap(prompts: Iterable[Any], **options: Unpack[MapOptions]) -> Any:
             if child is not None:
                 children.add(child)
             try:
-                results[i] = result = await _one(eng, request, items[i], child)
+                results[i] = result = await _one(eng, request, items[i], child, tools, max_steps)
                 if price is not None:
                     spent += _cost_of(result, price)
             finally:

@@ -369,8 +369,16 @@ def _truncate(reply: MockReply, max_tokens: int) -> MockReply:
 
 
 def _last_user_index(messages: Sequence[Mapping[str, Any]]) -> int:
+    """The user's last message. A user message without text right after tool results is not a
+    new prompt: it carries what the tools gave back that a tool message cannot (an image)."""
     for i in range(len(messages) - 1, -1, -1):
-        if messages[i].get("role") == "user":
+        message = messages[i]
+        attachment = (
+            i > 0
+            and messages[i - 1].get("role") == "tool"
+            and not _content_text(message.get("content")).strip()
+        )
+        if message.get("role") == "user" and not attachment:
             return i
     return -1
 
@@ -624,6 +632,12 @@ def _from_prompt(schema: Any, name: str, prompt: _Prompt) -> Any:
             ]
             prompt.used.update(found)
             return found or _MISSING
+        if _schema_type(items) in ("integer", "number") and prompt.numbers:
+            integer = _schema_type(items) == "integer"
+            found = []
+            while prompt.numbers:
+                found.append(prompt.number(items, integer))
+            return found
         return _MISSING
     if typ == "object":  # optional: only what the prompt gives
         props = schema.get("properties") or {}
@@ -689,8 +703,8 @@ def tool_arguments(tool: Mapping[str, Any], text: str) -> dict[str, Any]:
     (for ``query``/``text``-like names: quoted text, else that phrase). Numbers: the digits of
     the prompt in order, clamped to ``minimum``/``maximum``. Enums: the value the prompt names,
     else the default, else the first. Booleans: named in the prompt (``"... without forecast"``
-    is false), else the default, else false. Arrays of strings: the proper nouns. Objects are
-    filled recursively.
+    is false), else the default, else false. Arrays of strings: the proper nouns; arrays of
+    numbers: the prompt's numbers. Objects are filled recursively.
     """
     fn = tool.get("function", tool)
     params = fn.get("parameters") or fn.get("input_schema") or {}

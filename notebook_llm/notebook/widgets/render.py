@@ -189,16 +189,23 @@ class ErrorBox:
 
 
 def tool_card_html(
-    name: str, status: str, arguments: str, result: str | None, is_error: bool
+    name: str,
+    status: str,
+    arguments: str,
+    result: str | None,
+    is_error: bool,
+    source: str = "",
 ) -> str:
-    """One tool call card: name, status, the arguments as they stream, then the result."""
+    """One tool call card: name (and where the tool lives: ``mcp:SERVER``), status, the
+    arguments as they stream, then the result."""
     e = html.escape
     color = {"ok": "#2a7", "error": "#d33", "skipped": "#888"}.get(status, "#47c")
     out = (
         '<div class="notebook-llm-tool" style="border:1px solid rgba(128,128,128,.35);'
         'border-radius:4px;padding:4px 8px;margin:2px 0">'
         f"<div>🔧 <b>{e(redact(name) or '…')}</b> "
-        f'<span style="color:{color}">{e(status)}</span></div>'
+        + (f'<span style="opacity:.7">{e(redact(source))}</span> ' if source else "")
+        + f'<span style="color:{color}">{e(status)}</span></div>'
         f'<pre style="margin:2px 0;white-space:pre-wrap">{e(redact(arguments))}</pre>'
     )
     if result is not None:

@@ -241,11 +241,14 @@ class StreamView:
             self.last_finish = event.reason
         elif isinstance(event, ToolRun):
             self._tool_card(event.call_id, event.name).update(
-                status="running", arguments=event.arguments
+                status="running", arguments=event.arguments, source=event.source
             )
         elif isinstance(event, ToolOutcome):
             self._tool_card(event.call_id, event.name).update(
-                status=event.status, result=event.content, is_error=event.is_error
+                status=event.status,
+                result=event.content,
+                is_error=event.is_error,
+                source=event.source,
             )
 
     def _start_block(self, event: BlockStart) -> None:
