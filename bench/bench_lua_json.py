@@ -157,7 +157,7 @@ def main() -> None:
     lua.globals().pye = lambda v: json.dumps(from_lua(v))
     bridge = lua.eval("function(s) return pye(pyd(s)) end")
     print(f"python-bridge decode+encode             {per_call_us(lambda: bridge(CHUNK)):6.2f} µs")
-    # lupa's own recursive conversion (issue 16 asked): no markers, nulls dropped; a lower
+    # lupa's own recursive conversion: no markers, nulls dropped; a lower
     # bound for any Python-side decoder, since the real one must also mark each table.
     table_from = lua.table_from
     print(

@@ -7,8 +7,8 @@ Run: python bench/bench_stream.py [--chunks 20000] [--repeat 11] [--text uniform
 A loopback server, in a child process (as a real provider is not in the client's process and
 its GIL), streams the same body of N OpenAI-style chunks to each client. The clients
 take turns, round after round (median per client), so the machine's noise hits all of them
-alike; the figures that matter are the ratios (issue 16, goal 1: notebook_llm at most 1.5x the
-baseline, the openai SDK at least 8x slower than notebook_llm):
+alike; the figures that matter are the ratios (the goal: notebook_llm at most 1.5x the
+baseline, never above 1.8x, and the openai SDK at least 8x slower than notebook_llm):
 
 * baseline: ``httpx`` streaming + ``json.loads`` of every ``data:`` payload (no events);
 * notebook_llm: ``Engine.stream`` on a provider served by the built-in openai.lua adapter: SSE
@@ -60,7 +60,7 @@ from notebook_llm.core.stream_rules import StreamValidator
 from notebook_llm.engine.routing.lua_files import builtin_adapters_dir
 from notebook_llm.wire.sse import SSEDecoder
 
-#: Goal 1 of issue 16: notebook_llm / baseline at most this, openai SDK / notebook_llm at least.
+#: The goals: notebook_llm / baseline at most this, openai SDK / notebook_llm at least.
 PIPELINE_GOAL = 1.5
 SDK_GOAL = 8.0
 #: The HTTP write size of the loopback server (a network-like pace).
@@ -454,7 +454,7 @@ def profile(n: int, text: str, repeat: int) -> None:
         box = boxes[kind]
 
         def run() -> None:
-            for batch in batches:  # as StreamPipeline calls it
+            for batch in batches:  # as LuaCodec calls it
                 box.call_each("transform_stream_chunk", batch, parsed=True)
 
         return run
@@ -543,7 +543,7 @@ def profile(n: int, text: str, repeat: int) -> None:
 class _PreMade(LlmAdapter):
     """The events of the real stream, pre-made, in the real per-read batches: Engine.stream over
     it is the async layers' cost (and the validator's) without HTTP or Lua. An engine that
-    knows no batches (before issue 16) takes them one by one from ``stream``."""
+    knows no batches takes them one by one from ``stream``."""
 
     name = "pre-made"
 

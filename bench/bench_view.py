@@ -1,6 +1,6 @@
 """The live view's traffic for a 20,000-token answer, and the saved notebook's size, beside goal 2.
 
-Goal 2 (issue 16): the live view sends at most 2x the answer's bytes, in at most 20 front-end
+The goal: the live view sends at most 2x the answer's bytes, in at most 20 front-end
 updates a second, with Markdown still rendered live.
 
 * ``StreamView`` is fed a synthetic Markdown answer (paragraphs, now and then a code block) at a

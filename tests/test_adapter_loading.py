@@ -1,12 +1,14 @@
-"""Where adapters come from (built-in, user file, entry point, session) and hot reload."""
+"""Where adapters come from (built-in, a plugin's, user file, session) and hot reload."""
 
 from __future__ import annotations
 
 import os
 import subprocess
 import sys
+import types
 import zipfile
 from collections.abc import Iterator
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +17,7 @@ import pytest
 from notebook_llm import Engine, LlmError, LuaAdapter, validate_stream
 from notebook_llm.adapters.mock import MockServer
 from notebook_llm.engine.routing import lua_files as loader
+from notebook_llm.engine.routing import plugins as plugins_mod
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -49,16 +52,23 @@ def user_dir() -> Path:
     return path
 
 
-class FakeEntryPoint:
-    def __init__(self, name: str, obj: Any) -> None:
-        self.name, self.value, self._obj = name, f"fake:{name}", obj
+def plugin_shipping(monkeypatch: pytest.MonkeyPatch, **sources: Any) -> None:
+    """An installed plugin (the one entry-point group, ``notebook_llm.plugins``) whose
+    ``register(host)`` ships these adapters by name."""
 
-    def load(self) -> Any:
-        return self._obj
+    def register(host: plugins_mod.PluginHost) -> None:
+        for name, source in sources.items():
+            host.add_adapter_source(name, source)
 
-
-def fake_entry_points(monkeypatch: pytest.MonkeyPatch, eps: list[FakeEntryPoint]) -> None:
-    monkeypatch.setattr(loader.metadata, "entry_points", lambda group: eps)
+    module = types.ModuleType("fake_shipping_plugin")
+    module.register = register  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "fake_shipping_plugin", module)
+    ep = metadata.EntryPoint("shipping", "fake_shipping_plugin", plugins_mod.PLUGIN_GROUP)
+    monkeypatch.setattr(
+        plugins_mod.metadata,
+        "entry_points",
+        lambda **kw: [ep] if kw.get("group") == plugins_mod.PLUGIN_GROUP else [],
+    )
 
 
 def answer(engine: Engine, srv: MockServer, adapter: str, provider: str = "p") -> str:
@@ -97,12 +107,12 @@ def test_every_builtin_script_is_found_and_loads() -> None:
         assert adapter.name == name
 
 
-def test_user_file_beats_entry_point_beats_builtin(
+def test_user_file_beats_a_plugins_adapter_beats_builtin(
     monkeypatch: pytest.MonkeyPatch, server: MockServer
 ) -> None:
-    ep_adapter = LuaAdapter.from_source(tagged("openai", "EP"), origin="entry point")
-    fake_entry_points(monkeypatch, [FakeEntryPoint("openai", ep_adapter)])
-    assert loader.AdapterCatalog().sources()["openai"][0] == "entry point"
+    plugged = LuaAdapter.from_source(tagged("openai", "EP"), origin="plugin")
+    plugin_shipping(monkeypatch, openai=plugged)
+    assert loader.AdapterCatalog({"openai": plugged}).sources()["openai"][0] == "plugin"
     assert answer(Engine(config_file=False), server, "openai").startswith("EP")
 
     (user_dir() / "openai.lua").write_text(tagged("openai", "USER"))
@@ -113,16 +123,14 @@ def test_user_file_beats_entry_point_beats_builtin(
     assert answer(engine, server, "openai").startswith("USER")
 
 
-def test_entry_point_forms(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def test_what_a_plugin_may_ship(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     script = tmp_path / "viafile.lua"
     script.write_text(tagged("viafile", "F"))
-    fake_entry_points(
+    plugin_shipping(
         monkeypatch,
-        [
-            FakeEntryPoint("viafile", str(script)),
-            FakeEntryPoint("factory", lambda: LuaAdapter.from_source(tagged("factory", "X"))),
-            FakeEntryPoint("broken", 42),
-        ],
+        viafile=str(script),
+        factory=lambda: LuaAdapter.from_source(tagged("factory", "X")),
+        broken=42,
     )
     engine = Engine(config_file=False)
     assert engine.adapter("viafile").name == "viafile"

@@ -8,9 +8,11 @@ inside functions (lazy imports) and under ``if TYPE_CHECKING:``; relative or abs
 from its alphabetically first module.
 
 The layers are folders (``core`` < ``wire`` < ``adapters`` < ``engine`` < ``api`` <
-``conformance`` < ``notebook``): a module may import its own layer and the ones below, and only
-``notebook`` may import the notebook libraries (IPython, ipywidgets, anywidget, ...). The root's
-``__init__`` and ``__main__`` join the layers and may import any of them.
+``notebook``, with ``conformance`` beside ``engine`` and ``api``: it stands on ``core``,
+``wire`` and ``adapters``, and only ``notebook`` imports it): a module may import its own layer
+and the ones below, and only ``notebook`` may import the notebook libraries (IPython,
+ipywidgets, anywidget, ...). The root's ``__init__`` and ``__main__`` join the layers and may
+import any of them.
 
 ``KNOWN_CYCLES`` lists what is there today and is not fixed yet. The test compares in both
 directions: a new cycle fails, and so does an entry that no longer holds, so the list only
@@ -21,17 +23,20 @@ became a target that commits moved code to meet.
 from __future__ import annotations
 
 import ast
+import importlib.machinery
+import importlib.util
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "notebook_llm"
 
 #: Import cycles in ``notebook_llm`` today, each written from its alphabetically first module.
-#: Empty since issue 15 (built-ins arrive as a plugin, the tool loop is only ``tools.run_tools``,
-#: widgets get prices from ``pricing``): keep it so.
+#: Empty (built-ins arrive as a plugin, the tool loop is only ``tools.run_tools``, widgets get
+#: prices from ``pricing``): keep it so.
 KNOWN_CYCLES: frozenset[str] = frozenset()
 
 
@@ -117,8 +122,18 @@ def spell(cycle: tuple[str, ...], package: str = "notebook_llm") -> str:
     return " -> ".join([*short, short[0]])
 
 
-#: The layers, bottom first: each may import itself and those before it.
-LAYERS = ("core", "wire", "adapters", "engine", "api", "conformance", "notebook")
+#: The layers, bottom first, and what each may import besides itself. ``conformance`` (the
+#: adapter test kit, a tool over the adapters) stands beside ``engine`` and ``api``.
+MAY_IMPORT: dict[str, frozenset[str]] = {
+    "core": frozenset(),
+    "wire": frozenset({"core"}),
+    "adapters": frozenset({"core", "wire"}),
+    "engine": frozenset({"core", "wire", "adapters"}),
+    "api": frozenset({"core", "wire", "adapters", "engine"}),
+    "conformance": frozenset({"core", "wire", "adapters"}),
+    "notebook": frozenset({"core", "wire", "adapters", "engine", "api", "conformance"}),
+}
+LAYERS = tuple(MAY_IMPORT)
 
 #: What only the notebook layer may import (the kernel, its widgets and their protocol).
 NOTEBOOK_LIBRARIES = frozenset(
@@ -162,7 +177,6 @@ def external_imports(path: Path) -> Iterator[tuple[int, str]]:
 def layer_violations(root: Path) -> list[str]:
     """Every import that goes up a layer, or to a notebook library outside ``notebook``."""
     package = root.name
-    rank = {name: n for n, name in enumerate(LAYERS)}
     mods = modules(root)
     known = set(mods)
     found: list[str] = []
@@ -174,8 +188,8 @@ def layer_violations(root: Path) -> list[str]:
             to = layer_of(target, package)
             if to is None:
                 found.append(f"{name} imports the package root {target} (import the layer)")
-            elif rank.get(to, -1) > rank.get(layer, -1):
-                found.append(f"{name} ({layer}) imports {target} ({to}), a layer above it")
+            elif to != layer and to not in MAY_IMPORT.get(layer, frozenset()):
+                found.append(f"{name} ({layer}) imports {target} ({to}), a layer it may not import")
         if layer != "notebook":
             for line, lib in external_imports(path):
                 if lib in NOTEBOOK_LIBRARIES:
@@ -205,8 +219,9 @@ def test_the_root_holds_only_the_layer_folders() -> None:
 def test_layers_import_only_downward() -> None:
     found = layer_violations(PACKAGE)
     assert not found, (
-        "imports against the layers (lazy and TYPE_CHECKING imports count; bottom first: "
-        + " < ".join(LAYERS)
+        "imports against the layers (lazy and TYPE_CHECKING imports count; what each may "
+        + "import: "
+        + "; ".join(f"{k}: {', '.join(sorted(v)) or 'nothing'}" for k, v in MAY_IMPORT.items())
         + "): pass a value or a callback in instead, or move the code down:\n"
         + "\n".join(found)
     )
@@ -237,6 +252,59 @@ def test_every_known_cycle_still_exists() -> None:
     found = {spell(c) for c in cycles(import_graph(PACKAGE))}
     gone = sorted(KNOWN_CYCLES - found)
     assert not gone, f"fixed, so delete from KNOWN_CYCLES: {gone}"
+
+
+def _draw_layers() -> Any:
+    """``scripts/draw-layers`` as a module (a script without the ``.py`` suffix)."""
+    path = PACKAGE.parent / "scripts" / "draw-layers"
+    loader = importlib.machinery.SourceFileLoader("draw_layers", str(path))
+    spec = importlib.util.spec_from_loader("draw_layers", loader)
+    assert spec is not None
+    module = importlib.util.module_from_spec(spec)
+    loader.exec_module(module)
+    return module
+
+
+def test_the_picture_in_the_docs_is_the_one_the_code_draws() -> None:
+    draw = _draw_layers()
+    # the drawing's own scan agrees with this file's on which layer imports which
+    edges: dict[str, set[str]] = {layer: set() for layer in LAYERS}
+    for module, targets in import_graph(PACKAGE).items():
+        layer = layer_of(module)
+        if layer is not None:
+            edges[layer] |= {t for m in targets if (t := layer_of(m)) and t != layer}
+    assert {name: imports for name, (_, imports) in draw.layers().items()} == edges
+    doc = PACKAGE.parent / "docs" / "architecture.md"
+    text = doc.read_text("utf-8")
+    assert draw.in_doc(text, draw.picture()) == text, (
+        "docs/architecture.md shows another picture of the layers than the code draws: "
+        "run scripts/draw-layers --write"
+    )
+
+
+def test_the_picture_shows_each_layers_imports(tmp_path: Path) -> None:
+    """The drawing reads relative, absolute and lazy imports, and orders the layers so that
+    each stands above what it imports."""
+    root = tmp_path / "pkg"
+    files = {
+        "__init__.py": "",
+        "low/__init__.py": "",
+        "low/a.py": "import json\n",
+        "mid/__init__.py": "",
+        "mid/sub/__init__.py": "",
+        "mid/sub/b.py": "from ...low import a\n",
+        "top/__init__.py": "",
+        "top/c.py": "def f():\n    import pkg.mid.sub.b\n    from pkg import low\n",
+    }
+    for rel, text in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text, "utf-8")
+    lines = _draw_layers().picture(root).splitlines()
+    assert [line.split()[0] for line in lines[2:]] == ["top/", "mid/", "low/"]
+    assert lines[2].endswith("-> mid, low")
+    assert "sub/" in lines[3]
+    assert lines[3].endswith("-> low")
+    assert lines[4].endswith("-> (nothing)")
 
 
 def test_no_module_is_named_plain_adapter() -> None:
@@ -302,6 +370,8 @@ def layered(tmp_path: Path) -> Path:
             "import importlib\nfrom ..engine import run\n"
             "def g():\n    importlib.import_module('ipywidgets')\n"
         ),
+        "conformance/__init__.py": "",
+        "conformance/kit.py": "from ..wire import net\nfrom ..api import chat  # beside api\n",
         "notebook/__init__.py": "",
         "notebook/view.py": "import IPython\nfrom ..api import chat\n",
     }
@@ -317,9 +387,10 @@ def test_the_layer_rule_sees_lazy_absolute_type_checking_and_import_module(
     found = layer_violations(layered)
     assert found == [
         "pkg.api.chat:4 (api) imports ipywidgets: only notebook may",
-        "pkg.core.base (core) imports pkg.api.chat (api), a layer above it",
+        "pkg.conformance.kit (conformance) imports pkg.api.chat (api), a layer it may not import",
+        "pkg.core.base (core) imports pkg.api.chat (api), a layer it may not import",
         "pkg.engine.run imports the package root pkg (import the layer)",
-        "pkg.wire.net (wire) imports pkg.engine.run (engine), a layer above it",
+        "pkg.wire.net (wire) imports pkg.engine.run (engine), a layer it may not import",
     ]
 
 

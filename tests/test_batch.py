@@ -214,18 +214,17 @@ def test_no_progress_bar_outside_a_kernel() -> None:
 
 
 async def test_a_batch_shares_one_connection_pool_and_closes_it() -> None:
-    from notebook_llm.adapters.lua.lua_adapter import LuaAdapter
-    from notebook_llm.engine.routing.lua_files import builtin_adapters_dir
+    from notebook_llm.wire.exchange import HttpExchange
     from notebook_llm.wire.transport import connection_pool, scoped_client
 
-    adapter = LuaAdapter.from_file(builtin_adapters_dir() / "openai.lua")
+    exchange = HttpExchange("openai")
     assert scoped_client() is None
-    client, owned = adapter._client()
+    client, owned = exchange._client()
     assert owned  # outside a pool (and off the background loop): one client per stream
     await client.aclose()
     async with connection_pool() as pool:
-        assert adapter._client() == (pool, False)
-        assert adapter._client() == (pool, False)
+        assert exchange._client() == (pool, False)
+        assert exchange._client() == (pool, False)
     assert pool.is_closed
     assert scoped_client() is None
 
@@ -242,7 +241,7 @@ async def test_stop_during_a_batch_retry_wait_returns_at_once() -> None:
             raise LlmError("slow down", "RATE_LIMIT", status=429, retry_after=100)
             yield  # pragma: no cover
 
-    # retries live in the engine's one policy (issue 13): the wait is the engine's
+    # retries live in the engine's one policy: the wait is the engine's
     engine = Engine(config_file=False, env_file=False, retries=3)
     engine.add_provider("lim", adapter=Limited())
     stop = StopSignal()

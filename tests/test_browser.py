@@ -769,7 +769,7 @@ def test_a_tool_cards_streamed_arguments_are_appended_as_text_in_the_browser(
     assert (found["elements"], found["xss"]) == (0, None)
 
 
-# ------------------------------------------------------------------ live Markdown (issue 16)
+# ------------------------------------------------------------------ live Markdown
 
 #: An answer (echoed back by mock:echo) with Markdown, then raw HTML and a javascript: link that
 #: must not run, then enough words that the stream lasts a few seconds at 50 ms a token.

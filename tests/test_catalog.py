@@ -1,6 +1,6 @@
 """The adapter catalog (notebook_llm/engine/routing/catalog.py): reload and overrides are not Lua-specific.
 
-Issue 15 moved adapter loading out of ``engine.py``; the catalog reloads any adapter that keeps
+Adapter loading is not in ``engine.py``; the catalog reloads any adapter that keeps
 its source and can swap it in place (``Reloadable``), instead of branching on ``LuaAdapter``.
 """
 

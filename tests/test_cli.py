@@ -60,7 +60,7 @@ def session_engine() -> Iterator[Engine]:
 def test_the_cli_uses_the_session_engine(
     session_engine: Engine, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """One default engine (issue 15): the CLI asks ``session.default_engine()`` like the magics,
+    """One default engine: the CLI asks ``session.default_engine()`` like the magics,
     ``Chat`` and ``map``; a provider that only the session engine knows is reachable from it."""
     assert main(["ask", "-p", "only-in-session", "shared", "engine"]) == 0
     assert "shared engine" in capsys.readouterr().out

@@ -1,4 +1,4 @@
-"""Events handed from adapter to engine in per-read batches (issue 16): the engine checks and
+"""Events handed from adapter to engine in per-read batches: the engine checks and
 yields them one by one, with the same stop, validation and close behaviour as one at a time."""
 
 from __future__ import annotations

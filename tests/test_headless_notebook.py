@@ -1,4 +1,4 @@
-"""Issue 13, done-when: a notebook run headless with nbclient goes through a tool that calls
+"""A notebook run headless with nbclient goes through a tool that calls
 ``sys.exit``, the unload-after-reload case, a bad config file, ``--confirm`` and ``%llm key``
 with no one to answer, and the kernel is alive at the end, each mistake told in one line."""
 

@@ -9,8 +9,8 @@ usage frames with ``"choices": []``, and ``done`` flags. Each is replayed throug
 kit next to the built-in adapter of the body's provider, and the two must give the same text,
 reasoning, tool calls (name and parsed arguments) and finish, with no kit warning.
 
-The same scripts with nulls decoded to a truthy sentinel (what ``json.decode`` did before
-issue 12) lose the answer; the kit must say so (warnings test at the end).
+The same scripts with nulls decoded to a truthy sentinel (what ``json.decode`` once did) lose
+the answer; the kit must say so (warnings test at the end).
 """
 
 from __future__ import annotations

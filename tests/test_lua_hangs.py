@@ -1,4 +1,4 @@
-"""No adapter can hang the kernel (issue 18).
+"""No adapter can hang the kernel.
 
 * Every hang-class case runs in a subprocess under a hard CPU limit (``RLIMIT_CPU``: 2 s above
   what the process had used before the call): a case that ran on would be killed by SIGXCPU and

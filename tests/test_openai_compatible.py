@@ -1,4 +1,4 @@
-"""The built-in ``openai`` adapter against an OpenAI-compatible server (issue 14, findings 1-5).
+"""The built-in ``openai`` adapter against an OpenAI-compatible server.
 
 A loopback HTTP server plays the server: it records every request and answers with scripted
 bodies, among them llama.cpp's own recorded ones (``fixtures/llamacpp/``, see SOURCES.md there)

@@ -12,6 +12,9 @@ import pytest
 
 from notebook_llm import Engine
 from notebook_llm.adapters.mock.direct_adapter import MockAdapter
+from notebook_llm.core.redaction import redact
+from notebook_llm.engine.pricing import price_of
+from notebook_llm.engine.providers import ProviderConfig
 from notebook_llm.engine.routing import plugins as plugins_mod
 
 
@@ -71,3 +74,70 @@ def test_a_broken_plugin_is_skipped_with_one_line(
     assert any("'boom'" in line and "bad plugin" in line for line in lines)
     assert any("'gone'" in line and "ModuleNotFoundError" in line for line in lines)
     assert all("\n" not in line for line in lines)
+
+
+def test_a_plugin_declares_a_provider_in_one_place(monkeypatch: pytest.MonkeyPatch) -> None:
+    """One ``ProviderConfig`` says everything about the provider: its adapter (shipped by the
+    same plugin, made on first use), URL, key variable, default model, models and prices."""
+    made: list[str] = []
+
+    def make() -> MockAdapter:
+        made.append("acme")
+        adapter = MockAdapter()
+        adapter.name = "acme"
+        return adapter
+
+    def register(host: plugins_mod.PluginHost) -> None:
+        host.add_adapter_source("acme", make)
+        host.declare_provider(
+            ProviderConfig(
+                "acme",
+                "acme",
+                "https://api.acme.test/v1",
+                "echo",
+                "ACME_KEY",
+                models=["echo", "lorem"],
+                prices={"echo": (1.0, 2.0)},
+            )
+        )
+
+    _module(monkeypatch, "fake_acme_plugin", register)
+    _entry_points(monkeypatch, acme="fake_acme_plugin")
+    monkeypatch.setenv("ACME_KEY", "sk-acme-0123456789abcdefXYZ")
+    engine = Engine(config_file=False, env_file=False)
+    assert made == []  # declared, not loaded
+    assert "acme" in engine.provider_names()
+    config = engine.provider("acme")
+    assert (config.base_url, config.model, config.api_key_env) == (
+        "https://api.acme.test/v1",
+        "echo",
+        "ACME_KEY",
+    )
+    assert config.source == "plugin"
+    assert price_of(engine, "acme", None) == (1.0, 2.0)
+    assert engine.complete_sync("acme", prompt="declared").text == "declared"
+    assert made == ["acme"]
+    assert redact("key sk-acme-0123456789abcdefXYZ") == "key ***"  # known before any use
+
+
+def test_every_builtin_provider_is_one_declaration() -> None:
+    from notebook_llm.engine.routing.builtin_plugin import PROVIDERS
+    from notebook_llm.engine.routing.lua_files import builtin_adapters_dir
+
+    engine = Engine(config_file=False, env_file=False)
+    declared = engine.declarations()
+    scripts = {p.stem for p in builtin_adapters_dir().glob("*.lua")}
+    assert {p.name for p in PROVIDERS} == scripts == set(declared) - {"mock", "mock-direct"}
+    assert (
+        declared["mock"].models
+        == declared["mock-direct"].models
+        == ["echo", "reasoning", "tools", "lorem"]
+    )
+    for provider in PROVIDERS:
+        assert all((provider.base_url, provider.api_key_env, provider.model)), provider.name
+        assert declared[provider.name].adapter == provider.name  # its own shipped script
+    # the prices once in a table of their own are their providers' now, and still priced
+    assert price_of(engine, "groq", None) == (0.59, 0.79)
+    assert price_of(engine, "gemini", "gemini-2.0-flash") == (0.10, 0.40)
+    engine.add_provider("my-groq", adapter="mock-direct", model="llama-3.3-70b-versatile")
+    assert price_of(engine, "my-groq", None) == (0.59, 0.79)  # the model's price, any provider

@@ -72,7 +72,7 @@ def test_importing_the_engine_imports_no_notebook_code() -> None:
 
 
 def test_load_ext_imports_neither_engine_nor_httpx_lupa_or_widgets() -> None:
-    """``%load_ext notebook_llm`` stays light (issue 16): the package root resolves its public
+    """``%load_ext notebook_llm`` stays light: the package root resolves its public
     names on first access and the magics import the engine, the Lua runtime and the widgets
     when a magic first needs them."""
     code = (
@@ -91,6 +91,28 @@ def test_load_ext_imports_neither_engine_nor_httpx_lupa_or_widgets() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env
     )
     assert out.stdout.strip() == "[]"
+
+
+def test_importing_the_package_adds_no_import_hook() -> None:
+    """``import notebook_llm`` changes nothing in how the interpreter imports: no finder on
+    ``sys.meta_path``, no path hook (the 0.1 module paths are gone, not redirected)."""
+    code = (
+        "import sys\n"
+        "before = (list(sys.meta_path), list(sys.path_hooks))\n"
+        "import notebook_llm\n"
+        "from notebook_llm import Engine\n"
+        "Engine(config_file=False).complete_sync('mock-direct', 'echo', prompt='x')\n"
+        "print((list(sys.meta_path), list(sys.path_hooks)) == before)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "True"
+
+
+def test_a_module_path_of_0_1_is_not_importable() -> None:
+    with pytest.raises(ModuleNotFoundError):
+        __import__("notebook_llm.protocol")
+    with pytest.raises(AttributeError):
+        notebook_llm.errors  # type: ignore[attr-defined]  # noqa: B018
 
 
 def test_lazy_names_are_the_real_objects_and_listed_by_dir() -> None:

@@ -152,7 +152,7 @@ async def test_request_without_recording_fails_clearly(
 async def test_missing_file_and_unknown_route(tmp_path: Path) -> None:
     with pytest.raises(LlmError) as info:
         rec.start_replay(tmp_path / "nope.jsonl")
-    assert info.value.code == "REPLAY_FILE"  # a missing file is not a miss (issue 13)
+    assert info.value.code == "REPLAY_FILE"  # a missing file is not a miss
     path = tmp_path / "empty.jsonl"
     path.write_text('{"notebook_llm_recording": 1}\n', encoding="utf-8")
     with rec.replay(path):

@@ -381,9 +381,9 @@ async def test_oversized_line_keeps_the_complete_lines_of_the_same_chunk(fmt: st
 
 
 async def test_ndjson_wrong_format_is_the_providers_fault(srv: MockServer) -> None:
-    """BUG (notebook_llm/adapters/lua/stream_pipeline.py ``StreamPipeline``): an HTML page where NDJSON was expected
-    (a proxy's 502 page in front of Ollama) ends with ADAPTER_ERROR from the script's
-    json.decode, while the same fault on an SSE route is MALFORMED_RESPONSE."""
+    """An HTML page where NDJSON was expected (a proxy's 502 page in front of Ollama) is the
+    provider's MALFORMED_RESPONSE (``wire/payloads.py``), as the same fault on an SSE route, not
+    an ADAPTER_ERROR from the script's json.decode."""
     eng = engine_for(srv, "ollama")
     srv.inject("wrong_format")
     run = await collect(eng)

@@ -15,7 +15,7 @@ import pytest
 from waiting import GUARD, HeldServer, until, until_sync
 
 from notebook_llm import Completion, Engine, ErrorCode, LlmError, StopSignal
-from notebook_llm.adapters.lua.lua_adapter import LuaAdapter
+from notebook_llm.adapters.lua.lua_codec import LuaCodec
 from notebook_llm.adapters.mock.server import MockServer
 from notebook_llm.api.batch import MAX_LOOKAHEAD, amap, map_prompts
 from notebook_llm.wire.slots import (
@@ -89,13 +89,13 @@ async def test_the_next_prompts_are_prepared_while_the_slots_are_taken(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     prepared: list[str] = []
-    original = LuaAdapter._prepare
+    original = LuaCodec.request
 
-    def counting(self: LuaAdapter, sandbox: Any, options: Any) -> Any:
-        prepared.append(options.messages[-1].text)
-        return original(self, sandbox, options)
+    def counting(self: LuaCodec) -> Any:
+        prepared.append(self.options.messages[-1].text)
+        return original(self)
 
-    monkeypatch.setattr(LuaAdapter, "_prepare", counting)
+    monkeypatch.setattr(LuaCodec, "request", counting)
     with HeldServer() as srv:
         batch = asyncio.ensure_future(batch_on(srv, 10, concurrency=2))
         await until(lambda: len(srv.requests) == 2 and len(prepared) >= 4, "two more prepared")

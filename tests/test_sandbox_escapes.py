@@ -276,7 +276,7 @@ ESCAPES = [
         r"sandbox held: no userdata reachable",
     ),
     # ------------------------------------------------------------- CPU: one C call that explodes
-    # (issue 18: the string library's matcher used to run to its end, ignoring the budget)
+    # (the string library's matcher used to run to its end, ignoring the budget)
     Escape(
         "pattern-find",
         "transform_request",

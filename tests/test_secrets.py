@@ -24,7 +24,7 @@ from notebook_llm.conformance import (
     check_requests,
     render_text,
 )
-from notebook_llm.engine.providers import PRESETS
+from notebook_llm.engine.routing.builtin_plugin import PROVIDERS
 
 ADAPTERS = Path(__file__).resolve().parent.parent / "adapters"
 #: provider -> path of its generation route on the mock server (others get a 404)
@@ -81,7 +81,7 @@ async def drain(eng: Engine, provider: str, **kw: object) -> list[Event]:
     return await asyncio.wait_for(go(), GUARD)
 
 
-@pytest.mark.parametrize("provider", sorted(PRESETS))
+@pytest.mark.parametrize("provider", sorted(p.name for p in PROVIDERS))
 async def test_every_provider_401_is_clean(
     keys: dict[str, str],
     srv: MockServer,
@@ -102,7 +102,7 @@ async def test_every_provider_401_is_clean(
     assert failure.code in ("AUTH", "NOT_FOUND", "INVALID_REQUEST")
     # the key did go out (so the test means something) ...
     sent = srv.requests[-1].headers
-    var = PRESETS[provider].api_key_env
+    var = next(p for p in PROVIDERS if p.name == provider).api_key_env
     assert var is not None
     assert KEYS[var] in json.dumps(sent) or (provider == "ollama" and not sent.get("authorization"))
     # ... and shows nowhere

@@ -158,7 +158,7 @@ def test_keys_never_reach_the_front_end(comms: list[tuple[str, str]]) -> None:
     assert not [m for m in comms if secret in m[1]]
 
 
-# ------------------------------------------------------------------ the end of a view (issue 17)
+# ------------------------------------------------------------------ the end of a view
 
 
 def _opened(log: list[tuple[str, str]]) -> list[dict[str, Any]]:

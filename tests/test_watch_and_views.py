@@ -1,4 +1,4 @@
-"""The small shared pieces split out of ``%adapter`` (issue 15): the file watcher and its
+"""The small shared pieces split out of ``%adapter``: the file watcher and its
 ``changed`` signal, the one text-table writer, and the one Lua-line reader."""
 
 from __future__ import annotations

@@ -157,7 +157,7 @@ def is_recording(path: Path) -> bool:
 def fixtures_from_recording(path: str | Path) -> list[Fixture]:
     """Each response recorded by ``%llm record`` (e.g. a session against the mock server) as a
     fixture named ``FILE#N``, served with its recorded status and content type."""
-    from ..api.recording import load_exchanges
+    from ..wire.cassette import load_exchanges
 
     p = Path(path)
     out = []

@@ -20,6 +20,7 @@ from __future__ import annotations
 import io
 import logging
 import os
+from collections.abc import Iterable
 from pathlib import Path
 
 from ..core.errors import ErrorCode, LlmError
@@ -39,13 +40,11 @@ class Credentials:
                 Path(env_file) if isinstance(env_file, str | Path) else Path(".env")
             )
 
-    def register_known(self, file_config: FileConfig) -> None:
-        """Tell the scrubber about every key the environment holds for a known provider, before
-        any is used: a key echoed into a prompt or an output is hidden even if no request has
-        read it yet."""
-        from .providers import PRESETS
-
-        names = {p.api_key_env for p in PRESETS.values()}
+    def register_known(self, file_config: FileConfig, declared: Iterable[ProviderConfig]) -> None:
+        """Tell the scrubber about every key the environment holds for a known provider (one
+        ``declared`` by a plugin, or in the config file), before any is used: a key echoed into
+        a prompt or an output is hidden even if no request has read it yet."""
+        names = {p.api_key_env for p in declared}
         names |= {t.get("api_key_env") for t in file_config.providers.values()}
         for var in names:
             if var:

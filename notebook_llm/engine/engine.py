@@ -56,6 +56,7 @@ if TYPE_CHECKING:
 
     from ..core.timeouts import Timeouts
     from ..wire.tap import Recorder, Replayer
+    from .routing.plugins import AdapterSource
 
     Tap = Recorder | Replayer
 
@@ -94,6 +95,10 @@ class Engine:
         self.catalog = Catalog()
         self._providers: dict[str, ProviderConfig] = {}
         self._provider_handles: dict[str, AdapterHandle] = {}
+        #: The providers the plugins declared (bound to their routes on first use).
+        self._declared: dict[str, ProviderConfig] = {}
+        #: The adapters the plugins ship, by name (found by the built-in plugin's catalog).
+        self.adapter_sources: dict[str, AdapterSource] = {}
         self.transport = transport
         self.timeouts = timeouts
         self._tap: Tap | None = None
@@ -106,7 +111,6 @@ class Engine:
                 Path(config_file) if isinstance(config_file, str | Path) else None
             )
         self.credentials = Credentials(env_file)
-        self.credentials.register_known(self.file_config)
         from .routing.plugins import install_plugins
 
         # What plugins bind is fixed; what the session binds later, a re-run cell may bind again.
@@ -115,6 +119,7 @@ class Engine:
             install_plugins(self)
         finally:
             self._installing_plugins = False
+        self.credentials.register_known(self.file_config, self._declared.values())
 
     # ------------------------------------------------------------------ adapters and routes
 
@@ -134,6 +139,11 @@ class Engine:
     def add_adapter(self, adapter: LlmAdapter, *, name: str | None = None) -> str:
         """Make ``adapter`` known by name (session-loaded adapters win over all others)."""
         return self.catalog.add(adapter, name=name)
+
+    def add_adapter_source(self, name: str, source: AdapterSource) -> None:
+        """Ship the adapter called ``name`` (a plugin's): a ``.lua`` file, an adapter, or a
+        function that makes one, loaded on first use. A user's own file of that name wins."""
+        self.adapter_sources[name] = source
 
     def add_adapter_resolver(self, resolver: AdapterResolver) -> None:
         """Add a fallback that finds adapters by name (used by the Lua adapter catalog)."""
@@ -171,7 +181,7 @@ class Engine:
 
     def unload_adapter(self, name: str) -> None:
         """Forget a session-loaded adapter and the provider routes that use it; an adapter that
-        replaced a built-in (or user file, or entry point) one gives the original back."""
+        replaced a built-in (or user file, or a plugin's) one gives the original back."""
         adapter = self.catalog.unload(name)
         if adapter is None:
             return
@@ -232,12 +242,29 @@ class Engine:
         )
         return self._bind_provider(config, instance)
 
+    def declare_provider(self, config: ProviderConfig) -> None:
+        """Declare a provider (a plugin's way: adapter, base URL, key variable, default model,
+        models, prices, capabilities in one :class:`ProviderConfig`). Nothing is loaded now:
+        the route is bound on its first use, after the config file and the environment have
+        overlaid the declaration (``engine/providers.py``)."""
+        source = config.source
+        if source == "code" and self._installing_plugins:
+            source = "plugin"
+        self._declared[config.name] = replace(config, source=source)
+
+    def declarations(self) -> dict[str, ProviderConfig]:
+        """The declared providers, by name (the built-in ones and the plugins')."""
+        return dict(self._declared)
+
     def _register(self, routes: Iterable[str] | str, adapter: LlmAdapter) -> AdapterHandle:
         if self._installing_plugins:
             return self.registry.register(routes, adapter, fixed=True)
         return self.registry.register(routes, adapter, replace=True)
 
     def _bind_provider(self, config: ProviderConfig, adapter: LlmAdapter) -> AdapterHandle:
+        if self._installing_plugins:  # a plugin's provider with its adapter: declared and held
+            config = replace(config, source="plugin")
+            self._declared[config.name] = config
         handle = self._register([config.name], adapter)
         self._provider_handles.pop(config.name, None)
         self._providers[config.name] = config
@@ -262,9 +289,7 @@ class Engine:
         return config
 
     def provider_names(self) -> list[str]:
-        from .providers import PRESETS
-
-        names = set(PRESETS) | set(self.file_config.providers) | set(self.registry.routes())
+        names = set(self._declared) | set(self.file_config.providers) | set(self.registry.routes())
         return sorted(names)
 
     def adapter_of(self, provider: str) -> LlmAdapter:
@@ -276,7 +301,7 @@ class Engine:
         adapter = self.registry.get(name)
         if adapter is not None:
             return adapter
-        config = resolve_provider_config(name, self.file_config)
+        config = resolve_provider_config(name, self.file_config, self._declared)
         if config is None and name in self.adapter_names():
             raise LlmError(
                 f"{name!r} is an adapter, not a provider: bind it to a server first with "
@@ -520,19 +545,16 @@ class Engine:
         return None
 
     async def list_models(self, provider: str) -> list[ModelInfo]:
-        """The models of ``provider``: the adapter's list; for an OpenAI-compatible server (a
-        provider on the ``openai`` adapter other than the OpenAI preset) the server's own
-        ``GET {base_url}/models``; else the configured ``models``."""
+        """The models of ``provider``: the adapter's list; for a server that lists them
+        (``ProviderConfig.lists_models``: by default a provider on the ``openai`` adapter, not
+        OpenAI's own) the server's own ``GET {base_url}/models``; else the configured
+        ``models``."""
         adapter = self._ensure_route(provider)
         models = await adapter.list_models(provider)
         if models:
             return models
         config = self.provider(provider)
-        if (
-            config.adapter == "openai"
-            and config.base_url
-            and not config.source.startswith("preset")
-        ):
+        if config.base_url and config.serves_model_list():
             from ..wire.models import fetch_openai_models
 
             try:
@@ -541,7 +563,8 @@ class Engine:
                     provider=provider,
                     api_key=self.credentials.key_for(config),
                     headers=config.headers,
-                    transport=(make := self._make_transport()) and make(),
+                    make_transport=self._make_transport(),
+                    timeouts=self.timeouts,
                 )
             except LlmError:
                 if not config.models:

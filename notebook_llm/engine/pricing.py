@@ -3,9 +3,11 @@
 Prices are US dollars per million tokens, ``(input, output)``. Lookup order, first hit wins:
 
 1. prices set in this session with :func:`set_price` (for one provider, then for any provider);
-2. the provider's own table (``ProviderConfig.prices``: presets and ``[providers.X] prices``);
+2. the provider's own table (``ProviderConfig.prices``: its declaration's and
+   ``[providers.X] prices``);
 3. the config file's top-level ``[prices]`` table;
-4. the small built-in table :data:`BUILTIN_PRICES` below.
+4. the price a provider declaration gives the model, whatever the provider (the built-in ones,
+   ``engine/routing/builtin_plugin.py``, and the plugins').
 
 An unknown model has no price and the view shows no cost (never a made-up one). A price is a
 pair of finite, non-negative numbers (:func:`checked_price`): ``set_price`` and the config file
@@ -24,15 +26,6 @@ if TYPE_CHECKING:
 
 #: (input, output) US dollars per million tokens.
 Price = tuple[float, float]
-
-#: A few common models not covered by the provider presets.
-BUILTIN_PRICES: dict[str, Price] = {
-    "mistral-small-latest": (0.10, 0.30),
-    "mistral-large-latest": (2.00, 6.00),
-    "llama-3.3-70b-versatile": (0.59, 0.79),
-    "openai/gpt-4o-mini": (0.15, 0.60),
-    "gemini-2.0-flash": (0.10, 0.40),
-}
 
 _session: dict[tuple[str | None, str], Price] = {}
 
@@ -72,7 +65,24 @@ def price_for(
         found = engine.file_config.prices.get(model)
         if found is not None and price_problem(found) is None:
             return found
-    return BUILTIN_PRICES.get(model)
+    return declared_price(model, engine)
+
+
+def declared_price(model: str, engine: Engine | None = None) -> Price | None:
+    """The price the first provider declaration that prices ``model`` gives it (the engine's
+    declarations; without an engine, the built-in ones); a price that is not a pair of finite,
+    non-negative numbers is passed over."""
+    if engine is not None:
+        declared = list(engine.declarations().values())
+    else:
+        from .routing.builtin_plugin import PROVIDERS
+
+        declared = list(PROVIDERS)
+    for config in declared:
+        found = config.prices.get(model)
+        if found is not None and price_problem(found) is None:
+            return found
+    return None
 
 
 def price_of(engine: Engine, provider: str, model: str | None) -> Price | None:

@@ -1,7 +1,11 @@
 """Providers as data: a route name bound to an adapter plus connection settings.
 
-Presets cover the built-in adapters. Each can be overridden, and new providers added, from the
-config file (``<user config dir>/notebook_llm/config.toml``, or the file named by
+A provider is declared once, as one :class:`ProviderConfig`: its adapter, base URL, key
+variable, default model, models, prices and what its API can do (``max_tokens_field``,
+``lists_models``, ``needs_key``). Plugins declare them (``host.declare_provider``, see
+:mod:`notebook_llm.engine.routing.plugins`); the built-in ones are the built-in plugin's
+(:data:`notebook_llm.engine.routing.builtin_plugin.PROVIDERS`). Each can be overridden, and new
+providers added, from the config file (``<user config dir>/notebook_llm/config.toml``, or the file named by
 ``NOTEBOOK_LLM_CONFIG``) and from the environment (``NOTEBOOK_LLM_<NAME>_BASE_URL``,
 ``NOTEBOOK_LLM_<NAME>_MODEL``). Keys are never written in the config file: it names the
 environment variable that holds the key (``api_key_env``).
@@ -23,8 +27,9 @@ Example ``config.toml``::
     max_tokens_field = "max_tokens" # optional: the body field for max_tokens
 
 The ``openai`` adapter sends ``max_tokens``, which OpenAI-compatible servers (llama.cpp, vLLM,
-Ollama, LM Studio) read; the ``openai`` preset sets ``max_tokens_field = "max_completion_tokens"``
-because OpenAI's own API refuses ``max_tokens`` for its reasoning models.
+Ollama, LM Studio) read; the ``openai`` provider sets ``max_tokens_field =
+"max_completion_tokens"`` because OpenAI's own API refuses ``max_tokens`` for its reasoning
+models.
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ import os
 import re
 import sys
 import tomllib
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -57,112 +63,27 @@ class ProviderConfig:
     api_key: Secret | None = None
     headers: dict[str, str] = field(default_factory=dict)
     extra_body: dict[str, Any] = field(default_factory=dict)
-    #: Whether requests need a key (a preset for a local server does not).
+    #: Whether requests need a key (a local server does not).
     needs_key: bool = True
     #: Models shown by ``%llm models`` when the adapter cannot list them.
     models: list[str] = field(default_factory=list)
     #: Price per million tokens, (input, output), by model; used for cost in the live view.
     prices: dict[str, tuple[float, float]] = field(default_factory=dict)
-    #: Where this configuration came from: preset, config file, code.
+    #: Where this configuration came from: "built-in", a plugin's name, "config file", "code".
     source: str = "code"
     #: The body field that carries max_tokens (``max_tokens`` / ``max_completion_tokens``);
     #: ``None`` keeps the adapter's choice.
     max_tokens_field: str | None = None
+    #: Whether the server lists its models at ``GET {base_url}/models`` in OpenAI's shape
+    #: (llama.cpp, vLLM, LM Studio do); ``None``: when its adapter is ``openai``. A provider
+    #: whose list is long and mostly not chat models says ``False`` and lists ``models``.
+    lists_models: bool | None = None
 
-
-PRESETS: dict[str, ProviderConfig] = {
-    p.name: p
-    for p in [
-        ProviderConfig(
-            "openai",
-            "openai",
-            "https://api.openai.com/v1",
-            "gpt-4o-mini",
-            "OPENAI_API_KEY",
-            models=["gpt-4o-mini", "gpt-4o", "gpt-4.1", "gpt-4.1-mini", "o4-mini"],
-            prices={
-                "gpt-4o-mini": (0.15, 0.60),
-                "gpt-4o": (2.50, 10.00),
-                "gpt-4.1": (2.00, 8.00),
-                "gpt-4.1-mini": (0.40, 1.60),
-                "o4-mini": (1.10, 4.40),
-            },
-            source="preset",
-            max_tokens_field="max_completion_tokens",
-        ),
-        ProviderConfig(
-            "deepseek",
-            "deepseek",
-            "https://api.deepseek.com",
-            "deepseek-chat",
-            "DEEPSEEK_API_KEY",
-            models=["deepseek-chat", "deepseek-reasoner"],
-            prices={"deepseek-chat": (0.27, 1.10), "deepseek-reasoner": (0.55, 2.19)},
-            source="preset",
-        ),
-        ProviderConfig(
-            "anthropic",
-            "anthropic",
-            "https://api.anthropic.com",
-            "claude-sonnet-4-5",
-            "ANTHROPIC_API_KEY",
-            models=["claude-sonnet-4-5", "claude-haiku-4-5", "claude-opus-4-1"],
-            prices={
-                "claude-sonnet-4-5": (3.0, 15.0),
-                "claude-haiku-4-5": (1.0, 5.0),
-                "claude-opus-4-1": (15.0, 75.0),
-            },
-            source="preset",
-        ),
-        ProviderConfig(
-            "gemini",
-            "gemini",
-            "https://generativelanguage.googleapis.com/v1beta",
-            "gemini-2.5-flash",
-            "GEMINI_API_KEY",
-            models=["gemini-2.5-flash", "gemini-2.5-pro", "gemini-2.0-flash"],
-            prices={"gemini-2.5-flash": (0.30, 2.50), "gemini-2.5-pro": (1.25, 10.0)},
-            source="preset",
-        ),
-        ProviderConfig(
-            "mistral",
-            "mistral",
-            "https://api.mistral.ai/v1",
-            "mistral-small-latest",
-            "MISTRAL_API_KEY",
-            models=["mistral-small-latest", "mistral-large-latest", "magistral-medium-latest"],
-            source="preset",
-        ),
-        ProviderConfig(
-            "groq",
-            "groq",
-            "https://api.groq.com/openai/v1",
-            "llama-3.3-70b-versatile",
-            "GROQ_API_KEY",
-            models=["llama-3.3-70b-versatile", "openai/gpt-oss-120b", "qwen/qwen3-32b"],
-            source="preset",
-        ),
-        ProviderConfig(
-            "github",
-            "github",
-            "https://models.github.ai/inference",
-            "openai/gpt-4o-mini",
-            "GITHUB_TOKEN",
-            models=["openai/gpt-4o-mini", "openai/gpt-4.1", "meta/Llama-3.3-70B-Instruct"],
-            source="preset",
-        ),
-        ProviderConfig(
-            "ollama",
-            "ollama",
-            "http://127.0.0.1:11434",
-            "llama3.2",
-            "OLLAMA_API_KEY",
-            needs_key=False,
-            models=["llama3.2", "qwen3", "gpt-oss:20b"],
-            source="preset",
-        ),
-    ]
-}
+    def serves_model_list(self) -> bool:
+        """Whether ``%llm models`` asks the server (see :attr:`lists_models`)."""
+        if self.lists_models is not None:
+            return self.lists_models
+        return self.adapter == "openai"
 
 
 def config_path() -> Path:
@@ -200,6 +121,7 @@ _ALLOWED_KEYS = {
     "needs_key",
     "prices",
     "max_tokens_field",
+    "lists_models",
 }
 
 
@@ -211,6 +133,7 @@ _KEY_TYPES: dict[str, Any] = {
     "model": str,
     "api_key_env": str,
     "needs_key": bool,
+    "lists_models": bool,
     "headers": "string table",
     "models": "string list",
     "prices": "price table",
@@ -453,10 +376,14 @@ def _check_request_parts(path: Path, name: str, table: dict[str, Any]) -> None:
 
 
 def resolve_provider_config(
-    name: str, file_config: FileConfig | None = None
+    name: str,
+    file_config: FileConfig | None = None,
+    declared: Mapping[str, ProviderConfig] | None = None,
 ) -> ProviderConfig | None:
-    """The configuration for ``name``: preset, overlaid by the config file, then the environment."""
-    base = PRESETS.get(name)
+    """The configuration for ``name``: its declaration (``declared``, by the plugins), overlaid
+    by the config file, then the environment."""
+    declared = declared or {}
+    base = declared.get(name)
     table = (file_config.providers.get(name) if file_config else None) or {}
     if base is None and not table:
         return None
@@ -486,14 +413,17 @@ def resolve_provider_config(
             extra_body={**cfg.extra_body, **table.get("extra_body", {})},
             models=list(table.get("models", cfg.models)),
             needs_key=bool(
-                table.get("needs_key", cfg.needs_key if name in PRESETS else "api_key_env" in table)
+                table.get(
+                    "needs_key", cfg.needs_key if name in declared else "api_key_env" in table
+                )
             ),
             prices={
                 **cfg.prices,
                 **{k: (float(v[0]), float(v[1])) for k, v in table.get("prices", {}).items()},
             },
-            source="config file" if base.source != "preset" else "preset + config file",
+            source="config file" if name not in declared else f"{base.source} + config file",
             max_tokens_field=table.get("max_tokens_field", cfg.max_tokens_field),
+            lists_models=table.get("lists_models", cfg.lists_models),
         )
     env_name = name.upper().replace("-", "_")
     if url := os.environ.get(f"NOTEBOOK_LLM_{env_name}_BASE_URL"):

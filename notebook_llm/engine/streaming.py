@@ -10,7 +10,11 @@ Two layers, one job each:
 * :func:`attempts` is THE retry loop (there is no other in the package: ``map``, ``Chat`` and
   the magics all go through an engine): at most ``1 + retries`` guarded requests, waiting as
   :class:`RetryPolicy` says (``wire.http_errors.backoff_delay``, which honours a server's
-  ``Retry-After``).
+  ``Retry-After``). The HTTP exchange (:mod:`notebook_llm.wire.exchange`) does not retry: it
+  raises a failure that came before any event, with its code (``LlmError.retryable``) and the
+  server's ``retry_after``, and this loop decides. The loop is here, not in the exchange,
+  because it must cover every adapter (one that sends no HTTP too) and because only the caller
+  knows whether output was shown (``complete`` holds it back and may retry after it).
 
 The :class:`~notebook_llm.engine.engine.Engine` owns the settings (``Engine(retries=, retry_base=,
 retry_cap=)``) and prepares the request; this module knows no routes, providers or keys. Its
@@ -196,8 +200,8 @@ async def guarded(
 
 def batch_source(adapter: LlmAdapter) -> Callable[[GenerateOptions], AsyncIterator[Any]] | None:
     """The adapter's ``stream_batches`` (lists of events, one per network read: see
-    :meth:`notebook_llm.adapters.lua.lua_adapter.LuaAdapter.stream_batches`) when its ``stream`` is the one
-    that flattens them; ``None`` for every other adapter, whose ``stream`` is used as it is (a
+    :meth:`notebook_llm.adapters.codec_adapter.CodecAdapter.stream_batches`) when its ``stream``
+    is the one that flattens them; ``None`` for every other adapter, whose ``stream`` is used as it is (a
     subclass that overrides ``stream`` keeps its own)."""
     batches = getattr(adapter, "stream_batches", None)
     if batches is None or not callable(batches):

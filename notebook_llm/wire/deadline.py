@@ -24,11 +24,10 @@ from collections.abc import AsyncGenerator, AsyncIterator, Awaitable
 from typing import TypeVar
 
 from ..core.errors import ErrorCode, LlmError
-from ..core.timeouts import DEFAULT_TIMEOUTS, Timeouts
+from ..core.timeouts import Timeouts
 
-# Timeouts and its defaults live in core (a request carries them); they keep their names here,
-# where 0.1 defined them (``from notebook_llm.wire.deadline import DEFAULT_TIMEOUTS``).
-__all__ = ["DEFAULT_TIMEOUTS", "RequestClock", "Timeouts"]
+# Timeouts and its defaults live in core (a request carries them); this module enforces them.
+__all__ = ["RequestClock"]
 
 _T = TypeVar("_T")
 
@@ -46,6 +45,11 @@ class RequestClock:
         self._end = now + timeouts.deadline if timeouts.deadline is not None else math.inf
         self._idle = timeouts.idle if streaming else None
         self._quiet_until = now + self._idle if self._idle is not None else math.inf
+
+    def whole_body(self) -> None:
+        """The answer is one whole body, not a stream: no idle limit, only the deadline."""
+        self._idle = None
+        self._quiet_until = math.inf
 
     def heard(self) -> None:
         """An event arrived: the idle limit starts again."""

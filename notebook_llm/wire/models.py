@@ -2,9 +2,9 @@
 
 llama.cpp, vLLM, LM Studio and Ollama's OpenAI endpoint all answer it with OpenAI's list shape,
 ``{"object": "list", "data": [{"id": ..., "object": "model", ...}]}``, so a provider configured
-with nothing but a ``base_url`` can still show its models. One short request through the same
-transport as the adapters (so record/replay and tests can stand in for the network); failures
-become the same ``LlmError`` codes as a failed generation request.
+with nothing but a ``base_url`` can still show its models. One short request through the
+exchange (:mod:`notebook_llm.wire.exchange`), as a generation goes: the same transport (so
+record/replay and tests can stand in for the network), caps, time limits and error codes.
 """
 
 from __future__ import annotations
@@ -16,11 +16,11 @@ import httpx
 
 from ..core.errors import ErrorCode, LlmError
 from ..core.protocol import ModelInfo
-from ..core.redaction import redact, shorten
-from .body import read_body, read_error_body
-from .http_errors import error_from_http
-from .limits import DEFAULT_LIMITS
-from .transport import network_client
+from ..core.redaction import shorten
+from ..core.timeouts import Timeouts
+from .clients import MakeTransport
+from .codec import WireRequest
+from .exchange import HttpExchange
 
 __all__ = ["fetch_openai_models", "parse_model_list"]
 
@@ -47,45 +47,29 @@ async def fetch_openai_models(
     provider: str,
     api_key: str | None = None,
     headers: dict[str, str] | None = None,
-    transport: httpx.AsyncBaseTransport | None = None,
+    make_transport: MakeTransport | None = None,
+    timeouts: Timeouts | None = None,
 ) -> list[ModelInfo]:
-    """``GET {base_url}/models`` and the models it lists; ``LlmError`` when the server fails."""
+    """``GET {base_url}/models`` and the models it lists; ``LlmError`` when the server fails.
+    ``make_transport`` is the engine's (its recorder or replayer), as for a generation."""
     url = base_url.rstrip("/") + "/models"
     sent = {"accept": "application/json", **(headers or {})}
     if api_key and not {k.lower() for k in sent} & {"authorization", "x-api-key"}:
         sent["authorization"] = f"Bearer {api_key}"
+    exchange = HttpExchange(
+        provider, timeouts=timeouts, make_transport=make_transport, timeout=LIST_TIMEOUT
+    )
+    answer = await exchange.fetch(
+        WireRequest("GET", url, sent, streaming=False),
+        what="the model list",
+        doing=f"asking {provider} for its models ({url})",
+    )
     try:
-        async with (
-            network_client(timeout=LIST_TIMEOUT, transport=transport) as client,
-            client.stream("GET", url, headers=sent) as response,
-        ):
-            if response.status_code >= 400:
-                raw = await read_error_body(response, DEFAULT_LIMITS.max_error_body_bytes)
-            else:
-                raw = await read_body(
-                    response, DEFAULT_LIMITS.max_body_bytes, "the model list", "max_body_bytes"
-                )
-    except httpx.TimeoutException as exc:
-        raise LlmError(
-            f"timed out asking {provider} for its models: {type(exc).__name__}",
-            ErrorCode.TIMEOUT,
-            provider=provider,
-        ) from None
-    except httpx.HTTPError as exc:
-        raise LlmError(
-            f"cannot ask {provider} for its models ({url}): {type(exc).__name__}: "
-            f"{redact(str(exc))}",
-            ErrorCode.TRANSPORT,
-            provider=provider,
-        ) from None
-    if response.status_code >= 400:
-        raise error_from_http(response.status_code, response.headers, raw, provider=provider)
-    try:
-        doc = json.loads(raw)
+        doc = json.loads(answer.body)
     except ValueError:
         raise LlmError(
             f"{provider} answered GET /models with something that is not JSON: "
-            f"{shorten(raw[:4096].decode('utf-8', 'replace'), 200)!r}",
+            f"{shorten(answer.body[:4096].decode('utf-8', 'replace'), 200)!r}",
             ErrorCode.MALFORMED_RESPONSE,
             provider=provider,
         ) from None

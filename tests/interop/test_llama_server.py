@@ -1,4 +1,4 @@
-"""The public API against llama.cpp's real OpenAI-compatible server (issue 14).
+"""The public API against llama.cpp's real OpenAI-compatible server.
 
 Provider ``local`` is added exactly as a user would: ``adapter="openai"`` and the server's
 ``base_url``. The model babbles: every assertion is about the protocol (events, finish kinds,

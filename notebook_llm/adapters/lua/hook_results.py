@@ -5,10 +5,10 @@
 * :func:`map_whole_body` maps a whole (non-stream) 200 body through ``transform_response`` to
   protocol events; the stream path and the conformance kit's replay share it;
 * :func:`blame_provider_if_not_json` turns a hook's failure on a payload that is not JSON into
-  the provider's ``MALFORMED_RESPONSE`` (the script is not at fault);
-* :class:`TransportGuard` maps httpx failures to ``LlmError`` at one boundary;
-  :func:`after_headers` words a failure after HTTP 200 (and names the context window when the
-  request was large). Bodies are read within their caps by :mod:`notebook_llm.wire.body`.
+  the provider's ``MALFORMED_RESPONSE`` (the script is not at fault).
+
+Bodies are read (within their caps) and transport failures mapped by the exchange
+(:mod:`notebook_llm.wire.exchange`), never here.
 """
 
 from __future__ import annotations
@@ -17,19 +17,12 @@ import json
 import json.scanner
 from typing import Any, cast
 
-import httpx
-
 from ...core.errors import ErrorCode, LlmError
 from ...core.protocol import Event
-from ...core.redaction import redact, shorten
-from ...wire.transport import MalformedResponse
-from .chunk_mapping import ChunkMapper, map_response
+from ...core.redaction import shorten
+from .chunk_mapping import map_response
 from .dropped_text import DroppedText, has_block, judge_events
 from .runtime import LuaSandbox
-
-#: A request body above this many characters (about 1,000 tokens) may not fit the context
-#: window of a small local model (llama-cpp-python's server defaults to n_ctx 2048 tokens).
-LARGE_REQUEST_CHARS = 4000
 
 
 def map_whole_body(sandbox: LuaSandbox, raw: bytes, *, provider: str, adapter: str) -> list[Event]:
@@ -63,21 +56,6 @@ def _whole_body_events(out: Any, text: str, *, provider: str, adapter: str) -> l
         witness.feed_payloads([text])
         judge_events(events, witness, "transform_response", provider=provider, adapter=adapter)
     return events
-
-
-def after_headers(what: str, request_chars: int) -> str:
-    """The message for a server that accepted a request (HTTP 200) and then failed: it says so
-    plainly, and for a large request names the likely cause, the model's context window."""
-    message = (
-        f"the server accepted the request (HTTP 200) but then {what}; it failed while answering"
-    )
-    if request_chars >= LARGE_REQUEST_CHARS:
-        message += (
-            f". The request was large (about {request_chars // 4:,} tokens): it may not fit the "
-            "model's context window. Start a new conversation or send less, or give the server "
-            "a larger context (llama.cpp: --n_ctx)"
-        )
-    return message
 
 
 def blame_provider_if_not_json(err: LlmError, payload: str) -> LlmError:
@@ -153,71 +131,3 @@ def _parse_json_output(value: Any, adapter: str, hook: str) -> Any:
             adapter=adapter,
             hook=hook,
         ) from None
-
-
-class TransportGuard:
-    """Map httpx failures to ``LlmError`` at one boundary (the httpx way).
-
-    Before any event was produced the error is raised (so the engine may retry it); after
-    output has started, the stream is finished with the error (``tail``) and the partial blocks
-    are kept.
-    """
-
-    def __init__(self, provider: str, mapper: ChunkMapper, request_chars: int = 0) -> None:
-        self.provider = provider
-        self.mapper = mapper
-        self.request_chars = request_chars
-        #: Whether the server answered with a success status (its headers arrived).
-        self.accepted = False
-        self.started = False
-        self.tail: list[Event] | None = None
-
-    def __enter__(self) -> TransportGuard:
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: object
-    ) -> bool:
-        if exc is None:
-            return False
-        if isinstance(exc, httpx.TimeoutException):
-            err = LlmError(
-                f"timed out talking to {self.provider}: {type(exc).__name__}",
-                ErrorCode.TIMEOUT,
-                provider=self.provider,
-            )
-        elif isinstance(exc, MalformedResponse):
-            # Bytes that are not HTTP (a bad chunk-size line, status line or header): the
-            # server's fault, and no retry will read them differently.
-            err = LlmError(
-                f"{self.provider} sent a {exc}",
-                ErrorCode.MALFORMED_RESPONSE,
-                provider=self.provider,
-            )
-        elif isinstance(exc, httpx.HTTPError) and self.accepted:
-            # The body was cut: llama.cpp's server does this when generation fails after it
-            # has sent its 200 (a prompt over the context window, for one).
-            what = "closed the connection before the answer was complete"
-            err = LlmError(
-                f"{after_headers(what, self.request_chars)} ({type(exc).__name__})",
-                ErrorCode.TRANSPORT,
-                provider=self.provider,
-            )
-        elif isinstance(exc, httpx.HTTPError):
-            err = LlmError(
-                f"connection to {self.provider} failed: {type(exc).__name__}: {redact(str(exc))}",
-                ErrorCode.TRANSPORT,
-                provider=self.provider,
-            )
-        elif isinstance(exc, LlmError):
-            err = exc
-            if err.provider is None:
-                err.provider = self.provider
-        else:
-            return False
-        if self.started and not self.mapper.finished:
-            self.tail = self.mapper.finish(err)
-            return True
-        if err is exc:
-            return False
-        raise err from None

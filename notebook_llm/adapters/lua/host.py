@@ -7,14 +7,13 @@ callables only ever receive ``str`` arguments (UTF-8 checked, binary data as hex
 error object carrying a Python object, i.e. a way out of the sandbox).
 
 ``http_get`` / ``http_post`` are not callables: the hook yields the request to the sandbox's
-caller, which answers it (:class:`TransportHttp` on the engine's transport, awaited; or an
+caller, which answers it (:class:`TransportHttp` through the stream's exchange, awaited; or an
 :class:`HttpBridge` in a synchronous call) and resumes the hook with the envelope.
 """
 
 from __future__ import annotations
 
 import base64
-import contextlib
 import hashlib
 import hmac
 import logging
@@ -26,11 +25,12 @@ import httpx
 
 from ...core.errors import LlmError
 from ...core.redaction import redact
-from ...wire.limits import DEFAULT_LIMITS
-from ...wire.transport import network_client
+from ...wire.codec import WireRequest
+from ...wire.exchange import HttpExchange
 
 #: The contract's timeout of one ``http_get`` / ``http_post`` (the hook's wall budget bounds it too).
 HTTP_TIMEOUT_SECONDS = 30.0
+HTTP_TIMEOUT = httpx.Timeout(HTTP_TIMEOUT_SECONDS)
 
 LogCallback = Callable[[str, str], None]
 
@@ -54,68 +54,44 @@ class HttpBridge(Protocol):
     def post(self, url: str, body: str) -> tuple[int, str]: ...
 
 
-OpenClient = Callable[[], tuple[httpx.AsyncClient, bool]]
-
-
 def envelope_error(url: str, message: str) -> dict[str, Any]:
     return {"url": url, "error": message}
 
 
 class TransportHttp:
-    """``http_get`` / ``http_post`` on the engine's transport, for :meth:`LuaSandbox.acall`.
+    """``http_get`` / ``http_post`` through an exchange, for :meth:`LuaSandbox.acall`.
 
-    ``open_client`` gives the client of the stream the hook belongs to and whether the caller
-    must close it (``provider_request.open_client``: the engine's transport, its recorder or its
-    replayer), so a Recorder records these requests with the stream and a Replayer answers them
-    without the network. The body is read up to ``max_body_bytes`` decoded bytes. Never raises:
-    every failure is the contract's ``{"url", "error"}`` envelope.
+    The exchange is the stream's own (:mod:`notebook_llm.wire.exchange`): the engine's
+    transport, its recorder or its replayer, the request's deadline, and the body read within
+    ``WireLimits.max_body_bytes`` decoded bytes, nested ``Content-Encoding`` included, like
+    every other body. Without one, a default exchange on the network. Never raises: every
+    failure is the contract's ``{"url", "error"}`` envelope.
     """
 
-    def __init__(
-        self,
-        open_client: OpenClient | None = None,
-        *,
-        max_body_bytes: int = DEFAULT_LIMITS.max_body_bytes,
-        timeout: httpx.Timeout | float = HTTP_TIMEOUT_SECONDS,
-    ) -> None:
-        self._open = open_client
-        self.max_body_bytes = max_body_bytes
-        self.timeout = timeout if isinstance(timeout, httpx.Timeout) else httpx.Timeout(timeout)
+    def __init__(self, exchange: HttpExchange | None = None) -> None:
+        self.exchange = exchange if exchange is not None else HttpExchange("http_get")
 
     async def request(self, method: str, url: str, body: str | None) -> dict[str, Any]:
+        call = WireRequest(
+            method,
+            url,
+            {"content-type": "application/json"} if body is not None else {},
+            None if body is None else body.encode("utf-8"),
+        )
         try:
-            if self._open is not None:
-                client, owned = self._open()
-            else:
-                client, owned = network_client(timeout=self.timeout), True
-            async with contextlib.AsyncExitStack() as stack:
-                if owned:
-                    await stack.enter_async_context(client)
-                request = client.build_request(
-                    method,
-                    url,
-                    content=None if body is None else body.encode("utf-8"),
-                    headers={"content-type": "application/json"} if body is not None else None,
-                    timeout=self.timeout,
-                )
-                response = await client.send(request, stream=True, follow_redirects=True)
-                try:
-                    buf = bytearray()
-                    async for piece in response.aiter_bytes():  # decoded (gzip, br, ...)
-                        buf += piece
-                        if len(buf) > self.max_body_bytes:
-                            mib = self.max_body_bytes / (1024 * 1024)
-                            return envelope_error(
-                                url, f"the answer is larger than the {mib:g} MiB limit on a body"
-                            )
-                finally:
-                    await response.aclose()
-                text = buf.decode(response.encoding or "utf-8", "replace")
-                return {"url": url, "status": int(response.status_code), "body": text}
-        except LlmError as exc:  # e.g. a replay without a recording of this request
+            answer = await self.exchange.fetch(
+                call,
+                what=f"the answer to {'http_get' if body is None else 'http_post'}",
+                refused="answer",
+                doing=f"fetching {url}",
+                follow_redirects=True,
+                socket_timeout=HTTP_TIMEOUT,
+            )
+        except LlmError as exc:  # a cap, a timeout, a replay without a recording of it
             return envelope_error(url, redact(exc.message))
-        except Exception as exc:
+        except Exception as exc:  # a URL httpx refuses, ...
             return envelope_error(url, redact(str(exc)) or type(exc).__name__)
+        return {"url": url, "status": answer.status, "body": answer.text()}
 
 
 class Budget:
@@ -124,6 +100,13 @@ class Budget:
     ``time.thread_time`` (not ``os.clock``/process time): streams run concurrently in several
     threads and each call must only be charged for its own thread's work; blocking in a socket
     costs no CPU time, and the CPU time spent inside the HTTP bridge is subtracted as well.
+
+    A call that maps several stream payloads (``call_each``) charges each payload to a budget
+    of its own: the Lua hook hands :meth:`check` the number of the payload it is at, and a new
+    number starts the budget (CPU and wall clock) again. So the verdict on a payload does not
+    depend on how many others arrived in the same network read. The time between a payload's
+    start and the hook's first check inside it (at most one check interval, ~10,000
+    instructions) is charged to no one.
     """
 
     __slots__ = (
@@ -132,6 +115,7 @@ class Budget:
         "limit",
         "over",
         "over_wall",
+        "payload",
         "signalled",
         "start",
         "stop",
@@ -148,6 +132,8 @@ class Budget:
         self.start = 0.0
         self.wall_start = 0.0
         self.excluded = 0.0
+        #: The payload being charged (``call_each``'s item number; 0 for a plain call).
+        self.payload = 0
         self.over = False
         self.over_wall = False
         #: Asked at every check: True stops the call (the stream's ``StopSignal.is_set``).
@@ -162,6 +148,7 @@ class Budget:
         self.start = time.thread_time()
         self.wall_start = time.monotonic()
         self.excluded = 0.0
+        self.payload = 0
         self.over = False
         self.over_wall = False
         self.stopped = False
@@ -177,14 +164,21 @@ class Budget:
             self.over_wall = self.over = True
         return self.over_wall
 
-    def check(self) -> bool:
-        """Called by the count hook: True once this call's budget is used up or it was stopped
-        (sticky). Never raises: a kernel interrupt that lands here (SIGINT's handler runs at the
-        next Python instruction of the main thread, i.e. here while Lua runs) is recorded; an
-        exception crossing into Lua could be swallowed by the script's ``pcall``."""
+    def check(self, payload: int = 0) -> bool:
+        """Called by the count hook: True once this call's (or this payload's) budget is used
+        up or it was stopped (sticky). Never raises: a kernel interrupt that lands here
+        (SIGINT's handler runs at the next Python instruction of the main thread, i.e. here
+        while Lua runs) is recorded; an exception crossing into Lua could be swallowed by the
+        script's ``pcall``."""
         try:
             if not self.over:
-                if time.thread_time() - self.start - self.excluded > self.limit:
+                now = time.thread_time()
+                if payload != self.payload:  # the next payload of call_each: its own budget
+                    self.payload = payload
+                    self.start = now
+                    self.excluded = 0.0
+                    self.wall_start = time.monotonic()
+                if now - self.start - self.excluded > self.limit:
                     self.over = True
                 elif not self.wall_exceeded() and self.stop is not None and self.stop():
                     self.stopped = self.over = True

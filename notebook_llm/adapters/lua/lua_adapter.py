@@ -17,18 +17,18 @@ Extensions to the contract (documented in the README):
   ``Authorization``, ``x-api-key`` or ``x-goog-api-key`` in ``headers``, or puts ``{api_key}`` in
   the URL.
 
-This module holds the adapter itself (loading, reload, the stream's steps in order); each step
-lives where its job is: ``provider_request.py`` builds the request and picks the HTTP client,
-``stream_pipeline.py`` turns a streamed body into events, ``hook_results.py`` maps a whole
-body, hook results and transport failures.
+This module holds the adapter itself (loading, reload, one stream's codec); each step lives
+where its job is: the exchange (:mod:`notebook_llm.wire.exchange`, run by
+:class:`~notebook_llm.adapters.codec_adapter.CodecAdapter`) does the HTTP, ``lua_codec.py`` is
+the script's part of one stream (``provider_request.py`` builds its request,
+``hook_results.py`` maps a whole body and hook results).
 """
 
 from __future__ import annotations
 
-import contextlib
 import re
 import threading
-from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -38,26 +38,14 @@ import httpx
 from ...core.cancel import current_stop
 from ...core.errors import ErrorCode, LlmError
 from ...core.protocol import Event, GenerateOptions
-from ...core.timeouts import DEFAULT_TIMEOUTS
-from ...wire.body import decoded, read_body, read_error_body
-from ...wire.deadline import RequestClock
-from ...wire.http_errors import error_from_http
+from ...wire.exchange import DEFAULT_TIMEOUT, HttpExchange
 from ...wire.limits import DEFAULT_LIMITS, WireLimits
-from ...wire.slots import request_slot, yield_slot
-from ..base import LlmAdapter
-from .chunk_mapping import ChunkMapper
-from .hook_results import TransportGuard, amap_whole_body, map_whole_body
+from ..codec_adapter import CodecAdapter
+from .hook_results import map_whole_body
 from .host import TransportHttp
-from .provider_request import (
-    DEFAULT_TIMEOUT,
-    HttpRequest,
-    aprepare_request,
-    open_client,
-    script_meta,
-    with_max_tokens_hint,
-)
+from .lua_codec import LuaCodec
+from .provider_request import script_meta
 from .runtime import LuaLimits, LuaSandbox
-from .stream_pipeline import StreamPipeline, drain
 
 __all__ = ["DEFAULT_TIMEOUT", "AdapterInfo", "LuaAdapter", "declared_name", "read_adapter_file"]
 
@@ -73,10 +61,8 @@ class AdapterInfo:
     path: str | None
 
 
-class LuaAdapter(LlmAdapter):
+class LuaAdapter(CodecAdapter):
     """An adapter backed by a Lua script (see the module docstring)."""
-
-    takes_request_slot = True
 
     def __init__(
         self,
@@ -199,125 +185,15 @@ class LuaAdapter(LlmAdapter):
 
     # ------------------------------------------------------------------ requests
 
-    async def _prepare(self, sandbox: LuaSandbox, options: GenerateOptions) -> HttpRequest:
-        """This stream's URL, headers and body (:func:`~.provider_request.aprepare_request`: the
-        hooks' ``http_get`` / ``http_post`` on the stream's transport)."""
-        return await aprepare_request(sandbox, options, self.name)
-
-    def _client(self, options: GenerateOptions | None = None) -> tuple[httpx.AsyncClient, bool]:
-        """An HTTP client for this stream, and whether the caller owns (must close) it
-        (:func:`~.provider_request.open_client`)."""
-        return open_client(self.transport, options, self.timeout)
-
-    async def stream(self, options: GenerateOptions) -> AsyncIterator[Event]:
-        async with contextlib.aclosing(self.stream_batches(options)) as batches:
-            async for batch in batches:
-                for event in batch:
-                    yield event
-
-    async def stream_batches(self, options: GenerateOptions) -> AsyncGenerator[list[Event], None]:
-        """The events of :meth:`stream`, one non-empty list per network read.
-
-        The engine iterates this instead of :meth:`stream` (``streaming.guarded``): the events of
-        one read cross the async layers between adapter and caller once, as a list, and are
-        flattened only at the public iterator.
-
-        Every wait on the network is within the request's time limits (``options.timeouts``,
-        :mod:`notebook_llm.wire.deadline`), and every body within the caps of
-        ``self.wire_limits`` (:mod:`notebook_llm.wire.body`), counted on decoded bytes.
-        """
+    def codec(self, options: GenerateOptions, exchange: HttpExchange) -> LuaCodec:
+        """One stream's codec, in a fresh Lua state whose hooks send their ``http_get`` /
+        ``http_post`` through the stream's ``exchange`` and stop on the stream's Stop."""
         with self._lock:
             source = self.source
         sandbox = self._sandbox(source)  # one Lua state per stream
         sandbox.set_stop(current_stop())  # a Stop / kernel interrupt ends a running hook
-        # The hooks' http_get / http_post: on this stream's transport (recorded, replayed), awaited
-        sandbox.set_http(TransportHttp(lambda: self._client(options), timeout=self.timeout))
-        url, headers, body, streaming = await self._prepare(sandbox, options)
-        mapper = ChunkMapper(provider=options.provider, adapter=self.name)
-        client, owned = self._client(options)
-        caps = self.wire_limits
-        clock = RequestClock(options.timeouts or DEFAULT_TIMEOUTS, options.provider, streaming)
-        pipeline: StreamPipeline | None = None
-        whole: bytes | None = None  # a non-streamed body, mapped after the exchange
-        last: list[Event] = []  # the answer's final events, handed over after the exchange
-        async with contextlib.AsyncExitStack() as stack:
-            if owned:
-                await stack.enter_async_context(client)
-            with TransportGuard(options.provider, mapper, len(body)) as guard:
-                request = client.build_request(
-                    "POST", url, content=body.encode("utf-8"), headers=headers, timeout=self.timeout
-                )
-                # Built before it waits for a batch's slot (wire.slots), sent when it has one.
-                async with request_slot():
-                    response = await clock.run(client.send(request, stream=True))
-                    async with contextlib.aclosing(response):
-                        if response.status_code >= 400:
-                            raw = await clock.run(
-                                read_error_body(response, caps.max_error_body_bytes)
-                            )
-                            raise with_max_tokens_hint(
-                                error_from_http(
-                                    response.status_code,
-                                    response.headers,
-                                    raw,
-                                    provider=options.provider,
-                                ),
-                                raw,
-                                options,
-                            )
-                        guard.accepted = True
-                        if not streaming:
-                            whole = await clock.run(
-                                read_body(
-                                    response,
-                                    caps.max_body_bytes,
-                                    "the response body",
-                                    "max_body_bytes",
-                                )
-                            )
-                        else:
-                            ctype = response.headers.get("content-type", "")
-                            ndjson = (
-                                sandbox.meta().get("stream_format") == "ndjson" or "ndjson" in ctype
-                            )
-                            pipeline = StreamPipeline(
-                                sandbox, mapper, ndjson, self.name, len(body), caps
-                            )
-                            incoming = clock.paced(decoded(response))
-                            heard = 0
-                            async for piece in incoming:
-                                events = pipeline.feed(piece)
-                                if pipeline.payloads != heard:  # an event, not a comment
-                                    heard = pipeline.payloads
-                                    clock.heard()
-                                guard.started = guard.started or bool(events)
-                                if mapper.finished:  # [DONE] / done: the answer is complete.
-                                    await drain(incoming)  # Read the rest: the consumer stops
-                                    last = events  # at finish
-                                    break
-                                if events:
-                                    yield events
-                                pipeline.raise_pending()  # after what came before it was yielded
-                            else:
-                                last = pipeline.close()
-                                guard.started = guard.started or bool(last)
-            if guard.tail:  # a transport error after output: keep what arrived
-                yield guard.tail
-                return
-        # The exchange is over and its slot free: a batch's next request, ready and waiting for
-        # it, goes out before the consumer handles these last events (wire.slots).
-        await yield_slot()
-        if whole is not None:
-            with guard:  # the same mapping of errors as during the exchange
-                last = await amap_whole_body(
-                    sandbox, whole, provider=options.provider, adapter=self.name
-                )
-            if guard.tail:
-                last += guard.tail
-        if last:
-            yield last
-        if pipeline is not None:
-            pipeline.raise_pending()
+        sandbox.set_http(TransportHttp(exchange))
+        return LuaCodec(sandbox, options, self.name)
 
     def _map_whole(self, sandbox: LuaSandbox, raw: bytes, options: GenerateOptions) -> list[Event]:
         return map_whole_body(sandbox, raw, provider=options.provider, adapter=self.name)

@@ -1,4 +1,4 @@
-"""The HTTP request a Lua adapter sends, and the httpx client that carries it.
+"""The HTTP request a Lua adapter sends.
 
 One stream's request is built here, from the script's own Lua state (so a reload in the middle
 cannot pair an old script with a new endpoint):
@@ -12,36 +12,21 @@ cannot pair an old script with a new endpoint):
 * the headers: JSON, the script's static ``headers``, the provider's, ``build_headers``; the
   default ``Authorization: Bearer <key>`` only when nothing else carries the key.
 
-:func:`open_client` picks the client: a transport given to the adapter or by the engine (its
-recorder/replayer), else a batch's shared pool, else on the package's background loop one
-long-lived client for every adapter, else a client for this one stream.
+The exchange (:mod:`notebook_llm.wire.exchange`) sends it; nothing here touches the network.
 """
 
 from __future__ import annotations
 
-import asyncio
-import atexit
-import contextlib
 import json
-import threading
 import time
 import urllib.parse
 from typing import Any, NamedTuple
 
-import httpx
-
 from ...core.errors import ErrorCode, LlmError
 from ...core.protocol import GenerateOptions
 from ...core.redaction import shorten
-from ...wire.transport import network_client, scoped_client
 from .kernel_request import build_request
 from .runtime import LuaSandbox
-
-#: The default HTTP timeouts of one socket operation. No read timeout: a reasoning model may
-#: send nothing for minutes before its first token, and a stream's wait for its next event and
-#: the request as a whole have their own limits (``GenerateOptions.timeouts``,
-#: :mod:`notebook_llm.wire.deadline`), which a trickle of bytes does not reset.
-DEFAULT_TIMEOUT = httpx.Timeout(connect=10.0, read=None, write=30.0, pool=10.0)
 
 #: The contract's hooks, in the order ``meta["hooks"]`` lists the ones a script defines.
 HOOKS = ("build_headers", "transform_request", "transform_response", "transform_stream_chunk")
@@ -230,65 +215,3 @@ def with_max_tokens_hint(err: LlmError, raw: bytes, options: GenerateOptions) ->
     )
     err.args = (err.message,)
     return err
-
-
-# ---------------------------------------------------------------- the client
-
-#: Guards the creation of :data:`_background_client_instance` (two threads may ask at once).
-_background_client_lock = threading.RLock()
-
-_background_client_instance: httpx.AsyncClient | None = None
-
-
-def _on_background_loop() -> bool:
-    from ...core.background_loop import is_background_loop
-
-    return is_background_loop()
-
-
-def _background_client() -> httpx.AsyncClient:
-    # One connection pool for every adapter on the long-lived background loop, held by the
-    # module so that it is never garbage-collected with open connections.
-    global _background_client_instance
-    with _background_client_lock:
-        if _background_client_instance is None:
-            _background_client_instance = network_client()
-            from ...core.background_loop import background_loop
-
-            atexit.register(_close_background_client, background_loop())
-        return _background_client_instance
-
-
-def _close_background_client(loop: asyncio.AbstractEventLoop) -> None:
-    """Close the background loop's client at interpreter exit, on its own loop: aiohttp
-    warns about (and leaks) a session that is garbage-collected open."""
-    client = _background_client_instance
-    if client is None or loop.is_closed() or not loop.is_running():
-        return
-    with contextlib.suppress(Exception):
-        asyncio.run_coroutine_threadsafe(client.aclose(), loop).result(timeout=2)
-
-
-def open_client(
-    transport: httpx.AsyncBaseTransport | None,
-    options: GenerateOptions | None,
-    timeout: httpx.Timeout,
-) -> tuple[httpx.AsyncClient, bool]:
-    """An HTTP client for one stream, and whether the caller owns (must close) it.
-
-    ``transport`` is the adapter's own; else the engine's (``options.make_transport``: its
-    transport, recorder or replayer). Without either: inside a batch its shared pool; on the
-    package's long-lived background loop (sync calls, magics, batches) one client for every
-    adapter, so connections are kept alive across requests. On any other loop (an
-    ``asyncio.run`` of the user's, a test's loop) the client lives for one stream: a pooled
-    connection must not outlive the loop it was opened on.
-    """
-    make = options.make_transport if options is not None else None  # the engine's, or its tap
-    transport = transport or (make() if make is not None else None)
-    if transport is None:
-        pooled = scoped_client()
-        if pooled is not None:
-            return pooled, False
-        if _on_background_loop():
-            return _background_client(), False
-    return network_client(timeout=timeout, transport=transport), True

@@ -11,9 +11,10 @@ the JIT off; and LuaJIT has no integers (2^53+1 is not kept exact). Lua 5.4 fire
 keeps 64-bit integers. Both enforce ``max_memory``.
 
 Limits (:class:`LuaLimits`), per call of a hook (and for running the script's top level; the
-stream payloads of one network read go to ``transform_stream_chunk`` in one call,
-:meth:`LuaSandbox.call_each`, under one budget: one crossing into Lua instead of one per
-payload, a large part of the per-chunk cost):
+stream payloads of one network read go to ``transform_stream_chunk`` in one crossing into Lua,
+:meth:`LuaSandbox.call_each`, one crossing instead of one per payload, a large part of the
+per-chunk cost; each payload has a CPU and wall budget of its own, so how the bytes of a
+stream were split into reads does not change what a script may do with each payload):
 
 * CPU: a count hook every ``hook_interval`` VM instructions compares the calling thread's CPU time
   (``time.thread_time``, minus time spent in ``http_get``/``http_post``/``log``) with
@@ -586,8 +587,9 @@ class LuaSandbox:
     def call_each(
         self, hook: str, items: list[str], *, parsed: bool = False
     ) -> tuple[list[Any], LlmError | None]:
-        """``adapter[hook](item)`` for each item, in one crossing into Lua and under one budget
-        (for the stream payloads of one network read). Returns the results of the items that
+        """``adapter[hook](item)`` for each item, in one crossing into Lua, each item under a
+        budget of its own (for the stream payloads of one network read: the verdict on one does
+        not depend on the others that came with it). Returns the results of the items that
         succeeded (strings; ``""`` where the hook returned nil) and the error of the item after
         them, if one failed.
 

@@ -41,12 +41,15 @@ local NOMEM = "not enough memory"
 
 -------------------------------------------------------------------------------- CPU budget hook
 -- A count hook runs every `interval` VM instructions and asks Python whether this call's budget
--- (per-thread CPU time, excluding time spent in http_get/http_post) is used up. Once it is, the
+-- (per-thread CPU time, excluding time spent in http_get/http_post) is used up. It hands over
+-- the number of the payload entry.call_each is at (0 outside it): each payload has a budget of
+-- its own, so a stream maps the same way however its bytes were split into network reads. Once it is, the
 -- hook switches to firing on EVERY instruction of the thread it runs in and raises each time, so a
 -- script that catches the error with pcall and keeps looping still stops at its next instruction.
 -- Hooks are per coroutine in Lua 5.4, so coroutine.create/wrap below install it on each new one.
 local timed_out = false
 local running = false -- inside run(): only there may the hook fire (trusted code is never hooked)
+local payload = 0 -- the item entry.call_each is at: Python starts its budget again on a new one
 local hot = setmetatable({}, { __mode = "k" })
 local handler, run -- forward: exempt from the hook once over budget (they report the timeout)
 
@@ -79,7 +82,7 @@ hook = function()
     if now - last_clock < 0.002 then return end
     last_clock = now
   end
-  if timed_out or py_check() then
+  if timed_out or py_check(payload) then
     timed_out = true
     local f = debug_getinfo(2, "f")
     if f and (f.func == handler or f.func == run) then return end
@@ -102,7 +105,7 @@ end
 -- The same check for patterns.lua's C calls that may take milliseconds each: one VM instruction
 -- may be such a call, and the count hook above only fires every `interval` instructions.
 local function check_now()
-  if running and (timed_out or py_check()) then
+  if running and (timed_out or py_check(payload)) then
     timed_out = true
     local co = co_running()
     if not hot[co] then hot[co] = true; debug_sethook(co, hook, "", 1) end
@@ -547,6 +550,7 @@ run = function(fn, ...)
   runs = runs + 1
   timed_out = false
   running = true
+  payload = 0
   pcalls = 0
   local want = interval_for(raw_collectgarbage("count")) -- e.g. a big response body
   every[co_running()] = want ~= interval and want or nil
@@ -673,8 +677,9 @@ function entry.abandon()
   return "ok"
 end
 
---- Call adapter[name](item) for each item of an array under ONE budget (the stream payloads of
---- one network read: one crossing into Lua instead of one per payload). Returns status, value,
+--- Call adapter[name](item) for each item of an array, each under its own budget, in ONE
+--- crossing into Lua (the stream payloads of one network read: one crossing instead of one per
+--- payload; the hook tells Python which item runs, which starts that item's budget). Returns status, value,
 --- line, traceback, results, count, joined, array: results[1..count] belong to the items that
 --- succeeded (a string, "" for nil), count + 1 is the item that failed when status is not "ok".
 --- When all results are strings they also come joined (the 7th value), so that one string
@@ -694,6 +699,7 @@ function entry.call_each(name, items, as_array)
     local fn = adapter[name]
     if type(fn) ~= "function" then error("the adapter has no function '" .. name .. "'", 0) end
     for i = 1, #items do
+      payload = i
       local v = fn(items[i])
       if type(v) == "string" then -- the common result, checked here without two more calls
         if not utf8_len(v) then error("returned a string that is not valid UTF-8", 0) end

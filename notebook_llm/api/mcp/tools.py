@@ -11,7 +11,9 @@ Record and replay. A listing and each call go through the engine's recording tap
 were HTTP exchanges with the made-up host ``mcp.invalid`` (``POST
 http://mcp.invalid/NAME/tools/list`` and ``.../NAME/tools/call`` with ``{"name", "arguments"}``;
 the response is the protocol's ``CallToolResult`` JSON, or status 502 and ``{"error": line}``
-for a server's failure). While recording, the tap passes them to the live server and writes
+for a server's failure), through the package's one exchange (``wire/exchange.py``: a replayed
+answer is read within the same caps as any body). While recording, the tap passes them to the
+live server and writes
 them (redacted, as every exchange) to the recording; while replaying, the tap answers them
 from the recording and no server is started: a replayed notebook needs neither the servers
 nor their configuration, nor the SDK.
@@ -20,6 +22,7 @@ nor their configuration, nor the SDK.
 from __future__ import annotations
 
 import asyncio
+import json
 import urllib.parse
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
@@ -29,6 +32,9 @@ import httpx
 from ...core.background_loop import run_sync
 from ...core.cancel import StopSignal, until_stopped
 from ...core.errors import ErrorCode, LlmError
+from ...core.timeouts import Timeouts
+from ...wire.codec import WireRequest
+from ...wire.exchange import HttpExchange
 from ..tool_calling.tools import Tool, ToolReply
 from .config import DEFAULT_MAX_RESULT_CHARS
 from .connection import McpFailure, ToolInfo
@@ -179,11 +185,21 @@ async def _exchange(
         return httpx.Response(status, json=payload)
 
     url = f"http://{RECORDING_HOST}/{urllib.parse.quote(server, safe='')}/{what}"
-    transport = tap.transport(httpx.MockTransport(handler))
-    async with httpx.AsyncClient(transport=transport) as client:
-        response = await client.post(url, json=body)
+    # Through the exchange, as every request: a replayed answer is read within the same caps
+    # (decoded bytes) as any body. No deadline of its own: the server's calls have theirs.
+    exchange = HttpExchange(
+        f"mcp:{server}",
+        timeouts=Timeouts(deadline=None, idle=None),
+        make_transport=lambda: tap.transport(httpx.MockTransport(handler)),
+    )
+    sent = json.dumps(body, ensure_ascii=False).encode("utf-8")
+    answer = await exchange.fetch(
+        WireRequest("POST", url, {"content-type": "application/json"}, sent, streaming=False),
+        what=f"the recorded answer of {url}",
+        refused="answer",
+    )
     try:
-        return response.status_code, response.json()
+        return answer.status, json.loads(answer.body)
     except ValueError:
         return 502, {"error": f"the recording of {url} is not JSON"}
 

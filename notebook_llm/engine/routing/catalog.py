@@ -6,15 +6,15 @@ loaded, hot-reloaded and unloaded in a session. Routes (provider -> adapter) are
 
 Lookup order for a name: an adapter added or loaded in this session, then the resolvers in the
 order they were added (the built-in plugin adds the Lua script catalog of
-:mod:`notebook_llm.engine.routing.lua_files`: user file > entry point > built-in script); a resolved adapter
-is cached.
+:mod:`notebook_llm.engine.routing.lua_files`: user file > a plugin's adapter > built-in script); a
+resolved adapter is cached.
 
 Reloading is not Lua-specific: any adapter that is :class:`Reloadable` (keeps its ``source``,
 ``origin`` and ``path`` and can ``reload`` itself in place) is reloaded where it stands, so every
 provider route that holds it switches at its next request. The one Lua-specific step is making
 a new adapter out of a script (:meth:`Catalog.load`), imported lazily.
 
-Override bookkeeping: a session load over a catalog adapter (built-in, entry point or user
+Override bookkeeping: a session load over a catalog adapter (built-in, a plugin's or a user
 file) remembers the replaced source, and :meth:`Catalog.unload` brings it back instead of
 forgetting the name. A reload of a session-loaded file is not an override.
 """
@@ -28,11 +28,11 @@ from typing import Protocol, runtime_checkable
 from ...adapters.base import LlmAdapter
 from ...core.errors import ErrorCode, LlmError
 
-#: Where catalog adapters come from (lua/loader.py); a session load over one of these is an
+#: Where catalog adapters come from (``lua_files.py``); a session load over one of these is an
 #: override that unload undoes. A reload of a session-loaded file is not.
-CATALOG_ORIGINS = frozenset({"built-in", "entry point", "user file"})
+CATALOG_ORIGINS = frozenset({"built-in", "plugin", "user file"})
 
-#: Resolves an adapter name the engine does not hold yet (built-in Lua, user file, entry point).
+#: Resolves an adapter name the engine does not hold yet (built-in Lua, user file, a plugin's).
 AdapterResolver = Callable[[str], LlmAdapter | None]
 
 

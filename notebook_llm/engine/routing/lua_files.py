@@ -1,25 +1,21 @@
-"""Where adapters come from: built-in scripts, the user's folder, entry points.
+"""Where adapters come from by name: built-in scripts, the plugins' adapters, the user's folder.
 
 Precedence for one name: a user file (``<user config dir>/notebook_llm/adapters/*.lua`` or
-``$NOTEBOOK_LLM_ADAPTERS_DIR``) > an entry point (group ``notebook_llm.adapters``) > a built-in
-script. An adapter loaded in the session (``engine.load_adapter``, ``%%adapter``) wins over all.
+``$NOTEBOOK_LLM_ADAPTERS_DIR``) > an adapter a plugin ships (``host.add_adapter_source``, see
+:mod:`notebook_llm.engine.routing.plugins`) > a built-in script. An adapter loaded in the
+session (``engine.load_adapter``, ``%%adapter``) wins over all.
 """
 
 from __future__ import annotations
 
-import logging
 import threading
-from importlib import metadata
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from ...adapters.base import LlmAdapter
 from ...core.errors import ErrorCode, LlmError
 from ..providers import user_adapters_dir
-
-log = logging.getLogger("notebook_llm.adapters")
-
-ENTRY_POINT_GROUP = "notebook_llm.adapters"
 
 #: The package's own folder (``notebook_llm/``).
 PACKAGE_DIR = Path(__file__).resolve().parents[2]
@@ -43,23 +39,23 @@ def _lua_files(folder: Path) -> dict[str, Path]:
 
 
 class AdapterCatalog:
-    """Finds adapters by name; each is loaded once and then cached (hot reload is in place)."""
+    """Finds adapters by name; each is loaded once and then cached (hot reload is in place).
 
-    def __init__(self) -> None:
+    ``plugin_sources`` is the engine's dict of the adapters its plugins ship (a ``.lua`` path,
+    an adapter, or a factory of one), read at each lookup."""
+
+    def __init__(self, plugin_sources: Mapping[str, Any] | None = None) -> None:
         self._cache: dict[str, LlmAdapter] = {}
         self._lock = threading.Lock()
+        self._plugins: Mapping[str, Any] = plugin_sources if plugin_sources is not None else {}
 
     def sources(self) -> dict[str, tuple[str, Any]]:
-        """name -> (origin, path or entry point), after precedence."""
+        """name -> (origin, path or what a plugin gave), after precedence."""
         found: dict[str, tuple[str, Any]] = {}
         for name, path in _lua_files(builtin_adapters_dir()).items():
             found[name] = ("built-in", path)
-        try:
-            eps = metadata.entry_points(group=ENTRY_POINT_GROUP)
-        except Exception:  # pragma: no cover - broken metadata of some other package
-            eps = ()  # type: ignore[assignment]
-        for ep in eps:
-            found[ep.name] = ("entry point", ep)
+        for name, where in self._plugins.items():
+            found[name] = ("plugin", where)
         for name, path in _lua_files(user_adapters_dir()).items():
             found[name] = ("user file", path)
         return found
@@ -83,27 +79,24 @@ class AdapterCatalog:
 def _instantiate(name: str, origin: str, where: Any) -> LlmAdapter:
     from ...adapters.lua.lua_adapter import LuaAdapter
 
-    if isinstance(where, Path):
-        return LuaAdapter.from_file(where, name=name, origin=origin)
-    try:
-        obj = where.load()
-    except Exception as exc:
-        raise LlmError(
-            f"entry point {where.value!r} for adapter {name!r} failed to import: {type(exc).__name__}: {exc}",
-            ErrorCode.INVALID_ADAPTER,
-            adapter=name,
-        ) from None
-    if isinstance(obj, str | Path) and str(obj).endswith(".lua"):
-        return LuaAdapter.from_file(Path(obj), name=name, origin=origin)
-    if isinstance(obj, LlmAdapter):
-        return obj
-    if callable(obj):
-        made = obj()
+    if isinstance(where, str | Path) and str(where).endswith(".lua"):
+        return LuaAdapter.from_file(Path(where), name=name, origin=origin)
+    if isinstance(where, LlmAdapter):
+        return where
+    if callable(where):
+        try:
+            made = where()
+        except Exception as exc:
+            raise LlmError(
+                f"the plugin's factory of adapter {name!r} failed: {type(exc).__name__}: {exc}",
+                ErrorCode.INVALID_ADAPTER,
+                adapter=name,
+            ) from None
         if isinstance(made, LlmAdapter):
             return made
     raise LlmError(
-        f"entry point {where.value!r} for adapter {name!r} is not an LlmAdapter, a factory of one, "
-        "or a .lua path",
+        f"the plugin's source of adapter {name!r} is not an LlmAdapter, a factory of one, or a "
+        f".lua path: {type(where).__name__}",
         ErrorCode.INVALID_ADAPTER,
         adapter=name,
     )

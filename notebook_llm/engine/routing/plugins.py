@@ -3,10 +3,19 @@
 simonw/llm style: a plugin is a module (or any object) with a ``register(host)`` function, and
 the built-ins are plugins like any other. ``Engine()`` calls :func:`install_plugins`, which runs
 
-1. the default plugins named in :data:`DEFAULT_PLUGINS` (``notebook_llm.engine.routing.builtin_plugin``: the Lua
-   adapter catalog and the offline ``mock`` / ``mock-direct`` providers), then
+1. the default plugins named in :data:`DEFAULT_PLUGINS` (``notebook_llm.engine.routing.builtin_plugin``:
+   the Lua adapter catalog, the built-in providers and the offline ``mock`` / ``mock-direct``
+   providers), then
 2. every entry point in the group ``notebook_llm.plugins`` (``name = "pkg.mod"`` or
-   ``"pkg.mod:register"``) of the installed packages.
+   ``"pkg.mod:register"``) of the installed packages: the ONE entry-point group.
+
+A plugin declares each provider once (:meth:`PluginHost.declare_provider`, a
+:class:`~notebook_llm.engine.providers.ProviderConfig`: adapter, base URL, key variable, default
+model, prices, capabilities), bound on first use; and ships its adapters by name
+(:meth:`PluginHost.add_adapter_source`: a ``.lua`` file, an adapter or a factory of one, loaded
+on first use, found after the user's own files and before the shipped scripts). A plugin that
+passes an adapter object to ``add_provider`` binds that route at once, and holds it: the
+session cannot bind it again.
 
 The default plugins are named by string and imported here, exactly as entry points are, so the
 engine never imports a module that imports the engine back (no import cycle), and a third-party
@@ -17,9 +26,9 @@ A broken third-party plugin (fails to import, or raises in ``register``) must no
 engine: it is skipped with one logged line that names it and says what went wrong. A broken
 default plugin is a bug in this package, so it raises.
 
-Adapter *scripts* found by name (built-in ``*.lua``, the user's folder, the
-``notebook_llm.adapters`` entry points) are still resolved lazily by the catalog
-(:mod:`notebook_llm.engine.routing.lua_files`), which the ``builtin_plugin`` installs.
+Adapters found by name (built-in ``*.lua``, the user's folder, the plugins' sources) are
+resolved lazily by the catalog (:mod:`notebook_llm.engine.routing.lua_files`), which the
+``builtin_plugin`` installs.
 """
 
 from __future__ import annotations
@@ -28,9 +37,11 @@ import importlib
 import logging
 from collections.abc import Callable, Iterator, Sequence
 from importlib import metadata
+from pathlib import Path
 from typing import Any, Protocol
 
 from ...adapters.base import LlmAdapter
+from ..providers import ProviderConfig
 
 log = logging.getLogger("notebook_llm.engine.routing.plugins")
 
@@ -41,8 +52,23 @@ PLUGIN_GROUP = "notebook_llm.plugins"
 DEFAULT_PLUGINS: tuple[str, ...] = ("notebook_llm.engine.routing.builtin_plugin",)
 
 
+#: What ships an adapter: a ``.lua`` file, an adapter, or a function that makes one.
+AdapterSource = str | Path | LlmAdapter | Callable[[], LlmAdapter]
+
+
 class PluginHost(Protocol):
     """What a plugin's ``register(host)`` may call on the engine."""
+
+    #: The adapters the plugins ship, by name (:meth:`add_adapter_source` fills it).
+    adapter_sources: dict[str, AdapterSource]
+
+    def declare_provider(self, config: ProviderConfig) -> None:
+        """Declare one provider, bound to its route on first use."""
+        ...
+
+    def add_adapter_source(self, name: str, source: AdapterSource) -> None:
+        """Ship the adapter called ``name`` (loaded on first use)."""
+        ...
 
     def adapter(self, name: str) -> LlmAdapter: ...
 

@@ -295,15 +295,13 @@ class AdapterMagics(Magics):
     # ------------------------------------------------------------------ subcommands
 
     def _cmd_list(self, args: Any) -> None:
-        from ...engine.providers import PRESETS
-
         engine = self.engine
         routes: dict[str, list[str]] = {}
         for route, held in engine.registry.routes().items():
             routes.setdefault(held.name, []).append(route)
-        for preset in PRESETS.values():
-            if preset.name not in engine.registry.routes():
-                routes.setdefault(preset.adapter, []).append(preset.name)
+        for declared in engine.declarations().values():
+            if declared.name not in engine.registry.routes():
+                routes.setdefault(declared.adapter, []).append(declared.name)
         rows: list[list[str]] = []
         for name in sorted(engine.adapter_names()):
             try:
