@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -20,6 +21,8 @@ import sys
 import time
 import urllib.request
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -85,20 +88,55 @@ def test_demo_installs_nothing_on_its_second_run(tmp_path: Path) -> None:
     assert "installing" not in proc.stderr
 
 
-def test_setup_installs_when_pyproject_asks_for_what_is_missing(tmp_path: Path) -> None:
-    """The other side: a requirement the venv lacks (here an extra it never installed) sends
-    the run to pip, which this stand-in refuses and logs."""
+def _checkout_copy(tmp_path: Path, extra_requirement: str | None) -> Path:
+    """A copy of the checkout's scripts, package and ``pyproject.toml``, with one more extra,
+    ``absent``, that asks for ``extra_requirement`` (a package no environment has)."""
+    copy = tmp_path / "checkout"
+    shutil.copytree(ROOT / "scripts", copy / "scripts")
+    shutil.copytree(
+        ROOT / "notebook_llm", copy / "notebook_llm", ignore=shutil.ignore_patterns("__pycache__")
+    )
+    pyproject = (ROOT / "pyproject.toml").read_text("utf-8")
+    if extra_requirement is not None:
+        head = "[project.optional-dependencies]\n"
+        assert head in pyproject
+        pyproject = pyproject.replace(head, f'{head}absent = ["{extra_requirement}"]\n', 1)
+    (copy / "pyproject.toml").write_text(pyproject, "utf-8")
+    return copy
+
+
+@pytest.mark.parametrize("lacking", [False, True], ids=["current", "lacking"])
+def test_setup_installs_only_when_pyproject_asks_for_what_is_missing(
+    tmp_path: Path, lacking: bool
+) -> None:
+    """Both sides on one checkout copy (its own ``notebook_llm`` first on the path): with every
+    requirement installed the script runs no pip; with a requirement the environment lacks
+    (an extra asking for a package that exists nowhere) it goes to pip, which this stand-in
+    refuses and logs. The copy keeps the verdict independent of what the test venv happens to
+    hold (the interop tier installs its own extra)."""
     venv, pip_log = _second_run_venv(tmp_path)
+    copy = _checkout_copy(tmp_path, "notebook-llm-no-such-package>=1" if lacking else None)
+    env = _offline_env(tmp_path, venv)
+    env["PYTHONPATH"] = str(copy)
     proc = subprocess.run(
-        ["bash", str(ROOT / "scripts" / "setup-venv"), "--if-missing", "interop"],
-        env=_offline_env(tmp_path, venv),
+        [
+            "bash",
+            str(copy / "scripts" / "setup-venv"),
+            "--if-missing",
+            "absent" if lacking else "notebook",
+        ],
+        env=env,
         capture_output=True,
         text=True,
         timeout=300,
         check=False,
     )
-    assert proc.returncode != 0
-    assert "-m pip install" in pip_log.read_text()
+    if lacking:
+        assert proc.returncode != 0
+        assert "-m pip install" in pip_log.read_text()
+    else:
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        assert pip_log.read_text() == ""
 
 
 def test_the_venv_check_names_what_is_missing() -> None:
