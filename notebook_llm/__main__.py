@@ -95,7 +95,7 @@ async def _print_stream(
             reason = ev.reason
             failure = reason.failure
             extra = f" [{failure.code}] {failure.message}" if failure else ""
-            out.write(f"  · finish: {reason.kind}{extra}\n")
+            out.write(f"  · finish: {reason.describe()}{extra}\n")
         out.flush()
     return failure
 

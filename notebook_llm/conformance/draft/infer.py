@@ -1,728 +1,621 @@
-"""Inference: where a recorded body keeps the answer, read from its payloads alone.
+"""Inference: where recorded bodies keep the answer, read from their structure, merged over bodies.
 
-Every payload is walked once; string, integer, boolean and null leaves and the objects met are
-indexed by their *path* (dict keys, ``FIRST`` for the first element of an array of alternatives
-such as ``choices``/``candidates``, ``EACH`` for every element of other arrays). From that index:
+Each body is *observed* on its own (:func:`observe`): its values indexed by path
+(:mod:`.paths`), the kind each payload names (:func:`~.text.payload_kinds`), the text and
+reasoning candidates (:mod:`.text`), tool calls and argument fragments (:mod:`.tools`), token
+counts (:mod:`.usage`), the finish field and the end marker (:mod:`.finish`). Then the
+observations of every body are *merged* (:func:`decide`): a candidate found in more bodies, with
+more text, wins; finish values and usage fields are the union of what each body showed; end
+markers that differ between bodies (``response.completed`` in one, ``response.incomplete`` in the
+other) become one end with alternatives. The user's picks (``--pick text=PATH``) override a
+choice; two candidates too close to call are a :class:`Question` (the notebook shows them with
+sample values, the CLI says how to pick), never a silent choice of the weaker one.
 
-* **text and reasoning**: each string path is a candidate; a path whose objects carry a reasoning
-  marker only sometimes (Gemini's ``thought: true``, a ``type: "thinking"``) is split in two by it.
-  Each candidate's values are concatenated in payload order (a path whose successive values each
-  extend the previous one is *cumulative*: the draft turns it into deltas), and scored by how much
-  the result reads like prose (letters and spaces, length) times a prior on the key's name.
-  Reasoning is the best candidate named or marked as reasoning; text the best other one;
-* **tool calls**: objects with a ``name`` and arguments (``arguments``/``args``/``input``), also
-  under a ``function`` object; argument fragments without a name (Anthropic's ``partial_json``)
-  are joined to their call by the payload's ``index``;
-* **usage**: integer leaves named like prompt/input, completion/output, total, cache and
-  reasoning token counts (durations and times are not counts);
-* **finish**: a ``*_reason`` (or ``status``) field; values seen while content still follows are
-  progress values, not finishes; synonyms are mapped to the contract's ``stop``/``length``/
-  ``tool_calls``;
-* **the end**: ``[DONE]``, another sentinel payload, a ``done``-like flag that turns true on the
-  last payload, a ``type`` value only the last payload has, the finish field, a key only the last
-  payload has, else nothing (the end of the body; a TODO).
-
-What could not be inferred is a TODO in :attr:`Inference.todos`.
+Every decided mapping is a :class:`Mapping`: what it maps, where, what it rests on and how sure
+it is (``sure``: structure and names agree; ``likely``: one of them; ``guess``: neither, said as
+a TODO). What could not be inferred is a TODO in :attr:`Inference.todos`.
 """
 
 from __future__ import annotations
 
-import itertools
-import re
-from collections import Counter
-from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Literal
 
+from ...adapters.lua.finish_vocabulary import finish_meaning
 from ...core.errors import ErrorCode, LlmError
+from .finish import EndSpec, FinishField, end_family, find_end, find_finish
 from .framing import Body
-from .lua_text import EACH, FIRST, Path, show_path
+from .lua_text import Path, show_path
+from .names import norm
+from .paths import BodyIndex, PathTable, index_body
+from .text import Candidate, PayloadKinds, empty_text, payload_kinds, same_text, text_candidates
+from .tools import Fragment, ToolSpec, argument_like, find_fragments, find_tools
+from .usage import Role, UsageFound, UsagePath, find_usage
 
-__all__ = ["Candidate", "Cond", "EndSpec", "Fragment", "Inference", "ToolSpec", "infer", "norm"]
+__all__ = [
+    "PICK_FIELDS",
+    "Candidate",
+    "EndSpec",
+    "FinishField",
+    "Fragment",
+    "Inference",
+    "Mapping",
+    "Observation",
+    "Question",
+    "ToolSpec",
+    "decide",
+    "infer",
+    "norm",
+    "observe",
+]
 
-# ---------------------------------------------------------------- names
+Confidence = Literal["sure", "likely", "guess"]
 
-#: Arrays of alternatives: the draft reads their first element (``choices[1]``).
-_ALTERNATIVES = frozenset({"choices", "candidates", "alternatives", "generations"})
-_REASONING_WORDS = ("reasoning", "thinking", "thought", "think", "analysis", "reflection")
-_TEXT_NAMES = frozenset(
-    {
-        "content",
-        "text",
-        "response",
-        "output",
-        "answer",
-        "delta",
-        "completion",
-        "generatedtext",
-        "outputtext",
-        "message",
-        "token",
-        "chunk",
-        "value",
-    }
-)
-#: Keys whose strings are metadata, never the answer.
-_NOT_TEXT = frozenset(
-    {
-        "id",
-        "model",
-        "modelversion",
-        "role",
-        "type",
-        "object",
-        "name",
-        "signature",
-        "thoughtsignature",
-        "created",
-        "createdat",
-        "systemfingerprint",
-        "obfuscation",
-        "status",
-        "url",
-        "uri",
-        "mimetype",
-        "event",
-        "channel",
-        "index",
-        "finishmessage",
-        "stopsequence",
-        "servicetier",
-        "inferencegeo",
-        "arguments",
-        "partialjson",
-        "args",
-        "input",
-        "encrypted",
-        "redactedthinking",
-        "state",
-        "kind",
-        "error",
-        "code",
-        "lang",
-        "language",
-        "timestamp",
-        "fingerprint",
-        "requestid",
-        "responseid",
-        "traceid",
-        "modality",
-    }
-)
-_ARG_KEYS = ("arguments", "args", "input", "parameters")
-_FRAGMENT_KEYS = frozenset({"partialjson", "argumentsdelta", "argsdelta", "partialarguments"})
-_DISCRIMINATORS = ("type", "event", "kind", "object", "status", "state")
-_DONE_WORDS = frozenset(
-    {
-        "done",
-        "final",
-        "isfinal",
-        "finished",
-        "isfinished",
-        "complete",
-        "completed",
-        "end",
-        "last",
-        "islast",
-        "stop",
-        "eos",
-    }
-)
-_FINISH_PREFIXES = ("", "finish", "stop", "done", "end", "completion", "termination")
-
-#: Wire finish values and what the draft reports for them (the contract's ``finish_reason``).
-SYNONYMS: dict[str, str] = {
-    **dict.fromkeys(
-        (
-            "length",
-            "max_tokens",
-            "max_length",
-            "truncated",
-            "max_output_tokens",
-            "token_limit",
-            "max_new_tokens",
-            "maxtokens",
-        ),
-        "length",
-    ),
-    **dict.fromkeys(
-        (
-            "stop",
-            "end_turn",
-            "complete",
-            "completed",
-            "done",
-            "finished",
-            "eos",
-            "end",
-            "stop_sequence",
-            "eos_token",
-            "finish",
-        ),
-        "stop",
-    ),
-    **dict.fromkeys(
-        ("tool_calls", "tool_use", "function_call", "tool_call", "tools"), "tool_calls"
-    ),
-}
-
-
-def norm(key: str) -> str:
-    """A key without case, ``_`` or ``-``: ``finishReason`` and ``finish_reason`` meet."""
-    return re.sub(r"[_\-\s]", "", key.lower())
-
-
-def _reasoning_word(text: str) -> bool:
-    n = norm(text)
-    return any(w in n for w in _REASONING_WORDS)
-
-
-def _last_key(path: Path) -> str:
-    for step in reversed(path):
-        if isinstance(step, str):
-            return step
-    return ""
-
-
-def _under(path: Path, prefix: Path) -> bool:
-    return len(path) >= len(prefix) and path[: len(prefix)] == prefix
-
-
-# ---------------------------------------------------------------- the index
+#: What ``--pick FIELD=PATH`` may choose (``input``/``output`` are ``prompt``/``completion``).
+PICK_FIELDS = ("text", "reasoning", "finish", "prompt", "completion", "total")
+_PICK_ALIASES = {"input": "prompt", "output": "completion"}
+#: A runner-up scoring at least this share of the best is too close to call.
+CLOSE = 0.75
 
 
 @dataclass
-class _Index:
-    strings: dict[Path, list[tuple[int, str, dict[str, Any] | None]]] = field(default_factory=dict)
-    ints: dict[Path, list[tuple[int, int]]] = field(default_factory=dict)
-    bools: dict[Path, list[tuple[int, bool]]] = field(default_factory=dict)
-    nulls: dict[Path, int] = field(default_factory=dict)
-    dicts: dict[Path, list[tuple[int, dict[str, Any]]]] = field(default_factory=dict)
-    roots: dict[int, Any] = field(default_factory=dict)
+class Observation:
+    """What one body shows (see the module doc)."""
+
+    body: Body
+    label: str
+    index: BodyIndex
+    kinds: PayloadKinds | None
+    texts: list[Candidate]
+    reasonings: list[Candidate]
+    tools: list[ToolSpec]
+    fragments: list[Fragment]
+    usage: UsageFound
+    finish: list[FinishField]
+    end: EndSpec
+    empty_text: Candidate | None = None
+    other_payloads: list[str] = field(default_factory=list)
+    error_seen: bool = False
 
 
-def _walk(index: _Index, pi: int, value: Any) -> None:
-    # iterative: a wide or deep payload cannot exhaust the Python stack
-    stack: list[tuple[Any, Path, dict[str, Any] | None]] = [(value, (), None)]
-    while stack:
-        v, path, parent = stack.pop()
-        if isinstance(v, dict):
-            index.dicts.setdefault(path, []).append((pi, v))
-            items = list(v.items())
-            for k, x in reversed(items):
-                stack.append((x, (*path, str(k)), v))
-        elif isinstance(v, list):
-            if _last_key(path).lower() in _ALTERNATIVES and path and isinstance(path[-1], str):
-                if v:
-                    stack.append((v[0], (*path, FIRST), None))
-            else:
-                for x in reversed(v):
-                    stack.append((x, (*path, EACH), None))
-        elif isinstance(v, bool):
-            index.bools.setdefault(path, []).append((pi, v))
-        elif isinstance(v, int):
-            index.ints.setdefault(path, []).append((pi, v))
-        elif isinstance(v, str):
-            index.strings.setdefault(path, []).append((pi, v, parent))
-        elif v is None:
-            index.nulls[path] = index.nulls.get(path, 0) + 1
+@dataclass
+class Mapping:
+    """One decided mapping: what it rests on, and how sure it is."""
 
-
-# ---------------------------------------------------------------- results
-
-
-@dataclass(frozen=True)
-class Cond:
-    """A condition on the object that holds a value: ``obj[key] == value`` (or ``~=``)."""
-
-    key: str
-    value: str | bool
-    negate: bool = False
+    what: str
+    where: str
+    basis: str
+    confidence: Confidence
 
     def show(self) -> str:
-        op = "~=" if self.negate else "=="
-        return f"{self.key} {op} {self.value!r}"
+        return f"{self.where} ({self.confidence}: {self.basis})"
 
 
 @dataclass
-class Candidate:
-    """A place where answer text may be: its path, condition, and what it concatenates to."""
+class Option:
+    """One answer to a :class:`Question`: the path as ``--pick`` takes it, and a sample."""
 
-    path: Path
-    cond: Cond | None = None
-    cumulative: bool = False
-    text: str = ""
-    score: float = 0.0
-    payloads: int = 0
-    reasoning_like: bool = False
-    #: No text in the body: an empty or null field named like text, taken as a guess.
-    guessed: bool = False
-    #: Added after each value: the payloads are bare words with no space anywhere.
-    separator: str = ""
-    #: The values look like whole texts so far, but some rewrite the one before (see _revised).
-    revised: bool = False
-
-    def show(self) -> str:
-        where = show_path(self.path)
-        return where + (f" where {self.cond.show()}" if self.cond else "")
+    pick: str
+    sample: str
+    score: float
 
 
 @dataclass
-class ToolSpec:
-    """Tool-call objects at ``path``; the other paths are relative to such an object."""
+class Question:
+    """Two or more candidates for one field, too close to call from the bodies alone."""
 
-    path: Path
-    name: Path
-    args: Path | None
-    id: Path | None = None
-    index: Path | None = None
-    #: A payload-level key that numbers the call (Anthropic's ``index``).
-    index_root: str | None = None
-    calls: int = 0
+    field: str
+    options: list[Option]
+    #: The option the draft took (the best scored; the first).
+    chosen: int = 0
 
-
-@dataclass
-class Fragment:
-    """Argument fragments without a name, joined to the call numbered by ``index_root``."""
-
-    path: Path
-    index_root: str | None = None
-
-
-EndKind = Literal["done-sentinel", "sentinel", "flag", "value", "finish", "key", "eof"]
-
-
-@dataclass
-class EndSpec:
-    """How the draft knows the answer is complete (see the module doc)."""
-
-    kind: EndKind
-    path: Path | None = None
-    value: str | bool | None = None
-    note: str = ""
+    def how(self) -> str:
+        alts = " or ".join(f"--pick {self.field}={o.pick}" for o in self.options)
+        return f"{self.field}: {len(self.options)} close candidates; choose with {alts}"
 
 
 @dataclass
 class Inference:
     """Everything the draft is written from (see the module doc)."""
 
-    body: Body
+    bodies: list[Body]
+    labels: list[str]
+    kind_key: str | None = None
     text: Candidate | None = None
     text_candidates: list[Candidate] = field(default_factory=list)
     reasoning: Candidate | None = None
     reasoning_candidates: list[Candidate] = field(default_factory=list)
-    usage: dict[str, list[Path]] = field(default_factory=dict)
-    derive_completion: bool = False
-    finish_paths: list[Path] = field(default_factory=list)
-    #: Final wire values seen -> what the draft reports (``None``: passed on as it is).
-    finish_values: dict[str, str | None] = field(default_factory=dict)
-    progress_values: list[str] = field(default_factory=list)
+    usage: UsageFound = field(default_factory=UsageFound)
+    finish: list[FinishField] = field(default_factory=list)
     end: EndSpec = field(default_factory=lambda: EndSpec("eof"))
     tools: list[ToolSpec] = field(default_factory=list)
     fragments: list[Fragment] = field(default_factory=list)
-    #: Non-JSON payloads that are not the end marker (skipped by the draft).
     other_payloads: list[str] = field(default_factory=list)
     error_seen: bool = False
+    mappings: dict[str, Mapping] = field(default_factory=dict)
+    questions: list[Question] = field(default_factory=list)
+    #: What each body after the first changed, one line each.
+    changes: list[str] = field(default_factory=list)
     todos: list[str] = field(default_factory=list)
+    #: Limits met while reading (a body read in part).
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def body(self) -> Body:
+        """The first body (the one the draft's header names)."""
+        return self.bodies[0]
+
+    @property
+    def stream(self) -> bool:
+        return self.body.framing != "json"
+
+    @property
+    def finish_values(self) -> dict[str, str | None]:
+        """Final finish values seen -> their meaning (``None``: outside the vocabulary)."""
+        out: dict[str, str | None] = {}
+        for f in self.finish:
+            for v in f.values:
+                out.setdefault(v, finish_meaning(v))
+        return out
 
 
-# ---------------------------------------------------------------- scoring
+# ---------------------------------------------------------------- one body
 
 
-def prose_score(text: str) -> float:
-    """How much ``text`` reads like an answer: long, mostly letters, with spaces between words
-    (or CJK characters, which have none). Identifiers, base64 and numbers score near 0."""
-    n = len(text)
-    if n == 0:
-        return 0.0
-    letters = spaces = cjk = 0
-    for ch in text:
-        if ch.isspace():
-            spaces += 1
-        elif ch.isalpha():
-            letters += 1
-            if ord(ch) >= 0x2E80:
-                cjk += 1
-    alpha = (letters + spaces) / n
-    wordy = max(min(1.0, spaces / n / 0.08), cjk / n)
-    return n * alpha * max(wordy, 0.02)
-
-
-def _name_prior(path: Path, cond: Cond | None) -> float:
-    key = norm(_last_key(path))
-    if key in _TEXT_NAMES or _reasoning_word(key):
-        return 2.0
-    return 1.0
-
-
-def _is_cumulative(values: list[str]) -> bool:
-    vals = [v for v in values if v]
-    if len(vals) < 2:
-        return False
-    grew = False
-    for a, b in itertools.pairwise(vals):
-        if not b.startswith(a):
-            return False
-        grew = grew or len(b) > len(a)
-    return grew
-
-
-_WORD = re.compile(r"[^\W\d_]{2,}\Z")
-
-
-def _bare_words(values: list[str]) -> bool:
-    """Payloads that are each one word of letters with no space anywhere (``HELLO``, ``WORLD``):
-    an API that streams words, not text, so the words need a space between them. Real token
-    streams carry their spaces (``" world"``), so they never look like this."""
-    vals = [v for v in values if v]
-    return len(vals) >= 2 and all(_WORD.match(v) for v in vals)
-
-
-def _revised(values: list[str]) -> bool:
-    """Values that mostly extend the one before but not always: whole texts so far that the
-    API sometimes rewrites (a correction). No draft can map that exactly: the stream protocol
-    only appends, so the reader is told."""
-    vals = [v for v in values if v]
-    pairs = [(a, b) for a, b in itertools.pairwise(vals) if a != b]
-    grew = sum(1 for a, b in pairs if b.startswith(a))
-    return 2 <= grew < len(pairs) and grew * 2 > len(pairs)
-
-
-def _deltas(values: list[str]) -> str:
-    out: list[str] = []
-    prev = ""
-    for v in values:
-        if v.startswith(prev):
-            out.append(v[len(prev) :])
-        else:
-            out.append(v)
-        prev = v
-    return "".join(out)
-
-
-# ---------------------------------------------------------------- the steps
-
-
-def _tool_specs(index: _Index) -> list[ToolSpec]:
-    specs: dict[Path, ToolSpec] = {}
-    for path, occs in index.dicts.items():
-        for pi, d in occs:
-            fn = d.get("function")
-            spec: ToolSpec | None = None
-            if isinstance(fn, dict) and isinstance(fn.get("name"), str) and fn.get("name"):
-                arg = next((k for k in _ARG_KEYS if k in fn), None)
-                spec = ToolSpec(path, ("function", "name"), ("function", arg) if arg else None)
-            elif (
-                isinstance(d.get("name"), str)
-                and d.get("name")
-                and any(k in d for k in _ARG_KEYS)
-                and _last_key(path) != "function"
-            ):
-                arg = next(k for k in _ARG_KEYS if k in d)
-                spec = ToolSpec(path, ("name",), (arg,))
-            if spec is None:
-                continue
-            have = specs.setdefault(path, spec)
-            have.calls += 1
-            if have.args is None and spec.args is not None:
-                have.args = spec.args
-            if "id" in d and isinstance(d.get("id"), str):
-                have.id = ("id",)
-            if isinstance(d.get("index"), int) and not isinstance(d.get("index"), bool):
-                have.index = ("index",)
-            root = index.roots.get(pi)
-            if (
-                have.index is None
-                and len(path) > 1
-                and isinstance(root, dict)
-                and isinstance(root.get("index"), int)
-            ):
-                have.index_root = "index"
-    # a call object inside another (Ollama's tool_calls[*].function) is the outer one's part
-    out = [
-        s
-        for s in specs.values()
-        if not any(o is not s and _under(s.path, o.path) for o in specs.values())
-    ]
-    return out
-
-
-def _fragments(index: _Index, tools: list[ToolSpec]) -> list[Fragment]:
-    out: list[Fragment] = []
-    for path, occs in index.strings.items():
-        if norm(_last_key(path)) not in _FRAGMENT_KEYS:
-            continue
-        if any(_under(path, t.path) for t in tools):
-            continue
-        roots = [index.roots.get(pi) for pi, _, _ in occs]
-        numbered = all(isinstance(r, dict) and isinstance(r.get("index"), int) for r in roots)
-        out.append(Fragment(path, "index" if numbered else None))
-    return out
-
-
-def _marker(parent: dict[str, Any] | None, leaf: str) -> Cond | None:
-    """A reasoning marker on the object holding a string: ``thought: true``, ``type: "thinking"``."""
-    if not parent:
-        return None
-    for k, v in parent.items():
-        if k == leaf:
-            continue
-        if v is True and _reasoning_word(k):
-            return Cond(k, True)
-        if isinstance(v, str) and norm(k) in _DISCRIMINATORS and _reasoning_word(v):
-            return Cond(k, v)
-    return None
-
-
-def _text_candidates(index: _Index, excluded: Iterable[Path]) -> list[Candidate]:
-    skip = list(excluded)
-    out: list[Candidate] = []
-    for path, occs in index.strings.items():
-        key = norm(_last_key(path))
-        if not path or key in _NOT_TEXT or key.endswith("id") or key.endswith("reason"):
-            continue
-        if any(_under(path, p) for p in skip):
-            continue
-        if any(isinstance(s, str) and norm(s) in ("error", "errors") for s in path):
-            continue  # an error's message is not the answer
-        values = [v for _, v, _ in occs]
-        if len({pi for pi, _, _ in occs}) >= 2 and len(set(values)) <= 1:
-            continue  # the same value on every payload: metadata (a model name, a role)
-        leaf = _last_key(path)
-        found = [_marker(p, leaf) for _, _, p in occs]
-        markers = Counter(m for m in found if m is not None)
-        groups: list[tuple[Cond | None, list[tuple[int, str]], bool]] = []
-        if markers and sum(markers.values()) < len(occs):
-            top = markers.most_common(1)[0][0]
-            inside = [(pi, v) for (pi, v, _), m in zip(occs, found, strict=True) if m == top]
-            outside = [(pi, v) for (pi, v, _), m in zip(occs, found, strict=True) if m != top]
-            groups.append((top, inside, True))
-            groups.append((Cond(top.key, top.value, negate=True), outside, False))
-        else:
-            groups.append((None, [(pi, v) for pi, v, _ in occs], bool(markers)))
-        for cond, items, marked in groups:
-            per_payload: dict[int, str] = {}
-            for pi, v in items:
-                per_payload[pi] = per_payload.get(pi, "") + v
-            seq = [per_payload[k] for k in sorted(per_payload)]
-            cumulative = _is_cumulative(seq)
-            revised = not cumulative and _revised(seq)
-            separator = " " if not cumulative and _bare_words(seq) else ""
-            text = _deltas(seq) if cumulative else separator.join(seq) + separator
-            if not text.strip():
-                continue
-            reasoning_like = marked or any(isinstance(s, str) and _reasoning_word(s) for s in path)
-            score = prose_score(text) * _name_prior(path, cond)
-            out.append(
-                Candidate(
-                    path,
-                    cond,
-                    cumulative,
-                    text,
-                    score,
-                    len(per_payload),
-                    reasoning_like,
-                    separator=separator,
-                    revised=revised,
-                )
-            )
-    out.sort(key=lambda c: -c.score)
-    return out
-
-
-_USAGE_SKIP = ("time", "duration", "latency", "ephemeral", "audio", "image", "ms", "seconds")
-
-
-def _usage_role(key: str) -> str | None:
-    n = norm(key)
-    if any(s in n for s in _USAGE_SKIP) or ("token" not in n and "count" not in n):
-        return None
-    if any(w in n for w in ("reasoning", "thought", "thinking")):
-        return "reasoning_tokens"
-    if "cache" in n:
-        if "miss" in n:
-            return None
-        if "creat" in n or "write" in n:
-            return "cache_write"
-        return "cache_read"
-    if "total" in n:
-        return "total"
-    if "prompt" in n or "input" in n:
-        return "prompt"
-    if any(w in n for w in ("completion", "output", "candidates", "generated")) or n == "evalcount":
-        return "completion"
-    return None
-
-
-def _usage(index: _Index) -> tuple[dict[str, list[Path]], bool]:
-    roles: dict[str, list[Path]] = {}
-    for path in index.ints:
-        if EACH in [s for s in path if not isinstance(s, str)]:
-            continue
-        role = _usage_role(_last_key(path))
-        if role is None:
-            continue
-        under_details = any(isinstance(s, str) and "details" in norm(s) for s in path[:-1])
-        if under_details and role not in ("reasoning_tokens", "cache_read"):
-            continue
-        roles.setdefault(role, []).append(path)
-    derive = "total" in roles and "prompt" in roles
-    return roles, derive
-
-
-def _finish(index: _Index) -> tuple[list[Path], list[tuple[int, str]]]:
-    paths: list[Path] = []
-    for path in list(index.strings) + list(index.nulls):
-        n = norm(_last_key(path))
-        reason = n.endswith("reason") and n[: -len("reason")] in _FINISH_PREFIXES
-        if (reason or n in ("status", "state")) and path not in paths:
-            paths.append(path)
-    keep: list[Path] = []
-    for path in paths:
-        n = norm(_last_key(path))
-        if n in ("status", "state"):
-            vals = {v.lower() for _, v, _ in index.strings.get(path, [])}
-            if not vals & set(SYNONYMS):
-                continue
-        keep.append(path)
-    seen = sorted((pi, v) for path in keep for pi, v, _ in index.strings.get(path, []))
-    return keep, seen
-
-
-def _end(body: Body, index: _Index, inf: Inference) -> EndSpec:
-    if body.framing == "json":
-        return EndSpec("eof", note="a non-stream body: the whole body is the answer")
-    payloads = body.payloads
-    texts = [p.text for p in payloads if not p.is_json]
-    if "[DONE]" in texts:
-        return EndSpec(
-            "done-sentinel", value="[DONE]", note='the stream ends with the payload "[DONE]"'
-        )
-    if not payloads[-1].is_json:
-        marker = payloads[-1].text
-        return EndSpec("sentinel", value=marker, note="the last payload is the non-JSON marker")
-    json_at = [i for i, p in enumerate(payloads) if p.is_json]
-    last = json_at[-1]
-    if len(json_at) >= 2:
-        for path, occs in index.bools.items():
-            trues = [pi for pi, v in occs if v]
-            if trues == [last] and (
-                norm(_last_key(path)) in _DONE_WORDS or any(not v for _, v in occs)
-            ):
-                return EndSpec(
-                    "flag",
-                    path,
-                    True,
-                    f"{show_path(path)} is true on the last payload only",
-                )
-        root = payloads[last].value
-        if isinstance(root, dict):
-            for key in _DISCRIMINATORS:
-                for k, v in root.items():
-                    if norm(k) != key or not isinstance(v, str):
-                        continue
-                    others = [
-                        payloads[i].value.get(k)
-                        for i in json_at[:-1]
-                        if isinstance(payloads[i].value, dict)
-                    ]
-                    if others and v not in others:
-                        return EndSpec("value", (k,), v, f"only the last payload has {k} = {v!r}")
-    if inf.finish_values:
-        return EndSpec("finish", note="the body ends after the finish field; no marker follows")
-    root = payloads[last].value
-    if len(json_at) >= 3 and isinstance(root, dict):
-        for k in root:
-            if all(
-                not (isinstance(payloads[i].value, dict) and k in payloads[i].value)
-                for i in json_at[:-1]
-            ):
-                return EndSpec("key", (k,), None, f"only the last payload has the key {k!r}")
-    return EndSpec("eof", note="nothing marks the last payload: the stream just ends")
-
-
-def infer(body: Body) -> Inference:
-    """Read ``body`` (see the module doc); raises ``LlmError`` when it holds no answer."""
-    index = _Index()
-    for pi, value in body.json_payloads:
-        index.roots[pi] = value
-        _walk(index, pi, value)
-    inf = Inference(body)
-    inf.other_payloads = [
-        p.text for p in body.payloads if not p.is_json and p.text not in ("[DONE]",)
-    ]
-    inf.tools = _tool_specs(index)
-    inf.fragments = _fragments(index, inf.tools)
-    # a call's arguments are not text; its siblings may be (a list of mixed content blocks)
-    excluded = [(*t.path, *t.args) for t in inf.tools if t.args] + [f.path for f in inf.fragments]
-    cands = _text_candidates(index, excluded)
-    inf.reasoning_candidates = [c for c in cands if c.reasoning_like]
-    inf.text_candidates = [c for c in cands if not c.reasoning_like]
-    inf.text = inf.text_candidates[0] if inf.text_candidates else _empty_text(index, excluded)
-    inf.reasoning = inf.reasoning_candidates[0] if inf.reasoning_candidates else None
-    if (inf.text is None or inf.text.guessed) and inf.reasoning is None and not inf.tools:
-        raise LlmError(
-            f"found no answer text, reasoning or tool call in {body.describe()}: is it an error "
-            "body or an empty answer? Draft from a successful response that has text",
-            ErrorCode.MALFORMED_RESPONSE,
-        )
-    inf.usage, inf.derive_completion = _usage(index)
-    inf.finish_paths, seen = _finish(index)
-    content_at = _content_payloads(index, inf)
-    last_content = max(content_at) if content_at else -1
-    final = {v for pi, v in seen if pi >= last_content}
-    for _pi, v in seen:
-        if v in final:
-            if v not in inf.finish_values:
-                mapped = SYNONYMS.get(v.lower())
-                inf.finish_values[v] = mapped
-        elif v not in inf.progress_values:
-            inf.progress_values.append(v)
-    inf.end = _end(body, index, inf)
-    inf.error_seen = any(
+def observe(body: Body, table: PathTable, label: str) -> Observation:
+    """Read one body (see the module doc)."""
+    index = index_body(table, body.json_payloads)
+    stream = body.framing != "json"
+    kinds = payload_kinds(index) if stream else None
+    tools = find_tools(index, kinds)
+    excluded: set[int] = set()
+    for t in tools:
+        if t.args is not None:
+            pid = table.find((*t.path, *t.args))
+            if pid is not None:
+                excluded.add(pid)
+    cands = text_candidates(index, kinds, excluded)
+    fragments = find_fragments(index, cands, tools)
+    plain = [c for c in cands if not argument_like(c)]
+    texts = [c for c in plain if not c.reasoning_like]
+    reasonings = [c for c in plain if c.reasoning_like]
+    content_at = _content_at(index, texts[:1] + reasonings[:1], tools, fragments)
+    final_from = max(content_at) if content_at else 0
+    text_pids = {table.find(c.path) for c in texts[:3] + reasonings[:1]}
+    finish = find_finish(index, kinds, content_at, {p for p in text_pids if p is not None}, stream)
+    obs = Observation(
+        body,
+        label,
+        index,
+        kinds,
+        texts,
+        reasonings,
+        tools,
+        fragments,
+        find_usage(index, final_from, stream),
+        finish,
+        find_end(body, index, kinds, finish),
+    )
+    if not texts:
+        obs.empty_text = empty_text(index, excluded)
+    obs.other_payloads = [p.text for p in body.payloads if not p.is_json and p.text != "[DONE]"]
+    obs.error_seen = any(
         isinstance(v, dict) and v.get("error") not in (None, False) for _, v in body.json_payloads
     )
+    return obs
+
+
+def _content_at(
+    index: BodyIndex, cands: list[Candidate], tools: list[ToolSpec], fragments: list[Fragment]
+) -> set[int]:
+    out: set[int] = set()
+    for cand in cands:
+        pid = index.table.find(cand.path)
+        if pid is not None:
+            out.update(p for p, v, _ in index.strings.get(pid, []) if v)
+    for t in tools:
+        pid = index.table.find(t.path)
+        if pid is not None:
+            out.update(p for p, _ in index.dicts.get(pid, []))
+    for f in fragments:
+        pid = index.table.find(f.path)
+        if pid is not None:
+            out.update(p for p, v, _ in index.strings.get(pid, []) if v)
+    return out
+
+
+# ---------------------------------------------------------------- merging bodies
+
+
+def _merge_candidates(lists: list[list[Candidate]]) -> list[Candidate]:
+    """Candidates of every body by (path, condition): scores summed, the first body's text."""
+    merged: dict[object, Candidate] = {}
+    for cands in lists:
+        for c in cands:
+            have = merged.get(c.key)
+            if have is None:
+                merged[c.key] = Candidate(**{**c.__dict__})
+            else:
+                have.score += c.score
+                have.bodies += 1
+                have.payloads = max(have.payloads, c.payloads)
+                have.cumulative = have.cumulative or c.cumulative
+                have.revised = have.revised or c.revised
+    out = list(merged.values())
+    out.sort(key=lambda c: (-c.bodies, -c.score, -c.payloads, c.show()))
+    # a candidate in fewer bodies only loses to one in more when it is not far ahead
+    out.sort(key=lambda c: -c.score * (0.5 + 0.5 * c.bodies / max(len(lists), 1)))
+    return _dedupe(out)
+
+
+def _dedupe(cands: list[Candidate]) -> list[Candidate]:
+    """The same answer twice (pieces, and the whole text at the end): the one sent in more
+    payloads first, the other kept after every distinct candidate (never a close call)."""
+    kept: list[Candidate] = []
+    dupes: list[Candidate] = []
+    for c in cands:
+        twin = next((k for k in kept if same_text(k.text, c.text)), None)
+        if twin is None:
+            kept.append(c)
+        elif c.payloads > twin.payloads and c.bodies >= twin.bodies:
+            kept[kept.index(twin)] = c
+            dupes.append(twin)
+        else:
+            dupes.append(c)
+    return kept + dupes
+
+
+def _merge_finish(lists: list[list[FinishField]]) -> list[FinishField]:
+    merged: dict[Path, FinishField] = {}
+    for fields in lists:
+        for f in fields:
+            have = merged.get(f.path)
+            if have is None:
+                merged[f.path] = FinishField(
+                    f.path, f.confidence, f.basis, list(f.values), list(f.progress), f.score
+                )
+                continue
+            have.values += [v for v in f.values if v not in have.values]
+            have.progress += [v for v in f.progress if v not in have.progress]
+            have.score += f.score
+            if f.confidence == "sure":
+                have.confidence = "sure"
+    out = sorted(merged.values(), key=lambda f: (-f.score, len(f.path), show_path(f.path)))
+    for f in out:  # a value final in one body and progress in another is not a finish
+        f.values = [v for v in f.values if v not in f.progress]
+    return [f for f in out if f.values]
+
+
+def _merge_usage(found: list[UsageFound]) -> UsageFound:
+    """Every body's usage fields; per role, only the surest kind of evidence is kept."""
+    order = ("sure", "likely", "guess")
+    out = UsageFound()
+    for u in found:
+        for paths in u.roles.values():
+            for p in paths:
+                out.add(p)
+    for role, paths in out.roles.items():
+        best = min(order.index(p.confidence) for p in paths)
+        out.roles[role] = [p for p in paths if order.index(p.confidence) == best]
+    return out
+
+
+def _merge_end(obs: list[Observation]) -> tuple[EndSpec, list[str]]:
+    """One end for every body: the first body's, with the other kinds of end event the other
+    bodies showed as alternatives (``response.incomplete`` next to ``response.completed``)."""
+    first = obs[0].end
+    spec = EndSpec(first.kind, first.path, first.value, first.note, first.family, list(first.also))
+    notes: list[str] = []
+    for o in obs[1:]:
+        e = o.end
+        if spec.kind == "kind" and e.kind == "kind" and e.path == spec.path:
+            for v in e.values:
+                if v not in spec.values:
+                    spec.also.append(v)
+            if spec.family is None or not all(v.startswith(spec.family) for v in spec.values):
+                families = {end_family(v) for v in spec.values}
+                spec.family = families.pop() if len(families) == 1 else None
+        elif (e.kind, e.value, e.path) != (spec.kind, spec.value, spec.path):
+            notes.append(f"{o.label} ends differently ({e.note}); the first body's end is kept")
+    if spec.kind == "kind":
+        key = show_path(spec.path or ())
+        spec.note = (
+            f"only the last payload has {key} = "
+            + " or ".join(repr(v) for v in spec.values)
+            + (f" (and the other ends {spec.family}*)" if spec.family else "")
+        )
+    return spec, notes
+
+
+# ---------------------------------------------------------------- deciding
+
+
+def _pick_key(raw: str) -> str:
+    key = raw.strip().lower()
+    key = _PICK_ALIASES.get(key, key)
+    if key not in PICK_FIELDS:
+        raise LlmError(
+            f"--pick {raw}=...: not a field to pick; use one of {', '.join(PICK_FIELDS)} "
+            "(or input, output)",
+            ErrorCode.INVALID_OPTIONS,
+        )
+    return key
+
+
+def normalise_picks(picks: dict[str, str] | None) -> dict[str, str]:
+    """``{field: PATH}`` with the field names checked and their aliases resolved."""
+    return {_pick_key(k): v.strip() for k, v in (picks or {}).items()}
+
+
+def _choose(
+    cands: list[Candidate], field_name: str, pick: str | None
+) -> tuple[Candidate | None, Question | None]:
+    """The candidate to map (the pick, else the best) and a question when the best two are
+    close; a pick that names no candidate is one ``LlmError`` listing them."""
+    if pick is not None:
+        if pick.lower() == "none":
+            return None, None
+        for c in cands:
+            if pick in (c.show(), show_path(c.path)):
+                return c, None
+        shown = "; ".join(c.show() for c in cands[:8]) or "none"
+        raise LlmError(
+            f"--pick {field_name}={pick}: no such candidate in the bodies; the candidates are: "
+            f"{shown}",
+            ErrorCode.INVALID_OPTIONS,
+        )
+    if not cands:
+        return None, None
+    best = cands[0]
+    close = [
+        c
+        for c in cands[1:]
+        if c.score >= best.score * CLOSE
+        and not same_text(c.text, best.text)
+        and c.bodies >= best.bodies
+    ]
+    if not close:
+        return best, None
+    options = [Option(c.show(), c.text[:60], c.score) for c in [best, *close[:3]]]
+    return best, Question(field_name, options)
+
+
+def _usage_questions(usage: UsageFound, picks: dict[str, str]) -> list[Question]:
+    guesses = [p for role in ("prompt", "completion") for p in usage.roles.get(role, [])]
+    if len(guesses) != 2 or any(p.confidence != "guess" for p in guesses):
+        return []
+    a, b = guesses
+    return [
+        Question(
+            "prompt",
+            [
+                Option(show_path(a.path), f"{a.value} (then output {show_path(b.path)})", 1.0),
+                Option(show_path(b.path), f"{b.value} (then output {show_path(a.path)})", 1.0),
+            ],
+        )
+    ]
+
+
+def _apply_usage_picks(usage: UsageFound, picks: dict[str, str], all_ints: set[Path]) -> None:
+    pairs: dict[Role, Role] = {"prompt": "completion", "completion": "prompt"}
+    roles: tuple[Role, ...] = ("prompt", "completion", "total")
+    for role in roles:
+        pick = picks.get(role)
+        if pick is None:
+            continue
+        if pick.lower() == "none":
+            usage.roles.pop(role, None)
+            continue
+        path = next((p for p in all_ints if show_path(p) == pick), None)
+        if path is None:
+            shown = "; ".join(sorted(show_path(p) for p in all_ints)[:12]) or "none"
+            raise LlmError(
+                f"--pick {role}={pick}: no integer field there in the bodies; the integer "
+                f"fields are: {shown}",
+                ErrorCode.INVALID_OPTIONS,
+            )
+        previous = usage.roles.get(role, [])
+        usage.roles[role] = [UsagePath(path, role, "sure", "picked by you")]
+        other = pairs.get(role)
+        if other and other not in picks and any(p.path == path for p in usage.roles.get(other, [])):
+            # a guessed pair the other way round: the other count takes this one's place
+            usage.roles[other] = [
+                UsagePath(p.path, other, "sure", "the other of the pair you picked", p.value)
+                for p in previous
+                if p.path != path
+            ]
+
+
+def decide(obs: list[Observation], picks: dict[str, str] | None = None) -> Inference:
+    """Merge the observations of every body into one :class:`Inference` (see the module doc)."""
+    picks = normalise_picks(picks)
+    inf = Inference([o.body for o in obs], [o.label for o in obs])
+    kinds = {o.kinds.key for o in obs if o.kinds is not None}
+    inf.kind_key = kinds.pop() if len(kinds) == 1 else None
+    inf.tools = _merge_tools(obs)
+    inf.fragments = _merge_fragments(obs)
+    inf.text_candidates = _merge_candidates([o.texts for o in obs])
+    inf.reasoning_candidates = _merge_candidates([o.reasonings for o in obs])
+    inf.text, q_text = _choose(inf.text_candidates, "text", picks.get("text"))
+    if inf.text is None and "text" not in picks:
+        inf.text = next((o.empty_text for o in obs if o.empty_text is not None), None)
+    inf.reasoning, q_reason = _choose(inf.reasoning_candidates, "reasoning", picks.get("reasoning"))
+    inf.questions = [q for q in (q_text, q_reason) if q is not None]
+    if (
+        (inf.text is None or inf.text.guessed)
+        and inf.reasoning is None
+        and not inf.tools
+        and "text" not in picks
+    ):
+        raise LlmError(
+            f"found no answer text, reasoning or tool call in {inf.body.describe()}: is it "
+            "an error body or an empty answer? Draft from a successful response that has text",
+            ErrorCode.MALFORMED_RESPONSE,
+        )
+    inf.usage = _merge_usage([o.usage for o in obs])
+    all_ints = {o.index.path(pid) for o in obs for pid in o.index.ints}
+    _apply_usage_picks(inf.usage, picks, all_ints)
+    inf.questions += _usage_questions(inf.usage, picks)
+    inf.finish = _decide_finish(_merge_finish([o.finish for o in obs]), picks.get("finish"))
+    inf.end, end_notes = _merge_end(obs)
+    inf.other_payloads = list(dict.fromkeys(p for o in obs for p in o.other_payloads))
+    inf.error_seen = any(o.error_seen for o in obs)
+    inf.notes = end_notes + [
+        f"{o.label}: read its first {o.index.values:,} values only (a very large body)"
+        for o in obs
+        if o.index.truncated
+    ]
+    if obs and obs[0].index.table.full:
+        inf.notes.append("some fields were not told apart (more distinct paths than the limit)")
+    _mappings(inf)
     _todos(inf)
     return inf
 
 
-_EMPTY_TEXT_NAMES = ("content", "text", "response", "output", "answer")
+def _decide_finish(fields: list[FinishField], pick: str | None) -> list[FinishField]:
+    if pick is not None:
+        if pick.lower() == "none":
+            return []
+        chosen = [f for f in fields if show_path(f.path) == pick]
+        if not chosen:
+            shown = "; ".join(show_path(f.path) for f in fields) or "none"
+            raise LlmError(
+                f"--pick finish={pick}: no finish field there; the finish fields are: {shown}",
+                ErrorCode.INVALID_OPTIONS,
+            )
+        return chosen
+    sure = [f for f in fields if f.confidence == "sure"]
+    return sure or fields[:1]
 
 
-def _empty_text(index: _Index, excluded: list[Path]) -> Candidate | None:
-    """No string reads as text: the first empty or null field named like text (a guess)."""
-    paths = [p for p, occs in index.strings.items() if not any(v for _, v, _ in occs)]
-    paths += list(index.nulls)
-    for name in _EMPTY_TEXT_NAMES:
-        for path in paths:
-            if norm(_last_key(path)) != name or any(_under(path, p) for p in excluded):
-                continue
-            if any(isinstance(s, str) and _reasoning_word(s) for s in path):
-                continue
-            return Candidate(path, guessed=True)
-    return None
+def _merge_tools(obs: list[Observation]) -> list[ToolSpec]:
+    out: dict[Path, ToolSpec] = {}
+    for o in obs:
+        for t in o.tools:
+            have = out.get(t.path)
+            if have is None:
+                out[t.path] = t
+            else:
+                have.calls += t.calls
+                have.args = have.args or t.args
+                have.id = have.id or t.id
+                have.index = have.index or t.index
+                have.index_root = have.index_root or t.index_root
+    return list(out.values())
 
 
-def _content_payloads(index: _Index, inf: Inference) -> set[int]:
-    out: set[int] = set()
-    for cand in (inf.text, inf.reasoning):
-        if cand is not None:
-            out.update(pi for pi, v, _ in index.strings.get(cand.path, []) if v)
-    for t in inf.tools:
-        out.update(pi for pi, _ in index.dicts.get(t.path, []))
-    for f in inf.fragments:
-        out.update(pi for pi, v, _ in index.strings.get(f.path, []) if v)
-    return out
+def _merge_fragments(obs: list[Observation]) -> list[Fragment]:
+    out: dict[object, Fragment] = {}
+    for o in obs:
+        for f in o.fragments:
+            out.setdefault((f.path, f.cond), f)
+    return list(out.values())
+
+
+# ---------------------------------------------------------------- what each mapping rests on
+
+
+def _text_mapping(what: str, cand: Candidate, others: list[Candidate], n: int) -> Mapping:
+    spaces = sum(ch.isspace() for ch in cand.text) / max(len(cand.text), 1)
+    basis = (
+        f"{len(cand.text)} chars over {cand.payloads} payload(s), {spaces:.0%} spaces, read like "
+        "prose"
+    )
+    if cand.cumulative:
+        basis += "; each payload carries the whole text so far (turned into deltas)"
+    if n > 1:
+        basis += f"; found in {cand.bodies} of {n} bodies"
+    rivals = [c for c in others if c is not cand]
+    if rivals:
+        shown = ", ".join(f"{c.show()} ({c.text[:24]!r})" for c in rivals[:2])
+        basis += f"; picked over {len(rivals)} other candidate(s): {shown}"
+    confidence: Confidence = "sure"
+    if cand.guessed:
+        basis, confidence = "empty or null here and named like text", "guess"
+    elif cand.separator or cand.revised or (n > 1 and cand.bodies < n):
+        confidence = "likely"
+    return Mapping(what, cand.show(), basis, confidence)
+
+
+def _mappings(inf: Inference) -> None:
+    n = len(inf.bodies)
+    m = inf.mappings
+    if inf.text is not None:
+        m["text"] = _text_mapping("text", inf.text, inf.text_candidates, n)
+    if inf.reasoning is not None:
+        m["reasoning"] = _text_mapping("reasoning", inf.reasoning, inf.reasoning_candidates, n)
+    roles = inf.usage.mapped()
+    if roles:
+        paths = [inf.usage.roles[r][0] for r in roles]
+        levels: tuple[Confidence, ...] = ("sure", "likely", "guess")
+        worst = max(levels.index(p.confidence) for p in paths)
+        basis = "; ".join(dict.fromkeys(p.basis for p in paths))
+        if {"prompt", "completion", "total"} <= set(roles):
+            basis += (
+                "; a total above input + output means a part the output count leaves out "
+                "(reasoning): the output is then total - input, as OpenAI counts it"
+            )
+        m["usage"] = Mapping("usage", inf.usage.show(), basis, levels[worst])
+    if inf.finish:
+        f = inf.finish[0]
+        values = ", ".join(f"{v!r} -> {finish_meaning(v) or 'other'}" for v in inf.finish_values)
+        m["finish"] = Mapping(
+            "finish",
+            ", ".join(show_path(x.path) for x in inf.finish),
+            f"{f.basis}; values {values}; any other value is read by its meaning",
+            f.confidence,
+        )
+    end = inf.end
+    m["end"] = Mapping(
+        "end",
+        end.kind,
+        end.note,
+        "guess" if end.kind in ("eof", "key") and inf.stream else "sure",
+    )
+    if inf.tools or inf.fragments:
+        where = ", ".join(t.show() for t in inf.tools)
+        if inf.fragments:
+            where += (
+                (", " if where else "") + "fragments " + ", ".join(f.show() for f in inf.fragments)
+            )
+        m["tool calls"] = Mapping(
+            "tool calls",
+            where,
+            f"{sum(t.calls for t in inf.tools)} call object(s) with a name and arguments",
+            "sure",
+        )
 
 
 def _todos(inf: Inference) -> None:
     todo = inf.todos.append
     todo("endpoint: the body does not say which URL it came from; set the API's path")
-    if not inf.usage:
-        todo("usage: this body reports no token counts; map them if the API sends any")
-    if not inf.finish_paths:
-        todo("finish: no finish field in this body; every answer is reported as a stop")
-    if inf.end.kind == "eof" and inf.body.framing != "json" and not inf.finish_values:
+    if not inf.usage.roles:
+        todo(
+            "usage: no token counts found (no integers set once per answer); map them if the "
+            "API sends any"
+        )
+    elif "prompt" not in inf.usage.roles or (
+        "completion" not in inf.usage.roles and "total" not in inf.usage.roles
+    ):
+        todo(f"usage: only {inf.usage.show()} found; map the other count if the API sends it")
+    for role in ("prompt", "completion"):
+        for p in inf.usage.roles.get(role, []):
+            if p.confidence == "guess":
+                todo(
+                    f"usage: {show_path(p.path)} -> {role} is a guess ({p.basis}); "
+                    f"--pick {role}=PATH to say otherwise"
+                )
+    if not inf.finish:
+        todo("finish: no finish field in the bodies; every answer is reported as a stop")
+    for f in inf.finish:
+        for v in f.values:
+            if finish_meaning(v) is None:
+                todo(
+                    f"finish: {v!r} has no meaning in the finish vocabulary; it is passed on "
+                    "and reported as finish 'other' (map it to stop, length, tool_calls, "
+                    "content_filter or error if you know what it means)"
+                )
+    if inf.end.kind == "eof" and inf.stream and not inf.finish:
         todo(
             "end: nothing marks the last payload, so the draft takes the end of the body as the "
             "end (each payload says finish stop) and a connection cut early reads as complete; "
@@ -745,16 +638,57 @@ def _todos(inf: Inference) -> None:
             "here and named like text, so the draft reads it: check on a body with text"
         )
     if not inf.tools and not inf.fragments:
-        todo("tool calls: none in this body; if the API has them, add their paths to CALLS")
-    if inf.body.framing == "sse" and inf.body.event_lines:
-        named = [p for p in inf.body.payloads if p.event][:200]  # a sample is enough
-        typed = all(
-            isinstance(p.value, dict) and any(norm(k) in _DISCRIMINATORS for k in p.value)
-            for p in named
-            if p.is_json and p.value is not None
+        todo(
+            "tool calls: none in the bodies; the draft expects them (if the API has them) as "
+            "objects with a name and arguments: add their path to CALLS"
         )
-        if not typed:
-            todo(
-                "event: lines: the hook sees only each event's data, and these payloads do "
-                "not repeat the event name; check no two events need telling apart"
-            )
+    for q in inf.questions:
+        todo(q.how())
+    if inf.body.framing == "sse" and inf.body.event_lines and inf.kind_key is None:
+        todo(
+            "event: lines: the hook sees only each event's data, and these payloads do "
+            "not repeat the event name; check no two events need telling apart"
+        )
+
+
+# ---------------------------------------------------------------- the entry point
+
+
+def infer(
+    bodies: Body | list[Body],
+    labels: list[str] | None = None,
+    picks: dict[str, str] | None = None,
+) -> Inference:
+    """Read ``bodies`` (one or more bodies of one API) and decide every mapping (see the module
+    doc); with several, :attr:`Inference.changes` says what each body after the first changed.
+    Raises ``LlmError`` when they hold no answer."""
+    items = bodies if isinstance(bodies, list) else [bodies]
+    names = labels or [f"body {i + 1}" for i in range(len(items))]
+    table = PathTable()
+    obs = [observe(b, table, label) for b, label in zip(items, names, strict=True)]
+    inf = decide(obs, picks)
+    for i in range(1, len(obs)):
+        before = decide(obs[:i], picks)
+        after = inf if i == len(obs) - 1 else decide(obs[: i + 1], picks)
+        inf.changes.extend(_changes(obs[i].label, before, after))
+    return inf
+
+
+def _changes(label: str, before: Inference, after: Inference) -> list[str]:
+    """What adding body ``label`` changed, one line per mapping (or one saying nothing did)."""
+    out = []
+    for what in ("text", "reasoning", "usage", "finish", "end", "tool calls"):
+        a, b = before.mappings.get(what), after.mappings.get(what)
+        if a is None and b is None:
+            continue
+        if a is None and b is not None:
+            out.append(f"{label}: {what}: found {b.where}")
+        elif b is None and a is not None:
+            out.append(f"{label}: {what}: {a.where} dropped")
+        elif a is not None and b is not None and a.where != b.where:
+            out.append(f"{label}: {what}: {a.where} -> {b.where}")
+    new_values = [v for v in after.finish_values if v not in before.finish_values]
+    if new_values:
+        shown = ", ".join(f"{v!r} ({finish_meaning(v) or 'other'})" for v in new_values)
+        out.append(f"{label}: finish: new value(s) {shown}")
+    return out or [f"{label}: confirmed every mapping (nothing changed)"]

@@ -1,10 +1,11 @@
 """Safe Lua text from untrusted data: string literals, comment text and paths.
 
 Field names and values in a drafted script come from a recorded body, so they are untrusted:
-a key may hold quotes, newlines, ``]]``, NUL or bytes that are not UTF-8. Nothing from the body
-reaches the Lua source except through :func:`lua_str` (a string literal) or :func:`comment_text`
-(a line comment), and both emit printable ASCII only. No library writes Lua literals for
-Python, hence these few lines by hand.
+a key may hold quotes, newlines, ``]]``, NUL or bytes that are not UTF-8, and a body may echo
+an API key. Nothing from the body reaches the Lua source except through :func:`lua_str` (a
+string literal) or :func:`comment_text` (a line comment): both pass the package's redaction
+(known keys, ``key=`` values, URL credentials) and emit printable ASCII only. No library writes
+Lua literals for Python, hence these few lines by hand.
 """
 
 from __future__ import annotations
@@ -25,12 +26,13 @@ _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 
 def lua_str(value: str) -> str:
-    """A Lua string literal holding exactly ``value``'s UTF-8 bytes (lone surrogates kept as
-    their 3-byte forms). Only printable ASCII is written as itself; every other byte is a
-    three-digit decimal escape (so a digit after it cannot extend it), ``"`` and ``\\`` are
-    backslash-escaped, so the literal can never end early or span a line."""
+    """A Lua string literal holding exactly the UTF-8 bytes of ``value`` redacted (lone
+    surrogates kept as their 3-byte forms; a known key or a ``key=`` value is hidden, as in
+    every text the package writes). Only printable ASCII is written as itself; every other
+    byte is a three-digit decimal escape (so a digit after it cannot extend it), ``"`` and
+    ``\\`` are backslash-escaped, so the literal can never end early or span a line."""
     out = ['"']
-    for byte in value.encode("utf-8", "surrogatepass"):
+    for byte in redact(value).encode("utf-8", "surrogatepass"):
         if byte in (0x22, 0x5C):
             out.append("\\" + chr(byte))
         elif 0x20 <= byte < 0x7F:
