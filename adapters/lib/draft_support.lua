@@ -16,8 +16,9 @@ lines to what its API does (which field is the text, the finish, the usage) and 
   draft.meaning(raw)              a finish value's meaning: "stop", "length", "tool_calls",
                                   "content_filter", "error", or nil (see below)
   draft.finish(raw)               a finish value for the unified chunk: the contract's own word
-                                  for stop / length / tool_calls / content_filter, the raw value
-                                  for an error or a value outside the vocabulary, nil for none
+                                  for stop / length / tool_calls, else the raw value (a content
+                                  filter or an error is named by it: SAFETY), nil for none or a
+                                  progress value
   draft.usage(v, spec)            {prompt, completion, ...} from the fields spec names
                                   ({ prompt = PATH or { PATH, PATH }, ... }); nil if none
   draft.ends(kind, values, prefix)
@@ -256,8 +257,7 @@ function draft.is_progress(raw)
 end
 
 --- @section finish  uses: meaning
-local CONTRACT = { stop = "stop", length = "length", tool_calls = "tool_calls",
-  content_filter = "content_filter" }
+local CONTRACT = { stop = "stop", length = "length", tool_calls = "tool_calls" }
 
 function draft.finish(raw)
   if type(raw) == "number" then raw = tostring(raw) end

@@ -181,7 +181,7 @@ def observe(body: Body, table: PathTable, label: str) -> Observation:
     reasonings = [c for c in plain if c.reasoning_like]
     content_at = _content_at(index, texts[:1] + reasonings[:1], tools, fragments)
     final_from = max(content_at) if content_at else 0
-    text_pids = {table.find(c.path) for c in texts[:3] + reasonings[:1]}
+    text_pids = {table.find(c.path) for c in texts[:1] + reasonings[:1]}
     finish = find_finish(index, kinds, content_at, {p for p in text_pids if p is not None}, stream)
     obs = Observation(
         body,

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .lua_text import Path, show_path
-from .names import DISCRIMINATORS, NOT_TEXT, TEXT_NAMES, norm, reasoning_word
+from .names import DISCRIMINATORS, NOT_TEXT, TEXT_NAMES, key_words, norm, reasoning_word
 from .paths import BodyIndex, last_key
 
 __all__ = [
@@ -98,6 +98,10 @@ class PayloadKinds:
         return self.by_payload[max(self.by_payload)] if self.by_payload else None
 
 
+#: Words of a key that holds a status, not a payload kind.
+_STATUS_WORDS = frozenset({"status", "state", "finish", "reason", "stop", "done", "end"})
+
+
 def payload_kinds(index: BodyIndex) -> PayloadKinds | None:
     """The payloads' discriminator: a top-level key holding a short word-like string in (nearly)
     every payload, with at least two values that repeat (``type``, ``event``, ``kind``...)."""
@@ -119,8 +123,11 @@ def payload_kinds(index: BodyIndex) -> PayloadKinds | None:
         ):
             continue
         named = norm(key) in DISCRIMINATORS
+        # an unnamed key needs three kinds: two values may be a status (generating, done)
+        if not named and (distinct < 3 or distinct > 40 or set(key_words(key)) & _STATUS_WORDS):
+            continue
         rank = (int(named), len(values), key)
-        if (named or distinct <= 40) and (best is None or rank > best):
+        if best is None or rank > best:
             best = rank
     if best is None:
         return None
@@ -171,15 +178,21 @@ def _is_cumulative(values: list[str]) -> bool:
 
 
 def _word(value: str) -> bool:
-    return len(value) >= 2 and all(ch.isalpha() for ch in value)
+    """One word: no white space, a letter in it, no character of a script written without
+    spaces (CJK: a token stream of such text has no spaces either and must not get any)."""
+    return (
+        0 < len(value) <= 40
+        and any(ch.isalpha() for ch in value)
+        and not any(ch.isspace() or ord(ch) >= 0x2E80 for ch in value)
+    )
 
 
 def _bare_words(values: list[str]) -> bool:
-    """Payloads that are each one word of letters with no space anywhere (``HELLO``, ``WORLD``):
-    an API that streams words, not text, so the words need a space between them. Real token
-    streams carry their spaces (``" world"``), so they never look like this."""
+    """Payloads that are each one word with no space anywhere (``HELLO``, ``WORLD.``): an API
+    that streams words, not text, so the words need a space between them. Real token streams
+    carry their spaces (``" world"``), so they never look like this for long."""
     vals = [v for v in values if v]
-    return len(vals) >= 2 and all(_word(v) for v in vals)
+    return len(vals) >= 3 and all(_word(v) for v in vals)
 
 
 def _revised(values: list[str]) -> bool:

@@ -45,51 +45,48 @@ ROLES: tuple[Role, ...] = (
 )
 Confidence = Literal["sure", "likely", "guess"]
 
-_INPUT = frozenset(
-    {
-        "prompt",
-        "input",
-        "inputs",
-        "in",
-        "question",
-        "prefill",
-        "context",
-        "request",
-        "req",
-        "sent",
-        "query",
-        "source",
-        "src",
-        "evaluated",
-        "processed",
-        "read",
-    }
+#: Role words, strongest first (``prompt_tokens`` wins over ``question_tokens``).
+_INPUT = (
+    "prompt",
+    "input",
+    "inputs",
+    "in",
+    "request",
+    "req",
+    "sent",
+    "query",
+    "context",
+    "source",
+    "src",
+    "evaluated",
+    "processed",
+    "prefill",
+    "question",
+    "read",
 )
-_OUTPUT = frozenset(
-    {
-        "completion",
-        "completions",
-        "output",
-        "outputs",
-        "out",
-        "generated",
-        "generation",
-        "gen",
-        "candidates",
-        "candidate",
-        "response",
-        "resp",
-        "answer",
-        "decode",
-        "decoded",
-        "predicted",
-        "sampled",
-        "received",
-        "new",
-        "eval",
-        "written",
-        "reply",
-    }
+_OUTPUT = (
+    "completion",
+    "completions",
+    "output",
+    "outputs",
+    "out",
+    "generated",
+    "generation",
+    "gen",
+    "candidates",
+    "candidate",
+    "response",
+    "resp",
+    "answer",
+    "reply",
+    "decode",
+    "decoded",
+    "predicted",
+    "sampled",
+    "received",
+    "new",
+    "eval",
+    "written",
 )
 _TOTAL = frozenset({"total", "sum", "all"})
 _REASONING = frozenset({"reasoning", "thought", "thoughts", "thinking"})
@@ -210,11 +207,19 @@ def _role_of(words: list[str]) -> Role | None:
         return "reasoning_tokens"
     if ws & _TOTAL:
         return "total"
-    if ws & _INPUT:
+    if ws & set(_INPUT):
         return "prompt"
-    if ws & _OUTPUT:
+    if ws & set(_OUTPUT):
         return "completion"
     return None
+
+
+def word_rank(path: Path) -> int:
+    """How strongly the key's words name its role: the position of its best role word
+    (``prompt`` 0, ``question`` 14); for ranking two fields of one role."""
+    words = key_words(str(path[-1])) if path else []
+    ranks = [lst.index(w) for lst in (_INPUT, _OUTPUT) for w in words if w in lst]
+    return min(ranks, default=99)
 
 
 @dataclass
@@ -239,6 +244,7 @@ class UsageFound:
         paths = self.roles.setdefault(found.role, [])
         if all(p.path != found.path for p in paths):
             paths.append(found)
+            paths.sort(key=lambda p: word_rank(p.path))
 
     def mapped(self) -> list[Role]:
         """The roles the draft reads, in the contract's order."""
