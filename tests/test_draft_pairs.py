@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from draft_bodies import API, APIS, Answer
 
-from draft_bodies import APIS, API, Answer
 from notebook_llm.adapters.lua.lua_adapter import LuaAdapter
 from notebook_llm.conformance import load_fixture, replay_fixture
 from notebook_llm.conformance.draft import draft_adapter
