@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from draft_bodies import API, APIS, Answer
+from draft_bodies import API, APIS, Answer, Call, cohere_calls, responses_calls, whole_calls_json
 
 from notebook_llm.adapters.lua.lua_adapter import LuaAdapter
 from notebook_llm.conformance import load_fixture, replay_fixture
@@ -199,3 +199,32 @@ def test_b_a_draft_from_one_recorded_body_maps_another_of_its_family_like_the_bu
         got = replay_fixture(drafted, fx).completion.tool_calls
         want = replay_fixture(_builtin(family), fx).completion.tool_calls
         assert [(t.name, t.args) for t in got] == [(t.name, t.args) for t in want]
+
+
+# ---------------------------------------------------------------- (c) tool calls
+
+ONE_CALL = [Call("call_a1", "get_weather", {"city": "Paris", "unit": "C"})]
+TWO_CALLS = [
+    Call("call_b1", "lookup", {"q": "capital of France", "n": 3}),
+    Call("call_b2", "get_time", {"tz": "Europe/Paris"}),
+]
+CALL_APIS = {
+    "responses-like: added / arguments.delta / done / completed": (responses_calls, "tool-calls"),
+    "cohere-like: tool-call-start / tool-call-delta by index": (cohere_calls, "tool-calls"),
+    "non-stream JSON: actions[*].tool {name, params}": (whole_calls_json, "tool-calls"),
+}
+
+
+@pytest.mark.parametrize("api", list(CALL_APIS))
+def test_c_a_draft_from_a_body_with_one_call_maps_two_calls_of_another(api: str) -> None:
+    make, kind = CALL_APIS[api]
+    draft = draft_adapter(make(ONE_CALL, "Let me look."), "calls")
+    assert draft.ok, draft.summary()
+    assert "tool calls" in draft.inference.mappings, draft.summary()
+    adapter = LuaAdapter.from_source(draft.source, name="calls")
+    got = replay_fixture(adapter, _fixture(make(TWO_CALLS), "second")).completion
+    assert [(t.name, t.args) for t in got.tool_calls] == [(c.name, c.args) for c in TWO_CALLS], (
+        draft.summary()
+    )
+    assert got.finish is not None
+    assert got.finish.kind == kind

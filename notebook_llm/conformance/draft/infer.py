@@ -468,6 +468,11 @@ def decide(obs: list[Observation], picks: dict[str, str] | None = None) -> Infer
     if obs and obs[0].index.table.full:
         inf.notes.append("some fields were not told apart (more distinct paths than the limit)")
     _mappings(inf)
+    for q in inf.questions:  # a close call is never "sure"
+        m = inf.mappings.get("usage" if q.field in ("prompt", "completion") else q.field)
+        if m is not None and m.confidence == "sure":
+            m.confidence = "likely"
+            m.basis += "; another candidate is close (see the question)"
     _todos(inf)
     return inf
 
