@@ -551,26 +551,59 @@ def responses_calls(calls: list[Call], text: str = "") -> bytes:
         (None, {"type": "response.created", "response": {"status": "in_progress"}})
     ]
     if text:
-        events.append((None, {"type": "response.output_text.delta", "output_index": 0, "delta": text}))
+        events.append(
+            (None, {"type": "response.output_text.delta", "output_index": 0, "delta": text})
+        )
     done_items = []
     for n, c in enumerate(calls, start=1 if text else 0):
-        item = {"type": "function_call", "id": f"fc_{c.id}", "call_id": c.id, "name": c.name, "arguments": ""}
-        events.append((None, {"type": "response.output_item.added", "output_index": n, "item": item}))
+        item = {
+            "type": "function_call",
+            "id": f"fc_{c.id}",
+            "call_id": c.id,
+            "name": c.name,
+            "arguments": "",
+        }
+        events.append(
+            (None, {"type": "response.output_item.added", "output_index": n, "item": item})
+        )
         args = json.dumps(c.args)
         for piece in (args[: len(args) // 2], args[len(args) // 2 :]):
             events.append(
-                (None, {"type": "response.function_call_arguments.delta", "output_index": n, "item_id": f"fc_{c.id}", "delta": piece})
+                (
+                    None,
+                    {
+                        "type": "response.function_call_arguments.delta",
+                        "output_index": n,
+                        "item_id": f"fc_{c.id}",
+                        "delta": piece,
+                    },
+                )
             )
-        events.append((None, {"type": "response.function_call_arguments.done", "output_index": n, "arguments": args}))
+        events.append(
+            (
+                None,
+                {
+                    "type": "response.function_call_arguments.done",
+                    "output_index": n,
+                    "arguments": args,
+                },
+            )
+        )
         whole = {**item, "arguments": args}
         done_items.append(whole)
-        events.append((None, {"type": "response.output_item.done", "output_index": n, "item": whole}))
+        events.append(
+            (None, {"type": "response.output_item.done", "output_index": n, "item": whole})
+        )
     events.append(
         (
             None,
             {
                 "type": "response.completed",
-                "response": {"status": "completed", "output": done_items, "usage": {"input_tokens": 30, "output_tokens": 12}},
+                "response": {
+                    "status": "completed",
+                    "output": done_items,
+                    "usage": {"input_tokens": 30, "output_tokens": 12},
+                },
             },
         )
     )
@@ -582,18 +615,45 @@ def cohere_calls(calls: list[Call], text: str = "") -> bytes:
     numbered by the payload's index; finish TOOL_CALL."""
     events: list[tuple[str | None, Any]] = [(None, {"type": "message-start", "id": "m"})]
     if text:
-        events.append((None, {"type": "tool-plan-delta", "delta": {"message": {"tool_plan": text}}}))
+        events.append(
+            (None, {"type": "tool-plan-delta", "delta": {"message": {"tool_plan": text}}})
+        )
     for n, c in enumerate(calls):
         start = {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": ""}}
-        events.append((None, {"type": "tool-call-start", "index": n, "delta": {"message": {"tool_calls": start}}}))
+        events.append(
+            (
+                None,
+                {
+                    "type": "tool-call-start",
+                    "index": n,
+                    "delta": {"message": {"tool_calls": start}},
+                },
+            )
+        )
         args = json.dumps(c.args)
         for piece in (args[:3], args[3:]):
             events.append(
-                (None, {"type": "tool-call-delta", "index": n, "delta": {"message": {"tool_calls": {"function": {"arguments": piece}}}}})
+                (
+                    None,
+                    {
+                        "type": "tool-call-delta",
+                        "index": n,
+                        "delta": {"message": {"tool_calls": {"function": {"arguments": piece}}}},
+                    },
+                )
             )
         events.append((None, {"type": "tool-call-end", "index": n}))
     events.append(
-        (None, {"type": "message-end", "delta": {"finish_reason": "TOOL_CALL", "usage": {"tokens": {"input_tokens": 40, "output_tokens": 15}}}})
+        (
+            None,
+            {
+                "type": "message-end",
+                "delta": {
+                    "finish_reason": "TOOL_CALL",
+                    "usage": {"tokens": {"input_tokens": 40, "output_tokens": 15}},
+                },
+            },
+        )
     )
     return sse(events)
 
@@ -603,7 +663,9 @@ def whole_calls_json(calls: list[Call], text: str = "") -> bytes:
     return json.dumps(
         {
             "reply": text,
-            "actions": [{"call_id": c.id, "tool": {"name": c.name, "params": c.args}} for c in calls],
+            "actions": [
+                {"call_id": c.id, "tool": {"name": c.name, "params": c.args}} for c in calls
+            ],
             "end": "tool_use",
             "usage": {"in": 8, "out": 4},
         }

@@ -191,4 +191,3 @@ def test_c_cli_drafts_from_several_bodies_with_a_pick(
     assert rc == 1
     assert err.startswith("error: --pick 'text': write FIELD=PATH")
     assert err.count("\n") == 1
-

@@ -146,6 +146,21 @@ class DroppedText:
         _, path, joined = max(found, key=lambda f: (f[0], f[1]))
         return path, joined
 
+    def varying(self) -> tuple[str, str] | None:
+        """``(path, text)`` of the field whose values changed most from payload to payload,
+        each with a letter (bare words: ``HELLO``, ``WORLD``): the answer of a stream that the
+        script never saw end, when no field reads like text."""
+        found: list[tuple[int, int, str, str]] = []
+        for path, pieces in self._joined.items():
+            distinct = len(set(pieces))
+            if distinct >= 2 and all(any(ch.isalpha() for ch in p) for p in pieces):
+                joined = "".join(pieces)
+                found.append((distinct, len(joined), path, joined))
+        if not found:
+            return None
+        _, _, path, joined = max(found)
+        return path, joined
+
     def failure(
         self,
         hook: str,
@@ -157,7 +172,7 @@ class DroppedText:
         """The error for an answer that ended with no block although payloads held text;
         ``unended``: the stream also ended without its end marker (the script never said
         ``done``), which is then the script's doing too, not the network's."""
-        best = self.best()
+        best = self.best() or (self.varying() if unended else None)
         if best is None:
             return None
         path, joined = best
