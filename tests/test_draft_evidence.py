@@ -13,8 +13,8 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-
 from draft_bodies import Answer, ndjson, responses_like
+
 from notebook_llm.__main__ import main
 from notebook_llm.adapters.lua.lua_adapter import LuaAdapter
 from notebook_llm.conformance import replay_fixture
