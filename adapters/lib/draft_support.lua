@@ -12,6 +12,11 @@ lines to what its API does (which field is the text, the finish, the usage) and 
                                   only those whose holding object passes keep(holder); nil if none
   draft.where(key, value)         keep functions: holder[key] == value ...
   draft.unless(key, value)        ... or ~= value (Gemini's thought = true marks reasoning)
+  draft.marked, draft.unmarked    keep functions: the holder is (not) marked as reasoning
+                                  (a true flag or a type/kind naming thinking)
+  draft.reasoning_near(v, path)   reasoning where none was seen (a guess): marked strings at
+                                  `path`, or a sibling of it named reasoning_content, reasoning
+                                  or thinking
   draft.cumulative()              a function turning whole-text-so-far values into deltas
   draft.meaning(raw)              a finish value's meaning: "stop", "length", "tool_calls",
                                   "content_filter", "error", or nil (see below)
@@ -26,12 +31,15 @@ lines to what its API does (which field is the text, the finish, the usage) and 
                                   `prefix` followed by one word with a finish meaning
                                   (response.completed / response.incomplete / response.failed)
   draft.calls(v, specs, fragments)
-                                  tool calls in the kernel's stream shape
+                                  tool calls in the kernel's stream shape (see the section)
+  draft.guess_calls(v)            tool calls where none was seen (a guess): objects of the
+                                  common shapes anywhere in v
   draft.error_in(v)               {message, code, status} of a top-level `error`, or nil
   draft.chunk(out)                a unified chunk as JSON, "" when it holds nothing
   draft.response(out)             a unified chunk as transform_response's JSON
-  draft.whole(v)                  a non-stream body read like a stream payload (an object's
-                                  `message` is also its `delta`)
+  draft.whole(v)                  a non-stream body read like a stream payload: an object's
+                                  `message` is also its `delta`, and a path that finds nothing
+                                  finds its last key anywhere in the body
   draft.openai_request(raw)       the kernel's OpenAI-like request sent on as it is (minus the
                                   fields an API would refuse)
 

@@ -556,10 +556,7 @@ def _mappings(inf: Inference) -> None:
         worst = max(levels.index(p.confidence) for p in paths)
         basis = "; ".join(dict.fromkeys(p.basis for p in paths))
         if {"prompt", "completion", "total"} <= set(roles):
-            basis += (
-                "; a total above input + output means a part the output count leaves out "
-                "(reasoning): the output is then total - input, as OpenAI counts it"
-            )
+            basis += "; output = total - input when the total is larger (reasoning left out)"
         m["usage"] = Mapping("usage", inf.usage.show(), basis, levels[worst])
     if inf.finish:
         f = inf.finish[0]

@@ -32,9 +32,8 @@ DEFAULT = "M.transform_request = draft.openai_request\n"
 def default_request() -> tuple[str, list[str]]:
     """The clearly marked OpenAI-shaped default, and its comment lines."""
     return DEFAULT, [
-        _c("TODO request: no sample request was given (--request FILE): an OPENAI-SHAPED"),
-        _c("DEFAULT, the kernel's request goes out as it is (model, messages, stream, max_tokens,"),
-        _c("temperature, tools). Write M.transform_request(raw) for what the API expects."),
+        _c("TODO request: no sample request (--request FILE): an OPENAI-SHAPED default, the"),
+        _c("kernel's request sent as it is; write M.transform_request(raw) for what the API wants"),
     ]
 
 

@@ -54,13 +54,10 @@ def _why(m: Mapping | None, what: str) -> str:
 
 HEADER = """\
 --[[
-{name}.lua - an adapter drafted by notebook_llm from {sources}.
-
-Each mapped field has a comment above it: what the mapping rests on, and how sure it is (sure,
-likely, guess). TODO marks what the bodies could not tell. Check the draft on other bodies:
-  python -m notebook_llm check-adapter {name}.lua --fixtures OTHER_BODY
-The helpers (draft.*) are notebook_llm's adapters/lib/draft_support.lua; `python -m
-notebook_llm export-adapter {name}.lua` writes this file with the ones it uses inlined.
+{name}.lua - drafted by notebook_llm from {sources}.
+Above each mapped field: what it rests on, how sure (sure, likely, guess); TODO: what the bodies
+could not tell. Check on other bodies: python -m notebook_llm check-adapter {name}.lua --fixtures
+BODY. draft.* is adapters/lib/draft_support.lua (export-adapter inlines what this file uses).
 ]]"""
 
 
