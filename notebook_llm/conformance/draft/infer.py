@@ -254,7 +254,8 @@ def _dedupe(cands: list[Candidate]) -> list[Candidate]:
     kept: list[Candidate] = []
     dupes: list[Candidate] = []
     for c in cands:
-        twin = next((k for k in kept if same_text(k.text, c.text)), None)
+        # the best few are compared (a twin that matters is among them): never every pair
+        twin = next((k for k in kept[:16] if same_text(k.text, c.text)), None)
         if twin is None:
             kept.append(c)
         elif c.payloads > twin.payloads and c.bodies >= twin.bodies:

@@ -10,7 +10,6 @@ Lua literals for Python, hence these few lines by hand.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 
 from ...core.redaction import redact
@@ -22,7 +21,16 @@ FIRST = 1
 EACH = -1
 Path = tuple[str | int, ...]
 
-_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+
+def _ident(step: str) -> bool:
+    """A Lua-style identifier (ASCII letter or ``_``, then letters, digits, ``_``): checked by
+    hand, as everything here runs on a body's text (no regex over untrusted text)."""
+    return (
+        bool(step)
+        and step.isascii()
+        and (step[0].isalpha() or step[0] == "_")
+        and all(ch.isalnum() or ch == "_" for ch in step)
+    )
 
 
 def lua_str(value: str) -> str:
@@ -62,7 +70,7 @@ def show_path(path: Sequence[str | int]) -> str:
             out.append("[*]")
         elif isinstance(step, int) and step == FIRST:
             out.append("[1]")
-        elif isinstance(step, str) and _IDENT.match(step):
+        elif isinstance(step, str) and _ident(step):
             out.append(("." if out else "") + step)
         else:
             out.append("[" + comment_text(repr(step), 40) + "]")

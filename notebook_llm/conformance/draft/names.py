@@ -8,6 +8,8 @@ reads like), but a name is good evidence for or against a reading: ``content`` i
 
 from __future__ import annotations
 
+import functools
+
 from ...adapters.lua.finish_vocabulary import value_words
 
 __all__ = [
@@ -101,15 +103,23 @@ REASONING_WORDS = ("reasoning", "thinking", "thought", "think", "analysis", "ref
 DISCRIMINATORS = ("type", "event", "eventtype", "kind", "object", "op", "action", "msgtype")
 
 
+@functools.lru_cache(maxsize=8192)
 def norm(key: str) -> str:
-    """A key's words joined, lower case: ``finishReason``, ``finish_reason`` -> ``finishreason``."""
-    return "".join(value_words(key))
+    """A key's words joined, lower case: ``finishReason``, ``finish_reason`` -> ``finishreason``
+    (a key longer than 200 characters names nothing: ``""``). Keys repeat from payload to
+    payload, so the answers are cached."""
+    return "".join(key_words(key))
+
+
+@functools.lru_cache(maxsize=8192)
+def _words(key: str) -> tuple[str, ...]:
+    return tuple(value_words(key)) if len(key) <= 200 else ()
 
 
 def key_words(key: str) -> list[str]:
     """A key's words, lower case (``n_in`` -> ``["n", "in"]``, ``inputTokenCount`` ->
     ``["input", "token", "count"]``)."""
-    return value_words(key) if len(key) <= 200 else []
+    return list(_words(key))
 
 
 def reasoning_word(text: str) -> bool:

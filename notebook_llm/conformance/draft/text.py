@@ -98,6 +98,11 @@ class PayloadKinds:
         return self.by_payload[max(self.by_payload)] if self.by_payload else None
 
 
+#: The most keys of an object read for a reasoning marker (a part or a block has a handful).
+_MARKER_KEYS = 16
+#: Candidates kept per body, the best: an API has a few; the rest would only cost time.
+MAX_CANDIDATES = 64
+
 #: Words of a key that holds a status, not a payload kind.
 _STATUS_WORDS = frozenset({"status", "state", "finish", "reason", "stop", "done", "end"})
 
@@ -226,8 +231,10 @@ def _jsonish(text: str) -> bool:
 
 
 def _marker(holder: dict[str, Any] | None, leaf: str) -> Cond | None:
-    """A reasoning marker on the object holding a string: ``thought: true``, ``type: "thinking"``."""
-    if not holder:
+    """A reasoning marker on the object holding a string: ``thought: true``, ``type: "thinking"``.
+    Only a small object carries one (a part, a block): a wide one is not read key by key for
+    each of its strings, which would cost the square of its width."""
+    if not holder or len(holder) > _MARKER_KEYS:
         return None
     for k, v in holder.items():
         if k == leaf:
@@ -299,7 +306,7 @@ def text_candidates(
             if cand is not None:
                 out.append(cand)
     out.sort(key=lambda c: (-c.score, -c.payloads, show_path(c.path)))
-    return out
+    return out[:MAX_CANDIDATES]
 
 
 def _candidate(

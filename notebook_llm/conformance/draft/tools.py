@@ -24,6 +24,9 @@ from .text import Candidate, Cond, PayloadKinds
 __all__ = ["ARG_KEYS", "Fragment", "ToolSpec", "argument_like", "find_fragments", "find_tools"]
 
 ARG_KEYS = ("arguments", "args", "input", "parameters", "params")
+#: Places of calls (and of fragments) a draft maps at most: the ones with the most calls. An
+#: API has one or two; a body with thousands of call-like objects is not answering.
+MAX_PLACES = 8
 _ARG_WORDS = frozenset(
     {
         "arguments",
@@ -157,8 +160,8 @@ def find_tools(index: BodyIndex, kinds: PayloadKinds | None) -> list[ToolSpec]:
             (kind,) = seen.kinds_new
             spec.cond = Cond(kinds.key, kind, on_payload=True)
         out.append(spec)
-    out.sort(key=lambda s: (len(s.path), show_path(s.path)))
-    return out
+    out.sort(key=lambda s: (-s.calls, len(s.path), show_path(s.path)))
+    return sorted(out[:MAX_PLACES], key=lambda s: (len(s.path), show_path(s.path)))
 
 
 def find_fragments(
@@ -166,11 +169,13 @@ def find_fragments(
 ) -> list[Fragment]:
     """Argument fragments: argument-like string candidates outside every call object."""
     out: list[Fragment] = []
-    call_paths = [t.path for t in tools]
+    call_paths = {t.path for t in tools}
     for cand in candidates:
+        if len(out) >= MAX_PLACES:
+            break
         if not argument_like(cand):
             continue
-        if any(cand.path[: len(p)] == p for p in call_paths):
+        if any(cand.path[:n] in call_paths for n in range(1, len(cand.path) + 1)):
             continue
         pid = index.table.find(cand.path)
         roots = [index.roots.get(p) for p, _, _ in index.strings.get(pid, [])] if pid else []
