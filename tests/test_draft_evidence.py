@@ -191,3 +191,105 @@ def test_c_cli_drafts_from_several_bodies_with_a_pick(
     assert rc == 1
     assert err.startswith("error: --pick 'text': write FIELD=PATH")
     assert err.count("\n") == 1
+
+
+# ---------------------------------------------------------------- (d) the notebook
+
+
+@pytest.fixture
+def magics(monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
+    from IPython.core.interactiveshell import InteractiveShell
+
+    from notebook_llm.engine.engine import Engine
+    from notebook_llm.notebook.magics.adapter_magics import AdapterMagics
+
+    sh = InteractiveShell.instance()
+    engine = Engine(config_file=False, env_file=False)
+    m = AdapterMagics(sh, engine=engine)
+    sh.register_magics(m)
+    cells: list[str] = []
+    monkeypatch.setattr(sh, "set_next_input", lambda text, replace=False: cells.append(text))
+    m.cells = cells  # type: ignore[attr-defined]
+    yield m
+    m.close()
+
+
+def test_d_the_magic_drafts_into_a_file_and_adds_no_cell_so_run_all_is_stable(
+    magics: object, tmp_path: Path
+) -> None:
+    from IPython.utils.capture import capture_output
+
+    a, b = tmp_path / "a.sse", tmp_path / "b.sse"
+    a.write_bytes(responses_like(DONE))
+    b.write_bytes(responses_like(CUT))
+    out = tmp_path / "drafted.lua"
+    line = f"draft mine {a} {b} --output {out}"
+    sh = magics.shell  # type: ignore[attr-defined]
+    with capture_output() as cap:
+        sh.run_line_magic("adapter", line)
+    first = out.read_text()
+    with capture_output():
+        sh.run_line_magic("adapter", line)  # Run All again
+    assert out.read_text() == first
+    assert magics.cells == []  # type: ignore[attr-defined]
+    shown = "\n".join(o.data.get("text/plain", "") for o in cap.outputs)
+    assert "loaded adapter mine" in shown
+    assert "b.sse:" in shown  # what the second body changed
+    adapter = magics.engine.adapter("mine")  # type: ignore[attr-defined]
+    got = replay_fixture(adapter, _fixture(responses_like(CUT))).completion
+    assert got.finish is not None
+    assert got.finish.kind == "max-tokens"
+
+
+def test_d_close_candidates_get_a_widget_whose_choice_redrafts_and_reloads(
+    magics: object, tmp_path: Path
+) -> None:
+    from IPython.utils.capture import capture_output
+
+    body = tmp_path / "twins.ndjson"
+    body.write_bytes(TWINS)
+    out = tmp_path / "twins.lua"
+    sh = magics.shell  # type: ignore[attr-defined]
+    with capture_output():
+        sh.run_line_magic("adapter", f"draft twins {body} --output {out}")
+    choices = magics.last_choices  # type: ignore[attr-defined]
+    assert choices is not None
+    radio = choices.buttons["text"]
+    labels = [label for label, _ in radio.options]
+    assert any("Bonjour" in label for label in labels)
+    assert any("Hello there" in label for label in labels)
+    other = "en" if radio.value == "fr" else "fr"
+    before = replay_fixture(magics.engine.adapter("twins"), _fixture(TWINS)).completion.text  # type: ignore[attr-defined]
+    radio.value = other  # what a click does
+    assert f'"{other}"' in out.read_text()
+    assert f"--pick text={other}" in choices.status.value
+    adapter = magics.engine.adapter("twins")  # type: ignore[attr-defined]
+    got = replay_fixture(adapter, _fixture(TWINS)).completion
+    assert got.text != before
+    assert got.text.startswith("Bonjour" if other == "fr" else "Hello")
+
+
+def test_d_a_bad_pick_in_the_magic_is_a_usage_error(magics: object, tmp_path: Path) -> None:
+    from IPython.core.error import UsageError
+
+    body = tmp_path / "twins.ndjson"
+    body.write_bytes(TWINS)
+    with pytest.raises(UsageError) as info:
+        magics.shell.run_line_magic("adapter", f"draft twins {body} --pick text")  # type: ignore[attr-defined]
+    assert "FIELD=PATH" in str(info.value)
+
+
+def test_d_the_notebooks_draft_into_files_so_run_all_adds_no_cell() -> None:
+    import json as json_
+
+    root = Path(__file__).resolve().parent.parent / "notebooks"
+    drafts = [
+        line
+        for nb in sorted(root.glob("*.ipynb"))
+        for cell in json_.loads(nb.read_text())["cells"]
+        if cell["cell_type"] == "code"
+        for line in "".join(cell["source"]).splitlines()
+        if line.startswith("%adapter draft")
+    ]
+    assert drafts, "writing_an_adapter.ipynb drafts an adapter"
+    assert all("--output" in line for line in drafts), drafts

@@ -643,7 +643,8 @@ def _todos(inf: Inference) -> None:
     if not inf.tools and not inf.fragments:
         todo(
             "tool calls: none in the bodies; the draft expects them (if the API has them) as "
-            "objects with a name and arguments: add their path to CALLS"
+            "objects with a name and arguments, looked for anywhere meanwhile (a guess): map "
+            "their place with draft.calls (the comment above out.tool_calls shows how)"
         )
     for q in inf.questions:
         todo(q.how())

@@ -183,13 +183,11 @@ def _is_cumulative(values: list[str]) -> bool:
 
 
 def _word(value: str) -> bool:
-    """One word: no white space, a letter in it, no character of a script written without
-    spaces (CJK: a token stream of such text has no spaces either and must not get any)."""
-    return (
-        0 < len(value) <= 40
-        and any(ch.isalpha() for ch in value)
-        and not any(ch.isspace() or ord(ch) >= 0x2E80 for ch in value)
-    )
+    """One word: letters, maybe with punctuation around them (``WORLD.``), no digit, no white
+    space, and no character of a script written without spaces (CJK: a token stream of such
+    text has no spaces either and must not get any)."""
+    core = value.strip(".,;:!?\"'()")
+    return 0 < len(core) <= 40 and all(ch.isalpha() and ord(ch) < 0x2E80 for ch in core)
 
 
 def _bare_words(values: list[str]) -> bool:
@@ -197,7 +195,7 @@ def _bare_words(values: list[str]) -> bool:
     that streams words, not text, so the words need a space between them. Real token streams
     carry their spaces (``" world"``), so they never look like this for long."""
     vals = [v for v in values if v]
-    return len(vals) >= 3 and all(_word(v) for v in vals)
+    return len(vals) >= 2 and all(_word(v) for v in vals)
 
 
 def _revised(values: list[str]) -> bool:

@@ -290,11 +290,10 @@ def _tool_lines(inf: Inference, ind: str) -> list[str]:
     if inf.text is not None:
         where = (*inf.text.path[:-1], "tool_calls", EACH)
     out = _c(
-        "TODO tool calls: none in the bodies. Calls of the common shapes ({function = {name, "
-        "arguments}}, {name, arguments}, {name, args}, {name, input}, functionCall) are looked "
-        "for anywhere (a guess); if the API has them, map their place instead, e.g. for "
-        f"{{id, name, arguments}} objects at {show_path(where)}: draft.calls(c, {{ {{ at = "
-        f'{lua_path(where)}, name = {{ "name" }}, args = {{ "arguments" }}, id = {{ "id" }} }} }})',
+        "TODO tool calls: none in the bodies, so calls of the common shapes are looked for "
+        "anywhere (a guess); map their place if the API has them, e.g. objects {id, name, "
+        f"arguments}} at {show_path(where)}: draft.calls(c, {{ {{ at = {lua_path(where)}, "
+        'name = { "name" }, args = { "arguments" }, id = { "id" } } })',
         ind,
     )
     out.append(f"{ind}out.tool_calls = draft.guess_calls(c)")
