@@ -454,6 +454,185 @@ def status_ndjson(a: Answer) -> bytes:
     return ndjson(lines)
 
 
+def responses_full(a: Answer) -> bytes:
+    """The Responses API's full event sequence: item and content-part events that repeat the
+    text whole, `sequence_number`s, usage with details; an `incomplete` answer also makes a tool
+    call first (another structure than the complete one) and reasons when it has thinking."""
+    base: dict[str, Any] = {
+        "id": "resp_1",
+        "object": "response",
+        "status": "in_progress",
+        "output": [],
+        "usage": None,
+        "incomplete_details": None,
+    }
+    events: list[Any] = [
+        {"type": "response.created", "sequence_number": 0, "response": base},
+        {"type": "response.in_progress", "sequence_number": 1, "response": base},
+    ]
+    out: list[Any] = []
+    index = 0
+    if a.thinking:
+        events.append(
+            {
+                "type": "response.output_item.added",
+                "output_index": index,
+                "item": {"id": "rs_1", "type": "reasoning", "summary": []},
+            }
+        )
+        for t in a.thinking:
+            events.append(
+                {
+                    "type": "response.reasoning_summary_text.delta",
+                    "item_id": "rs_1",
+                    "output_index": index,
+                    "summary_index": 0,
+                    "delta": t,
+                }
+            )
+        index += 1
+    if a.finish == "incomplete":
+        item = {
+            "id": "fc_1",
+            "type": "function_call",
+            "status": "in_progress",
+            "arguments": "",
+            "call_id": "call_1",
+            "name": "get_weather",
+        }
+        events.append({"type": "response.output_item.added", "output_index": index, "item": item})
+        args = json.dumps({"city": "Paris"})
+        for piece in (args[:5], args[5:]):
+            events.append(
+                {
+                    "type": "response.function_call_arguments.delta",
+                    "item_id": "fc_1",
+                    "output_index": index,
+                    "delta": piece,
+                }
+            )
+        events.append(
+            {
+                "type": "response.function_call_arguments.done",
+                "item_id": "fc_1",
+                "output_index": index,
+                "arguments": args,
+            }
+        )
+        done = {**item, "status": "completed", "arguments": args}
+        events.append({"type": "response.output_item.done", "output_index": index, "item": done})
+        out.append(done)
+        index += 1
+    msg = {
+        "id": "msg_1",
+        "type": "message",
+        "status": "in_progress",
+        "content": [],
+        "role": "assistant",
+    }
+    events.append({"type": "response.output_item.added", "output_index": index, "item": msg})
+    events.append(
+        {
+            "type": "response.content_part.added",
+            "item_id": "msg_1",
+            "output_index": index,
+            "content_index": 0,
+            "part": {"type": "output_text", "text": ""},
+        }
+    )
+    for p in a.pieces:
+        events.append(
+            {
+                "type": "response.output_text.delta",
+                "item_id": "msg_1",
+                "output_index": index,
+                "content_index": 0,
+                "delta": p,
+            }
+        )
+    events.append(
+        {
+            "type": "response.output_text.done",
+            "item_id": "msg_1",
+            "output_index": index,
+            "content_index": 0,
+            "text": a.text,
+        }
+    )
+    whole = {**msg, "status": "completed", "content": [{"type": "output_text", "text": a.text}]}
+    events.append({"type": "response.output_item.done", "output_index": index, "item": whole})
+    out.append(whole)
+    final = {
+        **base,
+        "status": a.finish,
+        "output": out,
+        "usage": {
+            "input_tokens": a.counts[0],
+            "input_tokens_details": {"cached_tokens": 0},
+            "output_tokens": a.counts[1],
+            "output_tokens_details": {"reasoning_tokens": len(a.thinking)},
+            "total_tokens": sum(a.counts),
+        },
+    }
+    if a.finish == "incomplete":
+        final["incomplete_details"] = {"reason": "max_output_tokens"}
+    events.append({"type": f"response.{a.finish}", "response": final})
+    return sse([(None, e) for e in events])
+
+
+def llamacpp_native(a: Answer) -> bytes:
+    """llama.cpp's own /completion stream: `content` pieces with `stop: false`, then a last
+    payload with settings, timings and counts, and `stop_type` (eos, limit, word)."""
+    events: list[tuple[str | None, Any]] = [
+        (None, {"content": p, "stop": False, "id_slot": 0, "index": 0}) for p in a.pieces
+    ]
+    events.append(
+        (
+            None,
+            {
+                "content": "",
+                "stop": True,
+                "model": "gemma-3-270m",
+                "tokens_predicted": a.counts[1],
+                "tokens_evaluated": a.counts[0],
+                "generation_settings": {"n_predict": 64, "seed": 42, "top_k": 40, "n_probs": 0},
+                "prompt": "<start_of_turn>user\nsay something nice<end_of_turn>",
+                "stop_type": a.finish,
+                "stopping_word": "",
+                "tokens_cached": sum(a.counts),
+                "timings": {
+                    "prompt_n": a.counts[0],
+                    "prompt_ms": 12.5,
+                    "predicted_n": a.counts[1],
+                    "predicted_ms": 40.0,
+                },
+            },
+        )
+    )
+    return sse(events)
+
+
+def cohere_v1_ndjson(a: Answer) -> bytes:
+    """Cohere v1-like NDJSON: `event_type` lines, an `is_finished` flag, the whole text and the
+    billed units repeated in the stream-end's `response`."""
+    lines: list[Any] = [{"is_finished": False, "event_type": "stream-start", "generation_id": "g"}]
+    lines += [{"is_finished": False, "event_type": "text-generation", "text": p} for p in a.pieces]
+    lines.append(
+        {
+            "is_finished": True,
+            "event_type": "stream-end",
+            "finish_reason": a.finish,
+            "response": {
+                "text": a.text,
+                "meta": {
+                    "billed_units": {"input_tokens": a.counts[0], "output_tokens": a.counts[1]}
+                },
+            },
+        }
+    )
+    return ndjson(lines)
+
+
 APIS: list[API] = [
     API(
         "responses-like event-typed SSE",
@@ -529,6 +708,20 @@ APIS: list[API] = [
         "status NDJSON, consumed.{sent,received}",
         status_ndjson,
         (("succeeded", "stop"), ("incomplete", "max-tokens")),
+    ),
+    API(
+        "responses, full events (+ a tool call when incomplete)",
+        responses_full,
+        (("completed", "stop"), ("incomplete", "max-tokens")),
+        has_reasoning=True,
+    ),
+    API(
+        "llama.cpp native /completion", llamacpp_native, (("eos", "stop"), ("limit", "max-tokens"))
+    ),
+    API(
+        "cohere v1-like NDJSON",
+        cohere_v1_ndjson,
+        (("COMPLETE", "stop"), ("MAX_TOKENS", "max-tokens")),
     ),
 ]
 

@@ -52,7 +52,7 @@ def test_a_draft_reads_concrete_paths_in_one_short_function_per_hook(body: str) 
     assert set(functions) >= {"read", "M.transform_stream_chunk", "M.transform_response"}
     for name, text in re.findall(r"^(?:local )?function ([\w.]+)\((.*?)^end$", source, re.S | re.M):
         code = [x for x in text.splitlines() if x.strip() and not x.strip().startswith("--")]
-        assert len(code) <= 16, f"{name} has {len(code)} lines of code"
+        assert len(code) <= 20, f"{name} has {len(code)} lines of code"
     # the text's path is written out, not looked up in a table of paths
     assert re.search(r'out\.content = text\(c, \{ "[^"]+"', source)
     # no generic machinery in the draft: it is the library's

@@ -8,6 +8,8 @@ lines to what its API does (which field is the text, the finish, the usage) and 
   draft.EACH                      a path step: every element of a list
   draft.get(v, k1, k2, ...)       the value at that path (1 = the first element), nil if a step
                                   is missing or the value is null
+  draft.is_kind(c, kind, value)   whether a payload of kind `kind` is of kind `value` (a whole
+                                  body, read like a payload, is of every kind)
   draft.text(v, path, keep)       the strings at `path` (a list of steps, EACH allowed) joined;
                                   only those whose holding object passes keep(holder); nil if none
   draft.where(key, value)         keep functions: holder[key] == value ...
@@ -106,6 +108,13 @@ function draft.whole(v)
   local out = copy(v, 0)
   if type(out) == "table" then WHOLE[out] = true end
   return out
+end
+
+--- @section is_kind  uses: whole
+-- Whether payload c, whose kind is `kind`, is of kind `value`; a whole body read like a payload
+-- (draft.whole) has no kinds, so it is of every one.
+function draft.is_kind(c, kind, value)
+  return kind == value or WHOLE[c] == true
 end
 
 --- @section get  uses: whole
@@ -394,7 +403,7 @@ function draft.calls(v, specs, fragments)
         local name, args, id = at(obj, spec.name), at(obj, spec.args), at(obj, spec.id)
         local index = at(obj, spec.index)
         if index == nil and spec.index_root then index = draft.get(v, spec.index_root) end
-        if name ~= nil or args ~= nil or id ~= nil then
+        if name ~= nil or args ~= nil then -- an id alone is any object's (a message's)
           local call = { type = "function", name = name, id = id, stream_index = index }
           if type(args) == "string" then
             call.raw_arguments = args
@@ -556,6 +565,11 @@ local function has_call_key(v, depth)
   return false
 end
 
+-- Per stream (one Lua state each): call id -> whether its arguments came. A call repeated
+-- whole later (the Responses API does) adds its arguments once if they had not come, else
+-- nothing.
+local guessed = {}
+
 function draft.guess_calls(v)
   if not has_call_key(v, 0) then return nil end
   for _, g in ipairs(GUESSES) do
@@ -565,8 +579,19 @@ function draft.guess_calls(v)
       local calls = {}
       for _, found in ipairs(objects) do
         local one = draft.calls(found[1], { spec })
-        if one then calls[#calls + 1] = one[1] end
+        local call = one and one[1]
+        if call then
+          local full = call.arguments ~= nil or (call.raw_arguments or "") ~= ""
+          local seen = call.id ~= nil and guessed[call.id]
+          if seen == nil or not call.id then
+            calls[#calls + 1] = call
+          elseif seen == false and full then
+            calls[#calls + 1] = { id = call.id, arguments = call.arguments, raw_arguments = call.raw_arguments }
+          end
+          if call.id then guessed[call.id] = guessed[call.id] or full end
+        end
       end
+      if #calls == 0 then return nil end
       return calls
     end
   end

@@ -81,6 +81,9 @@ class FinishField:
     #: Values seen while content still came (not finishes).
     progress: list[str] = field(default_factory=list)
     score: float = 0.0
+    #: Set on the last payload of a body (a status of the whole answer, not of one of its
+    #: parts: the Responses API's ``item.status`` completes before the answer does).
+    at_end: bool = False
 
     def meanings(self) -> dict[str, FinishMeaning | None]:
         return {v: finish_meaning(v) for v in self.values}
@@ -122,6 +125,7 @@ def find_finish(
 ) -> list[FinishField]:
     """The finish fields of one body, best first (see the module doc)."""
     last_content = max(content_at) if content_at else -1
+    last = max(index.roots) if index.roots else -1
     out: list[FinishField] = []
     pids = set(index.strings) | set(index.nulls)
     for pid in pids:
@@ -142,8 +146,9 @@ def find_finish(
             continue
         found = _judge(path, occs, bool(index.nulls.get(pid)), last_content, stream)
         if found is not None:
+            found.at_end = not stream or any(pos == last and v for pos, v, _ in occs)
             out.append(found)
-    out.sort(key=lambda f: (-f.score, len(f.path), show_path(f.path)))
+    out.sort(key=lambda f: (-f.score, -f.at_end, len(f.path), show_path(f.path)))
     return out
 
 

@@ -23,6 +23,7 @@ from typing import Literal
 
 from ...adapters.lua.finish_vocabulary import finish_meaning
 from ...core.errors import ErrorCode, LlmError
+from ...core.redaction import shorten
 from .finish import EndSpec, FinishField, end_family, find_end, find_finish
 from .framing import Body
 from .lua_text import Path, show_path
@@ -175,7 +176,7 @@ def observe(body: Body, table: PathTable, label: str) -> Observation:
             if pid is not None:
                 excluded.add(pid)
     cands = text_candidates(index, kinds, excluded)
-    fragments = find_fragments(index, cands, tools)
+    fragments = find_fragments(index, kinds, tools)
     plain = [c for c in cands if not argument_like(c)]
     texts = [c for c in plain if not c.reasoning_like]
     reasonings = [c for c in plain if c.reasoning_like]
@@ -273,15 +274,24 @@ def _merge_finish(lists: list[list[FinishField]]) -> list[FinishField]:
             have = merged.get(f.path)
             if have is None:
                 merged[f.path] = FinishField(
-                    f.path, f.confidence, f.basis, list(f.values), list(f.progress), f.score
+                    f.path,
+                    f.confidence,
+                    f.basis,
+                    list(f.values),
+                    list(f.progress),
+                    f.score,
+                    f.at_end,
                 )
                 continue
             have.values += [v for v in f.values if v not in have.values]
             have.progress += [v for v in f.progress if v not in have.progress]
             have.score += f.score
+            have.at_end = have.at_end or f.at_end
             if f.confidence == "sure":
                 have.confidence = "sure"
-    out = sorted(merged.values(), key=lambda f: (-f.score, len(f.path), show_path(f.path)))
+    out = sorted(
+        merged.values(), key=lambda f: (-f.score, -f.at_end, len(f.path), show_path(f.path))
+    )
     for f in out:  # a value final in one body and progress in another is not a finish
         f.values = [v for v in f.values if v not in f.progress]
     return [f for f in out if f.values]
@@ -377,7 +387,7 @@ def _choose(
     ]
     if not close:
         return best, None
-    options = [Option(c.show(), c.text[:60], c.score) for c in [best, *close[:3]]]
+    options = [Option(c.show(), shorten(c.text, 60), c.score) for c in [best, *close[:3]]]
     return best, Question(field_name, options)
 
 
@@ -490,8 +500,10 @@ def _decide_finish(fields: list[FinishField], pick: str | None) -> list[FinishFi
                 ErrorCode.INVALID_OPTIONS,
             )
         return chosen
-    sure = [f for f in fields if f.confidence == "sure"]
-    return sure or fields[:1]
+    # the fields set on a body's last payload speak for the whole answer (several: a status and
+    # its reason, read in that order); else the best one
+    at_end = [f for f in fields if f.at_end and (f.confidence == "sure" or f is fields[0])]
+    return at_end or fields[:1]
 
 
 def _merge_tools(obs: list[Observation]) -> list[ToolSpec]:
@@ -533,7 +545,7 @@ def _text_mapping(what: str, cand: Candidate, others: list[Candidate], n: int) -
         basis += f"; found in {cand.bodies} of {n} bodies"
     rivals = [c for c in others if c is not cand]
     if rivals:
-        shown = ", ".join(f"{c.show()} ({c.text[:24]!r})" for c in rivals[:2])
+        shown = ", ".join(f"{c.show()} ({shorten(c.text, 24)!r})" for c in rivals[:2])
         basis += f"; picked over {len(rivals)} other candidate(s): {shown}"
     confidence: Confidence = "sure"
     if cand.guessed:

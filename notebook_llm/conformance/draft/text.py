@@ -7,9 +7,10 @@ name. Two things split a path in two:
 
 * a *marker* on the object holding the string, present only sometimes (Gemini's
   ``thought: true``, a ``type: "thinking"``): the marked strings are reasoning;
-* the *payload kind* (the ``type`` an event-typed stream names every payload with), when the
-  path carries strings under several kinds: OpenAI's Responses API sends text, reasoning and
-  tool-call arguments all as ``delta``, told apart only by the event's ``type``.
+* the *payload kind* (the ``type`` an event-typed stream names every payload with): OpenAI's
+  Responses API sends text, reasoning and tool-call arguments all as ``delta``, told apart only
+  by the event's ``type``; so in such a stream a candidate is read from payloads of its kind
+  only (another kind reusing the field cannot leak into the text).
 
 A candidate is reasoning when it is marked, named (``thinking``, ``reasoning_content``) or sent
 under a kind that says so. Strings whose join is JSON (streamed tool-call arguments) are not
@@ -121,15 +122,17 @@ def payload_kinds(index: BodyIndex) -> PayloadKinds | None:
     best: tuple[int, int, str] | None = None
     for key, values in seen.items():
         distinct = len(set(values.values()))
-        if (
-            len(values) * 10 < len(roots) * 8
-            or distinct < 2
-            or distinct > max(2, len(values) // 2 + 1)
-        ):
+        if len(values) * 10 < len(roots) * 8 or distinct < 2:
             continue
         named = norm(key) in DISCRIMINATORS
-        # an unnamed key needs three kinds: two values may be a status (generating, done)
-        if not named and (distinct < 3 or distinct > 40 or set(key_words(key)) & _STATUS_WORDS):
+        # a key named like a kind may take many values (an event-typed stream has dozens of
+        # event types); an unnamed one needs values that repeat, and at least three of them
+        # (two may be a status: generating, done)
+        if not named and (
+            distinct < 3
+            or distinct > min(40, len(values) // 2 + 1)
+            or set(key_words(key)) & _STATUS_WORDS
+        ):
             continue
         rank = (int(named), len(values), key)
         if best is None or rank > best:
@@ -262,8 +265,11 @@ def _groups(
     leaf: str,
     kinds: PayloadKinds | None,
 ) -> list[tuple[Cond | None, list[tuple[int, str]], bool]]:
-    """The occurrences of one path, split by a reasoning marker or by the payload's kind."""
+    """The occurrences of one path, split by a reasoning marker or by the payload's kind (a
+    marker that is the payload's kind itself is left to the kind split)."""
     found = [_marker(h, leaf) for _, _, h in occs]
+    if kinds is not None:
+        found = [None if m is not None and m.key == kinds.key else m for m in found]
     markers = Counter(m for m in found if m is not None)
     if markers and sum(markers.values()) < len(occs):
         top = markers.most_common(1)[0][0]
@@ -276,7 +282,9 @@ def _groups(
         for p, v in items:
             if v.strip():
                 by_kind.setdefault(kinds.by_payload.get(p, ""), []).append((p, v))
-        if len(by_kind) >= 2 and "" not in by_kind:
+        # each kind its own candidate; text of one kind only is read from that kind only, so
+        # that another kind reusing the field (arguments as `delta`) cannot leak into it
+        if by_kind and "" not in by_kind:
             return [
                 (Cond(kinds.key, kind, on_payload=True), group, reasoning_word(kind))
                 for kind, group in by_kind.items()

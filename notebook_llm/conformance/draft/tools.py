@@ -13,6 +13,7 @@ join the call of the same number.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -70,6 +71,8 @@ class Fragment:
     path: Path
     index_root: str | None = None
     cond: Cond | None = None
+    #: Each value is whole arguments (a JSON object), not a piece of them.
+    whole: bool = False
 
     def show(self) -> str:
         return show_path(self.path) + (f" where {self.cond.show()}" if self.cond else "")
@@ -138,7 +141,7 @@ def find_tools(index: BodyIndex, kinds: PayloadKinds | None) -> list[ToolSpec]:
             spec.id = ("id",)
         if isinstance(d.get("index"), int) and not isinstance(d.get("index"), bool):
             spec.index = ("index",)
-        if spec.index is None and len(path) > 1 and spec.index_root is None:
+        if spec.index is None and path and spec.index_root is None:
             spec.index_root = _index_key(index.roots.get(pos))
         kind = kinds.by_payload.get(pos, "") if kinds is not None else ""
         if call_id and call_id in ids:
@@ -164,22 +167,54 @@ def find_tools(index: BodyIndex, kinds: PayloadKinds | None) -> list[ToolSpec]:
     return sorted(out[:MAX_PLACES], key=lambda s: (len(s.path), show_path(s.path)))
 
 
+def _fragment_name(key: str) -> bool:
+    """A key that holds streamed arguments whatever its value: ``partial_json``,
+    ``arguments``, ``args_delta`` (not ``jsonPath``, which addresses a value)."""
+    words = set(key_words(key))
+    return bool(words & {"arguments", "argument", "args"}) or {"partial", "json"} <= words
+
+
 def find_fragments(
-    index: BodyIndex, candidates: list[Candidate], tools: list[ToolSpec]
+    index: BodyIndex, kinds: PayloadKinds | None, tools: list[ToolSpec]
 ) -> list[Fragment]:
-    """Argument fragments: argument-like string candidates outside every call object."""
+    """Argument fragments: strings outside every call object, named like streamed arguments
+    (``partial_json``, even when empty) or whose join is JSON sent under a path or a payload
+    kind that names arguments, a function or a tool."""
     out: list[Fragment] = []
     call_paths = {t.path for t in tools}
-    for cand in candidates:
+    for pid, occs in index.strings.items():
         if len(out) >= MAX_PLACES:
             break
-        if not argument_like(cand):
+        path = index.path(pid)
+        if not path or any(path[:n] in call_paths for n in range(1, len(path) + 1)):
             continue
-        if any(cand.path[:n] in call_paths for n in range(1, len(cand.path) + 1)):
-            continue
-        pid = index.table.find(cand.path)
-        roots = [index.roots.get(p) for p, _, _ in index.strings.get(pid, [])] if pid else []
-        keys = {_index_key(r) for r in roots}
-        root = keys.pop() if len(keys) == 1 else None
-        out.append(Fragment(cand.path, root, cand.cond))
+        words = {w for s in path if isinstance(s, str) for w in key_words(s)}
+        by_kind: dict[str, list[tuple[int, str]]] = {}
+        for pos, value, _ in occs:
+            kind = kinds.by_payload.get(pos, "") if kinds is not None else ""
+            by_kind.setdefault(kind, []).append((pos, value))
+        for kind, items in by_kind.items():
+            joined = "".join(v for _, v in items)
+            kind_words = set(key_words(kind)) if kind else set()
+            named = _fragment_name(last_key(path))
+            jsonish = joined.strip()[:1] in ("{", "[") and '"' in joined
+            if not (named or (jsonish and (words | kind_words) & _ARG_WORDS)):
+                continue
+            cond = Cond(kinds.key, kind, on_payload=True) if kinds is not None and kind else None
+            roots = {_index_key(index.roots.get(pos)) for pos, _ in items}
+            root = roots.pop() if len(roots) == 1 else None
+            fragment = Fragment(path, root, cond if len(by_kind) > 1 or not named else None)
+            fragment.whole = all(_json_object(v) for _, v in items if v)
+            out.append(fragment)
+    # a place where each value is already the whole arguments repeats what another place
+    # streamed in pieces (the Responses API's function_call_arguments.done): read the pieces
+    if any(not f.whole for f in out):
+        out = [f for f in out if not f.whole]
     return out
+
+
+def _json_object(text: str) -> bool:
+    try:
+        return isinstance(json.loads(text), dict)
+    except ValueError:
+        return False

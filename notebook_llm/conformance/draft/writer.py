@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from ...core.redaction import shorten
 from .finish import EndSpec
 from .infer import Candidate, Inference, Mapping, ToolSpec
 from .lua_text import EACH, Path, comment_text, lua_path, lua_str, show_path
@@ -187,8 +188,9 @@ def _assign(cand: Candidate, field: str, expr: str, what: str, kind_var: bool) -
         lines = [f"out.{field} = {expr}"]
     cond = cand.cond
     if cond is not None and cond.on_payload and kind_var:
-        op = "~=" if cond.negate else "=="
-        return [f"if kind {op} {lua_str(str(cond.value))} then", *("  " + x for x in lines), "end"]
+        test = f"draft.is_kind(c, kind, {lua_str(str(cond.value))})"
+        test = f"not {test}" if cond.negate else test
+        return [f"if {test} then", *("  " + x for x in lines), "end"]
     return lines
 
 
@@ -225,7 +227,11 @@ def _read(inf: Inference) -> list[str]:
             ind + x
             for x in _assign(inf.reasoning, "reasoning_content", expr, "reasoning", kind_var)
         ]
-    elif inf.text is not None and not inf.text.guessed and inf.text.cond is None:
+    elif (
+        inf.text is not None
+        and not inf.text.guessed
+        and (inf.text.cond is None or inf.text.cond.on_payload)
+    ):
         out += _c(
             "reasoning (guess): none in the bodies; marked strings or a sibling of the text "
             "named reasoning_content, reasoning or thinking",
@@ -342,7 +348,10 @@ def _stream_hook(inf: Inference) -> list[str]:
         )
     others = [p for p in inf.other_payloads if p != end.value]
     if others:
-        out += _c(f"{len(others)} payload(s) are not JSON (e.g. {others[0][:30]!r}): skipped", "  ")
+        out += _c(
+            f"{len(others)} payload(s) are not JSON (e.g. {shorten(others[0], 30)!r}): skipped",
+            "  ",
+        )
         out.append("  local ok, c = pcall(json.decode, line)")
         out.append('  if not ok or type(c) ~= "table" then return "" end')
     else:
