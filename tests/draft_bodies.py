@@ -633,6 +633,16 @@ def cohere_v1_ndjson(a: Answer) -> bytes:
     return ndjson(lines)
 
 
+def plain_text_events(a: Answer) -> bytes:
+    """Replicate-like SSE: the text as plain `data:` lines under `event: output`, then a JSON
+    `done` event with the counts."""
+    events: list[tuple[str | None, Any]] = [("output", p) for p in a.pieces]
+    events.append(
+        ("done", {"metrics": {"input_token_count": a.counts[0], "output_token_count": a.counts[1]}})
+    )
+    return sse(events)
+
+
 APIS: list[API] = [
     API(
         "responses-like event-typed SSE",
@@ -722,6 +732,9 @@ APIS: list[API] = [
         "cohere v1-like NDJSON",
         cohere_v1_ndjson,
         (("COMPLETE", "stop"), ("MAX_TOKENS", "max-tokens")),
+    ),
+    API(
+        "plain-text data: lines, a JSON done event", plain_text_events, (("", "stop"), ("", "stop"))
     ),
 ]
 

@@ -29,7 +29,15 @@ from .framing import Body
 from .lua_text import Path, show_path
 from .names import norm
 from .paths import BodyIndex, PathTable, index_body
-from .text import Candidate, PayloadKinds, empty_text, payload_kinds, same_text, text_candidates
+from .text import (
+    Candidate,
+    PayloadKinds,
+    empty_text,
+    payload_kinds,
+    prose_score,
+    same_text,
+    text_candidates,
+)
 from .tools import Fragment, ToolSpec, argument_like, find_fragments, find_tools
 from .usage import Role, UsageFound, UsagePath, find_usage
 
@@ -180,9 +188,16 @@ def observe(body: Body, table: PathTable, label: str) -> Observation:
     plain = [c for c in cands if not argument_like(c)]
     texts = [c for c in plain if not c.reasoning_like]
     reasonings = [c for c in plain if c.reasoning_like]
+    others = [p.text for p in body.payloads if not p.is_json and p.text != "[DONE]"]
+    raw = _raw_text(body, others)
+    if raw is not None and (not texts or raw.score > texts[0].score):
+        texts = [raw, *texts]
     content_at = _content_at(index, texts[:1] + reasonings[:1], tools, fragments)
+    if texts and texts[0].raw:
+        plain_text = set(others)
+        content_at |= {i for i, p in enumerate(body.payloads) if p.text in plain_text}
     final_from = max(content_at) if content_at else 0
-    text_pids = {table.find(c.path) for c in texts[:1] + reasonings[:1]}
+    text_pids = {table.find(c.path) for c in texts[:1] + reasonings[:1] if not c.raw}
     finish = find_finish(index, kinds, content_at, {p for p in text_pids if p is not None}, stream)
     obs = Observation(
         body,
@@ -197,13 +212,25 @@ def observe(body: Body, table: PathTable, label: str) -> Observation:
         finish,
         find_end(body, index, kinds, finish),
     )
-    if not texts:
+    obs.other_payloads = others
+    if not obs.texts:
         obs.empty_text = empty_text(index, excluded)
-    obs.other_payloads = [p.text for p in body.payloads if not p.is_json and p.text != "[DONE]"]
     obs.error_seen = any(
         isinstance(v, dict) and v.get("error") not in (None, False) for _, v in body.json_payloads
     )
     return obs
+
+
+def _raw_text(body: Body, others: list[str]) -> Candidate | None:
+    """The payloads that are not JSON, when they read like the answer (a stream that sends its
+    text as plain ``data:`` lines and its events as JSON): the whole payload is the text."""
+    if body.framing != "sse" or len(others) < 2:
+        return None
+    text = "".join(others)
+    score = prose_score(text) * 2.0
+    if score < 10:
+        return None
+    return Candidate((), None, False, text, score, len(others), raw=True)
 
 
 def _content_at(

@@ -77,12 +77,16 @@ class Candidate:
     revised: bool = False
     #: In how many of the draft's bodies this candidate was found.
     bodies: int = 1
+    #: The text is each payload that is not JSON, whole (plain ``data:`` lines).
+    raw: bool = False
 
     @property
     def key(self) -> tuple[Path, Cond | None]:
         return (self.path, self.cond)
 
     def show(self) -> str:
+        if self.raw:
+            return "(each payload that is not JSON)"
         where = show_path(self.path)
         return where + (f" where {self.cond.show()}" if self.cond else "")
 

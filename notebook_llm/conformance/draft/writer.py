@@ -206,7 +206,9 @@ def _read(inf: Inference) -> list[str]:
     ind = "  "
     # text
     reasoning_seen = inf.reasoning is not None
-    if inf.text is not None:
+    if inf.text is not None and inf.text.raw:
+        out += _c("text: each payload that is not JSON, whole (in the stream hook)", ind)
+    elif inf.text is not None:
         out += _c(_why(m.get("text"), "text"), ind)
         if inf.text.guessed:
             out += _c("TODO text: no answer text in the bodies; this field is a guess", ind)
@@ -230,6 +232,7 @@ def _read(inf: Inference) -> list[str]:
     elif (
         inf.text is not None
         and not inf.text.guessed
+        and not inf.text.raw
         and (inf.text.cond is None or inf.text.cond.on_payload)
     ):
         out += _c(
@@ -347,7 +350,13 @@ def _stream_hook(inf: Inference) -> list[str]:
             f"  if line == {lua_str(str(end.value))} then return json.encode({{ done = true }}) end"
         )
     others = [p for p in inf.other_payloads if p != end.value]
-    if others:
+    if inf.text is not None and inf.text.raw:
+        out += _c(_why(inf.mappings.get("text"), "text"), "  ")
+        out.append("  local ok, c = pcall(json.decode, line)")
+        out.append(
+            '  if not ok or type(c) ~= "table" then return json.encode({ content = line }) end'
+        )
+    elif others:
         out += _c(
             f"{len(others)} payload(s) are not JSON (e.g. {shorten(others[0], 30)!r}): skipped",
             "  ",
