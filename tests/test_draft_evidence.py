@@ -76,6 +76,17 @@ def test_a_usage_only_the_second_body_shows_is_found_and_reported() -> None:
     assert (got.usage.input_tokens, got.usage.output_tokens) == (4, 2)
 
 
+def test_a_a_first_body_with_no_text_is_completed_by_the_second() -> None:
+    calls_only = ndjson([{"call": {"name": "f", "args": {"x": 1}}}, {"done": True}])
+    text = ndjson([{"piece": "Hello "}, {"piece": "there."}, {"done": True}])
+    with pytest.raises(LlmError):
+        draft_adapter(ndjson([{"done": True}, {"done": True}]), "nothing")
+    draft = draft_adapter([calls_only, text], "both")
+    assert any("text: found piece" in c for c in draft.inference.changes), draft.inference.changes
+    got = replay_fixture(LuaAdapter.from_source(draft.source), _fixture(text)).completion
+    assert got.text == "Hello there."
+
+
 def test_a_a_body_that_confirms_everything_says_so() -> None:
     draft = draft_adapter([responses_like(DONE), responses_like(DONE)], "same")
     assert draft.inference.changes == ["body 2: confirmed every mapping (nothing changed)"]

@@ -11,7 +11,9 @@ each:
 * :mod:`.paths` - the values of a body indexed by path, bounded by the body's size;
 * :mod:`.text`, :mod:`.usage`, :mod:`.finish`, :mod:`.tools` - where the text and reasoning,
   the token counts, the finish and the end, and the tool calls are;
-* :mod:`.infer` - one body observed, several merged, the user's picks, what each mapping rests on;
+* :mod:`.observe` (one body), :mod:`.merge` (several), :mod:`.choices` (the user's picks, the
+  questions), :mod:`.basis` (what each mapping rests on, the TODOs, what a body changed), all
+  run by :mod:`.infer` into an :class:`~.inference.Inference`;
 * :mod:`.request_shape` - ``transform_request`` from a sample request, or a marked default;
 * :mod:`.lua_text` - safe (and redacted) Lua literals and comments: the body is untrusted;
 * :mod:`.writer` - the Lua script.
