@@ -134,6 +134,21 @@ function draft.get(v, ...)
 end
 
 --- @section all  uses: EACH, whole
+-- The value at a path without EACH steps, and the object holding it (no table is made: this
+-- runs on every payload).
+local function single_at(v, path)
+  local holder = nil
+  for i = 1, #path do
+    if type(v) ~= "table" then return nil, nil end
+    if path[i] == draft.EACH then return false, nil end -- not a single-value path
+    holder = v
+    v = v[path[i]]
+  end
+  if v == null then return nil, nil end
+  return v, holder
+end
+draft.single_at = single_at
+
 -- Every value at `path` inside v, each with the object holding it: { {value, holder}, ... }.
 local function values_at(v, path, i, holder, out)
   if i > #path then
@@ -159,6 +174,13 @@ end
 
 --- @section text  uses: all
 function draft.text(v, path, keep)
+  if not WHOLE[v] then -- the common case, a stream payload: a single value, read directly
+    local found, holder = single_at(v, path)
+    if found ~= false then
+      if type(found) == "string" and (keep == nil or keep(holder)) then return found end
+      return nil
+    end
+  end
   local parts = {}
   for _, found in ipairs(draft.all(v, path)) do
     if type(found[1]) == "string" and (keep == nil or keep(found[2])) then
@@ -283,14 +305,22 @@ function draft.finish(raw)
 end
 
 --- @section ends  uses: meaning
+-- kind -> whether it is an end event of the family (each kind worked out once per stream)
+local family_end = {}
+
 function draft.ends(kind, values, prefix)
   if type(kind) ~= "string" then return false end
   for _, v in ipairs(values) do
     if kind == v then return true end
   end
   if prefix == nil or sub(kind, 1, #prefix) ~= prefix then return false end
-  local rest = sub(kind, #prefix + 1)
-  return #words_of(rest) == 1 and draft.meaning(rest) ~= nil
+  local known = family_end[kind]
+  if known == nil then
+    local rest = sub(kind, #prefix + 1)
+    known = #words_of(rest) == 1 and draft.meaning(rest) ~= nil
+    family_end[kind] = known
+  end
+  return known
 end
 
 -- The finish an end event's last word says (response.incomplete -> "length"), or nil.
@@ -304,8 +334,12 @@ end
 local function number_at(v, paths)
   if type(paths[1]) ~= "table" or paths[1] == draft.EACH then paths = { paths } end
   for _, path in ipairs(paths) do
-    local found = draft.all(v, path)[1]
-    if found and math.type(found[1]) == "integer" then return found[1], found[2] end
+    local n, holder = single_at(v, path)
+    if n == false or (n == nil and WHOLE[v]) then -- a list step, or a whole body: search
+      local found = draft.all(v, path)[1]
+      n, holder = found and found[1], found and found[2]
+    end
+    if math.type(n) == "integer" then return n, holder end
   end
   return nil, nil
 end
@@ -339,7 +373,31 @@ local FIELDS = { "prompt", "completion", "total", "cache_read", "cache_write", "
 -- the spec does not name are also read where the named counts are, by their keys' words
 -- (output_tokens_details.thinking_tokens): a body may show them when another did not. A total
 -- above input + output makes the output total - input (see below).
+-- spec -> the first steps of its paths (worked out once): a payload that has none of them holds
+-- no count, and is passed over at once (most payloads of a stream are such).
+local FIRSTS = setmetatable({}, { __mode = "k" })
+
+local function firsts_of(spec)
+  local found = FIRSTS[spec]
+  if found then return found end
+  found = {}
+  for _, paths in pairs(spec) do
+    if type(paths[1]) ~= "table" or paths[1] == draft.EACH then paths = { paths } end
+    for _, path in ipairs(paths) do found[#found + 1] = path[1] end
+  end
+  FIRSTS[spec] = found
+  return found
+end
+
 function draft.usage(v, spec)
+  if type(v) ~= "table" then return nil end
+  if not WHOLE[v] then
+    local any = false
+    for _, first in ipairs(firsts_of(spec)) do
+      if v[first] ~= nil then any = true; break end
+    end
+    if not any then return nil end
+  end
   local out, holders = {}, {}
   for _, field in ipairs(FIELDS) do
     if spec[field] then
@@ -534,12 +592,15 @@ local SIBLINGS = { "reasoning_content", "reasoning", "thinking" }
 function draft.reasoning_near(v, path)
   local found = draft.text(v, path, draft.marked)
   if found then return found end
-  local near = {}
-  for i = 1, #path - 1 do near[i] = path[i] end
+  local parent = v -- the object holding the text's field: its siblings are read directly
+  for i = 1, #path - 1 do
+    if type(parent) ~= "table" or path[i] == draft.EACH then return nil end
+    parent = parent[path[i]]
+  end
+  if type(parent) ~= "table" then return nil end
   for _, name in ipairs(SIBLINGS) do
-    near[#path] = name
-    found = draft.text(v, near)
-    if found then return found end
+    local x = parent[name]
+    if type(x) == "string" and x ~= "" then return x end
   end
   return nil
 end

@@ -119,7 +119,7 @@ def write_script(
 
 
 def _state(inf: Inference) -> list[str]:
-    """Module-level lines: per-stream state and the tool-call tables."""
+    """Module-level lines: per-stream state, the tool-call and usage tables (built once)."""
     out: list[str] = []
     for what, cand in (("text", inf.text), ("reasoning", inf.reasoning)):
         if cand is not None and cand.cumulative:
@@ -127,6 +127,7 @@ def _state(inf: Inference) -> list[str]:
             out.append(f"local {what}_new = draft.cumulative() -- per stream: one Lua state each")
     if inf.tools or inf.fragments:
         out.extend(_tool_tables(inf.tools, inf.fragments))
+    out.extend(_usage_table(inf))
     if out:
         out.append("")
     return out
@@ -272,22 +273,30 @@ def _paths_lua(paths: list[Path]) -> str:
     return "{ " + ", ".join(lua_path(p) for p in paths) + " }"
 
 
-def _usage_lines(inf: Inference, ind: str) -> list[str]:
+def _usage_table(inf: Inference) -> list[str]:
+    """The ``USAGE`` table (module level: built once, not on every payload), with the comment
+    saying what the mapping rests on."""
     roles = inf.usage.mapped()
     if not roles:
+        return []
+    out = _c(_why(inf.mappings.get("usage"), "usage"))
+    out.append("local USAGE = {")
+    for role in roles:
+        paths = [p.path for p in inf.usage.roles[role]]
+        out.append(f"  {role} = {_paths_lua(paths)},")
+    out.append("}")
+    return out
+
+
+def _usage_lines(inf: Inference, ind: str) -> list[str]:
+    if not inf.usage.mapped():
         return _c(
             "TODO usage: no token counts in the bodies (no integer set once per answer); map "
             "them if the API sends any: out.usage = draft.usage(c, { prompt = PATH, completion "
             "= PATH })",
             ind,
         )
-    out = _c(_why(inf.mappings.get("usage"), "usage"), ind)
-    out.append(f"{ind}out.usage = draft.usage(c, {{")
-    for role in roles:
-        paths = [p.path for p in inf.usage.roles[role]]
-        out.append(f"{ind}  {role} = {_paths_lua(paths)},")
-    out.append(f"{ind}}})")
-    return out
+    return [f"{ind}out.usage = draft.usage(c, USAGE) -- the fields of USAGE, above"]
 
 
 def _tool_lines(inf: Inference, ind: str) -> list[str]:
