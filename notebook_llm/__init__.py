@@ -113,6 +113,7 @@ __all__ = [
     "event_from_json",
     "load_ipython_extension",
     "map",
+    "mcp",
     "record",
     "run_tools",
     "set_price",
@@ -178,7 +179,7 @@ _LAZY: dict[str, tuple[str, str]] = {
 
 
 #: Public modules, by the short name the docs use (``from notebook_llm import record``).
-_MODULES: dict[str, str] = {"record": ".api.recording"}
+_MODULES: dict[str, str] = {"record": ".api.recording", "mcp": ".api.mcp"}
 
 
 def __getattr__(name: str) -> Any:

@@ -873,3 +873,73 @@ def test_markdown_renders_live_and_raw_html_never_runs(tmp_path: Path, app: str)
             assert not [e for e in errors if "nbllm" in e or "anywidget" in e], errors
     finally:
         server.close()
+
+
+#: live_view.js fed the ops of a view (as _CARD_JS): resolves to the text of each reasoning
+#: block's element after all the ops.
+_THINK_JS = """async ([viewSource, markedSource, purifySource, ops]) => {
+  const url = URL.createObjectURL(new Blob([viewSource], {type: "text/javascript"}));
+  const view = (await import(url)).default;
+  const handlers = [];
+  const lib = { get: (k) => ({ source: markedSource, purify: purifySource })[k] };
+  const model = {
+    get: (k) => ({ key: "pane-think", lib: "lib-1", label: "mock:reasoning" })[k],
+    on: (name, cb) => handlers.push(cb),
+    widget_manager: { get_model: async () => lib },
+  };
+  view.initialize({ model });
+  const el = document.createElement("div");
+  document.body.append(el);
+  view.render({ model, el });
+  for (const op of ops) for (const cb of handlers) cb([op]);
+  const box = el.querySelector(".notebook-llm-reasoning div");
+  return [...box.children].map((c) => c.textContent);
+}"""
+
+
+def test_each_reasoning_block_shows_all_its_text_in_the_browser(
+    comms: list[tuple[str, str]],
+) -> None:
+    """Interleaved thinking: a later reasoning block shorter than an earlier one still shows
+    whole (one counter for every block showed none of it)."""
+    from live_view_support import pane_ops
+
+    from notebook_llm.core.protocol import (
+        BlockEnd,
+        BlockStart,
+        Finish,
+        ReasoningBlock,
+        ReasoningDelta,
+        TextBlock,
+        TextDelta,
+    )
+    from notebook_llm.notebook.widgets import render
+    from notebook_llm.notebook.widgets.stream_view import StreamView
+
+    _browser_or_fail()
+    first, second = "a long first thought " * 10, "second"
+    view = StreamView("mock:reasoning")
+    for event in [
+        BlockStart(0, "reasoning"),
+        ReasoningDelta(0, first),
+        BlockEnd(0, ReasoningBlock(first)),
+        BlockStart(1, "text"),
+        TextDelta(1, "Text. "),
+        BlockEnd(1, TextBlock("Text. ")),
+        BlockStart(2, "reasoning"),
+        ReasoningDelta(2, second),
+        BlockEnd(2, ReasoningBlock(second)),
+        Finish.stop(),
+    ]:
+        view.handle(event)
+        view.flush()
+    view.flush(final=True)
+    static = Path(render.__file__).parent / "static"
+    sources = [
+        (static / name).read_text()
+        for name in ("live_view.js", "marked.esm.js", "dompurify.esm.js")
+    ]
+    with _chromium_page() as page:
+        page.set_content("<html><body></body></html>")
+        shown = page.evaluate(_THINK_JS, [*sources, pane_ops(comms)])
+    assert shown == [first, second]

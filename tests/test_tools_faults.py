@@ -258,7 +258,9 @@ async def test_arguments_a_schema_cannot_check_are_an_argument_error() -> None:
     )
     text, is_error = await broken.invoke('{"n": 3}')
     assert is_error
-    assert text.startswith("invalid arguments for tool 'f': TypeError")
+    # the one validator checks the schema first and names what is wrong with it
+    assert text.startswith("invalid arguments for tool 'f': $: the schema cannot be used")
+    assert "properties/n/minimum" in text
 
 
 @pytest.mark.parametrize(

@@ -24,23 +24,25 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
-from typing import Any, Unpack
+from typing import Any, Unpack, cast
 
 from ..core.background_loop import run_sync
 from ..core.cancel import StopSignal, until_stopped
 from ..core.completion import Completion
 from ..core.errors import ErrorCode, LlmError
-from ..core.protocol import Message
+from ..core.protocol import Message, ToolSchema
 from ..engine.engine import Engine
-from ..engine.pricing import Price, cost, price_of
 from ..engine.request import OPTION_NAMES, Request, TurnOptions, refuse_unknown_keywords, request_of
 from ..wire.slots import request_slots, when_idle
 from ..wire.transport import connection_pool
+from .cost_cap import CostCap
 from .dataframes import prompts_of, to_frame
-from .estimate import cap_value, check_cap, estimate_request, money
 from .observers import BatchProgress, batch_progress
+from .tool_calling.loop import ToolSpec, resolve_tools, run_tools
+from .tool_calling.tools import Tool
 
 __all__ = ["BatchResult", "MapOptions", "ProgressFn", "amap", "map_prompts"]
 
@@ -88,13 +90,21 @@ def _progress_fn(progress: ProgressFn | bool | None, total: int) -> BatchProgres
 
 
 async def _one(
-    engine: Engine, request: Request, prompt: Any, stop: StopSignal | None
+    engine: Engine,
+    request: Request,
+    prompt: Any,
+    stop: StopSignal | None,
+    tools: Sequence[Tool] = (),
+    max_steps: int = 8,
 ) -> BatchResult:
     if stop is not None and stop.is_set():
         return LlmError(stop.reason, ErrorCode.ABORTED, provider=request.provider)
     try:
+        one = replace(request, stop_signal=stop, **_request(prompt))
+        if tools:  # the tool loop, for this prompt (its steps go through the engine's retries)
+            return await run_tools(engine, one, tools=tools, max_steps=max_steps)
         # The engine's retry loop is the only one: no second loop here to multiply it.
-        return await engine.complete(replace(request, stop_signal=stop, **_request(prompt)))
+        return await engine.complete(one)
     except LlmError as err:
         return err
     except Exception as exc:  # a bug somewhere must not lose the other prompts
@@ -131,6 +141,9 @@ class MapOptions(TurnOptions, total=False):
     progress: ProgressFn | bool | None
     template: str | None
     max_cost: float | None
+    allow_unpriced: bool
+    tools: Sequence[ToolSpec] | Sequence[ToolSchema]
+    max_steps: int
 
 
 #: Every keyword of :func:`amap` (the close ones are named for a typo).
@@ -142,6 +155,9 @@ _MAP_OPTIONS = (
     "progress",
     "template",
     "max_cost",
+    "allow_unpriced",
+    "tools",
+    "max_steps",
     *(name for name in OPTION_NAMES if name not in ("prompt", "messages")),
 )
 
@@ -165,14 +181,26 @@ async def amap(prompts: Iterable[Any], **options: Unpack[MapOptions]) -> Any:
     DataFrame back, with the input's index: the schema's fields (``schema=``) or an ``answer``
     column, and an ``error`` column (:mod:`notebook_llm.api.dataframes`). ``template=`` also fills a
     list's items. ``schema=``, ``schema_retries=`` and ``images=`` go to every request.
-    ``max_cost``: a cap in US dollars; the batch is refused (``BUDGET_EXCEEDED``, nothing sent)
+    ``tools``: functions and ``"mcp:SERVER"`` specs; each prompt then runs the tool loop (at
+    most ``max_steps`` generations, 8 by default) and its slot holds the loop's final
+    completion (``ToolSchema`` s alone are only offered to the model, as on a request). ``max_cost``: a cap in US dollars; the batch is refused (``BUDGET_EXCEEDED``, nothing sent)
     when its estimate (:func:`notebook_llm.estimate_cost`) is over it, and once the cost spent
-    reaches it the remaining prompts are not sent (their slots hold ``BUDGET_EXCEEDED``).
+    reaches it the remaining prompts are not sent (their slots hold ``BUDGET_EXCEEDED``); it
+    overshoots by about one answer at most (:mod:`notebook_llm.api.cost_cap`). A free model
+    (the mock, a server on this machine) passes any cap; a model with no known price is refused
+    unless priced (``notebook_llm.set_price``) or ``allow_unpriced=True`` (then uncapped).
     """
     engine, provider = options.pop("engine", None), options.pop("provider", "mock")
     model, concurrency = options.pop("model", None), options.pop("concurrency", 8)
     progress, stop_signal = options.pop("progress", None), options.pop("stop_signal", None)
     template, max_cost = options.pop("template", None), options.pop("max_cost", None)
+    allow_unpriced = bool(options.pop("allow_unpriced", False))
+    given, max_steps = options.pop("tools", ()), options.pop("max_steps", 8)
+    tool_specs: Sequence[ToolSpec] = ()
+    if given and all(isinstance(t, ToolSchema) for t in given):
+        options["tools"] = given  # schemas only: offered to the model, not run
+    else:
+        tool_specs = cast(Sequence[ToolSpec], given)
     if concurrency < 1:
         raise LlmError(
             f"concurrency must be at least 1, not {concurrency}", ErrorCode.INVALID_OPTIONS
@@ -182,69 +210,40 @@ async def amap(prompts: Iterable[Any], **options: Unpack[MapOptions]) -> Any:
             raise LlmError(
                 f"{key}= cannot be used with map; pass the prompts", ErrorCode.INVALID_OPTIONS
             )
-    if max_cost is not None:
-        max_cost = cap_value(max_cost)
     refuse_unknown_keywords(options, "map", _MAP_OPTIONS)  # a typo of a batch keyword is named too
     # Every prompt's request: checked once, here, before anything is sent.
     request = request_of(provider, model, options, "map")
     eng = _engine(engine)
+    cap = CostCap(max_cost, eng, allow_unpriced=allow_unpriced) if max_cost is not None else None
+    # what the progress report shows as spent: the cap's count, else the same count uncapped
+    meter = cap or CostCap(math.inf, eng, allow_unpriced=True, tell_unpriced=False)
+    priced = meter.price(request) is not None
+    tools = await resolve_tools(tool_specs, eng, stop_signal) if tool_specs else []
     items, index = prompts_of(prompts, template)
     total = len(items)
-    if max_cost is not None:
-        check_cap(estimate_request(request, eng, items), max_cost, provider)  # nothing sent
+    if cap is not None:
+        cap.check_batch(request, items)  # nothing sent
     results: list[BatchResult | None] = [None] * total
     report = _progress_fn(progress, total)
     done = 0
-    spent = 0.0
-    price = price_of(eng, provider, model)
     children: set[StopSignal] = set()
 
     def tick() -> None:
         if report is None:
             return
         try:
-            report(done, total, spent if price is not None else None)
+            report(done, total, meter.spent if priced else None)
         except Exception:
             log.warning("batch: the progress callback failed", exc_info=True)
 
     tick()
     next_index = 0
-    # With a cap: requests in flight, requests answered, and a condition to wait on (admit).
-    in_flight = 0
-    answered = 0
-    gate = asyncio.Condition()
 
-    async def admit() -> bool:
-        """Whether one more request may go out under ``max_cost`` (``False``: the spent cost
-        reached it). The estimate may be far below what answers really cost (no max_tokens),
-        so the cap cannot trust it for the requests in flight: the first request goes alone,
-        and then one more goes out only while the spent cost plus the in-flight requests at
-        the cost seen so far per answer stays under the cap. Sequential batches behave as
-        before (send while spent < cap); concurrent ones overshoot by at most about one
-        answer instead of ``concurrency`` answers."""
-        nonlocal in_flight
-        assert max_cost is not None
-        async with gate:
-            while True:
-                if spent >= max_cost and spent > 0:  # a cap of 0 lets free requests through
-                    return False
-                if in_flight == 0 or (stop_signal is not None and stop_signal.is_set()):
-                    break
-                if answered and spent + in_flight * (spent / answered) < max_cost:
-                    break
-                await gate.wait()
-            in_flight += 1
-            return True
-
-    async def release() -> None:
-        nonlocal in_flight, answered
-        async with gate:
-            in_flight -= 1
-            answered += 1
-            gate.notify_all()
+    def stopping() -> bool:
+        return stop_signal is not None and stop_signal.is_set()
 
     async def worker() -> None:
-        nonlocal next_index, done, spent
+        nonlocal next_index, done
         while next_index < total:
             i = next_index
             next_index += 1
@@ -256,17 +255,16 @@ async def amap(prompts: Iterable[Any], **options: Unpack[MapOptions]) -> Any:
                 done += 1
                 tick()
                 continue
-            if max_cost is not None and not await admit():
-                results[i] = LlmError(
-                    f"not sent: the cost spent ({money(spent)}) reached max_cost={money(max_cost)}",
-                    ErrorCode.BUDGET_EXCEEDED,
-                    provider=provider,
-                )
+            prompt_request = replace(request, **_request(items[i]))
+            ticket = await cap.admit(prompt_request, stopping) if cap is not None else None
+            if cap is not None and ticket is None:
+                results[i] = cap.refusal(provider)
                 done += 1
                 tick()
                 continue
-            if max_cost is not None and stop_signal is not None and stop_signal.is_set():
-                await release()  # stopped while waiting for the cap's turn: not sent
+            if ticket is not None and stop_signal is not None and stop_signal.is_set():
+                assert cap is not None
+                await cap.settle(ticket, LlmError("not sent", ErrorCode.ABORTED))
                 results[i] = LlmError(stop_signal.reason, ErrorCode.ABORTED, provider=provider)
                 done += 1
                 tick()
@@ -275,15 +273,17 @@ async def amap(prompts: Iterable[Any], **options: Unpack[MapOptions]) -> Any:
             child = StopSignal() if stop_signal is not None else None
             if child is not None:
                 children.add(child)
+            result: BatchResult = LlmError("not run", ErrorCode.ABORTED, provider=provider)
             try:
-                results[i] = result = await _one(eng, request, items[i], child)
-                if price is not None:
-                    spent += _cost_of(result, price)
+                results[i] = result = await _one(eng, request, items[i], child, tools, max_steps)
             finally:
                 if child is not None:
                     children.discard(child)
-                if max_cost is not None:
-                    await release()
+                if ticket is not None:
+                    assert cap is not None
+                    await cap.settle(ticket, result)
+                elif cap is None:
+                    meter.add(result, prompt_request)
             done += 1
             tick()
 
@@ -311,13 +311,6 @@ async def amap(prompts: Iterable[Any], **options: Unpack[MapOptions]) -> Any:
     if index is not None:
         return to_frame(out, index, request.schema)
     return out
-
-
-def _cost_of(result: BatchResult, price: Price) -> float:
-    """What one slot's request cost (a failed one's partial completion counts too)."""
-    completion = result if isinstance(result, Completion) else result.details.get("completion")
-    usage = getattr(completion, "usage", None)
-    return cost(usage, price) if usage is not None else 0.0
 
 
 def map_prompts(prompts: Iterable[Any], **options: Unpack[MapOptions]) -> Any:

@@ -24,7 +24,8 @@ Codes (``ErrorCode``) and where they come from:
     registry             NO_ADAPTER, DUPLICATE_ADAPTER, INVALID_ADAPTER
     Lua adapters         ADAPTER_ERROR, ADAPTER_TIMEOUT, ADAPTER_MEMORY
     protocol             INVARIANT (a stream broke one of the five rules)
-    tools                TOOL_STEP_LIMIT
+    tools                TOOL_STEP_LIMIT, MCP_SERVER (an MCP server that cannot be used: it is
+                         not configured, failed to start, or crashed while starting)
     record/replay        REPLAY_MISS (a request with no recorded answer), REPLAY_FILE (a
                          recording that is missing, unreadable or not JSON; with its line)
     anything else        UNKNOWN, or a provider finish reason upper-cased (CONTENT_FILTER, ...)
@@ -71,6 +72,7 @@ class ErrorCode(StrEnum):
     ADAPTER_MEMORY = "ADAPTER_MEMORY"
     INVARIANT = "INVARIANT"
     TOOL_STEP_LIMIT = "TOOL_STEP_LIMIT"
+    MCP_SERVER = "MCP_SERVER"
     REPLAY_MISS = "REPLAY_MISS"
     REPLAY_FILE = "REPLAY_FILE"
     UNKNOWN = "UNKNOWN"

@@ -58,7 +58,8 @@ _CELL_ARGUMENTS: list[tuple[tuple[str, ...], dict[str, Any]]] = [
         {
             "default": None,
             "metavar": "F,G",
-            "help": "functions from the namespace the model may call",
+            "help": "functions from the namespace the model may call, and MCP tools: "
+            "mcp:SERVER (all its tools) or mcp:SERVER/TOOL",
         },
     ),
     (("--confirm",), {"action": "store_true", "help": "ask before each tool call runs"}),
@@ -252,6 +253,7 @@ LINE_COMMANDS = {
     "replay": "replay PATH [--strict]  answer requests from a recording (no key, no network)",
     "budget": "budget [USD | off]      cap the cost of this session's %%llm cells",
     "pace": "pace [TOKENS_PER_S]     how fast the mock streams where someone watches (0 = at once)",
+    "mcp": "mcp [restart NAME | stop [NAME] | load PATH]  MCP servers and their tools",
 }
 
 
@@ -284,6 +286,7 @@ def parse_line(line: str) -> tuple[str, list[str]]:
         "replay": (0, 2),
         "budget": (0, 1),
         "pace": (0, 1),
+        "mcp": (0, 2),
     }
     low, high = limits[command]
     if not low <= len(rest) <= high:

@@ -117,9 +117,14 @@ class LlmMagics(Magics):
         ns = self.shell.user_ns if self.shell is not None else {}
         found = []
         for name in names:
+            if name.startswith("mcp:"):  # an MCP server's tools, resolved when the turn runs
+                found.append(name)
+                continue
             fn = ns.get(name)
             if not callable(fn):
-                raise UsageError(f"--tools: {name!r} is not a function in the namespace")
+                raise UsageError(
+                    f"--tools: {name!r} is not a function in the namespace (MCP tools: mcp:SERVER)"
+                )
             found.append(fn)
         return found
 
@@ -303,6 +308,10 @@ class LlmMagics(Magics):
             self._budget(rest[0] if rest else None)
         elif command == "pace":
             self._pace(rest[0] if rest else None)
+        elif command == "mcp":
+            from .mcp_command import mcp_command
+
+            mcp_command(rest, self._show)
         elif command in ("record", "replay"):
             from ...api.recording import magic_command
 
@@ -370,7 +379,7 @@ class LlmMagics(Magics):
                 print(redact(line))
 
     def _budget(self, value: str | None) -> None:
-        from ...api.estimate import Budget
+        from ...api.cost_cap import Budget
 
         if value is None:
             print(self.budget.note() if self.budget is not None else "no budget set")

@@ -49,6 +49,8 @@ class ToolCallInfo:
     result: str | None = None
     status: str = "called"  # "ok", "error", "skipped", or "called" (never run)
     is_error: bool = False
+    #: Where the tool lives: empty for a Python function, ``mcp:SERVER`` for an MCP tool.
+    source: str = ""
 
 
 def _text(text: str) -> str:
@@ -65,7 +67,8 @@ def card_html(call: ToolCallInfo) -> str:
         '<div class="notebook-llm-tool" style="border:1px solid #8885;border-radius:4px;'
         'padding:4px 8px;margin:2px 0">'
         f"<div>🔧 <b>{_text(call.name or '?')}</b> "
-        f'<span style="color:{color}">{escape(status)}</span></div>'
+        + (f'<span style="opacity:.7">{_text(call.source)}</span> ' if call.source else "")
+        + f'<span style="color:{color}">{escape(status)}</span></div>'
         f'<pre style="{pre}">{_text(call.arguments)}</pre>'
     )
     if call.result is not None:
@@ -76,7 +79,8 @@ def card_html(call: ToolCallInfo) -> str:
 
 def card_text(call: ToolCallInfo) -> str:
     status = {"called": "not run"}.get(call.status, call.status)
-    line = f"[tool {call.name or '?'}({call.arguments}) {status}]"
+    where = f" {call.source}" if call.source else ""
+    line = f"[tool {call.name or '?'}({call.arguments}) {status}{where}]"
     if call.result is not None:
         line += f"\n  → {call.result}"
     return redact(line)

@@ -243,6 +243,9 @@ class Presenter(TurnObserver):
             self._handle = None
         else:
             show_output(final)
+        tool_images = [i for e in self.events if isinstance(e, ToolOutcome) for i in e.images]
+        if tool_images:  # what tools gave back as images (an MCP tool can), as thumbnails
+            show_output(ImageStrip(tool_images))
         if self.view is not None:
             self.view.close()
         return parsed
@@ -257,7 +260,7 @@ class Presenter(TurnObserver):
                     result = results.get(block.id)
                     if result is not None:
                         info.result, info.status = result.content, result.status
-                        info.is_error = result.is_error
+                        info.is_error, info.source = result.is_error, result.source
                     calls.append(info)
         return calls
 

@@ -106,7 +106,9 @@ class StreamView:
         self._layout = SparseLayout()
         # Made when first needed (each widget is a model a saved notebook may keep): the
         # Run / Skip question of ``--confirm``, the error box, the hint.
-        self._reasoning: TextBlock | None = None
+        #: Each reasoning block of each step: its own block of the pane (a later block must not
+        #: continue an earlier one's text, nor be measured against it).
+        self._thoughts: dict[tuple[int, int], TextBlock] = {}
         self.confirm_bar: w.HBox | None = None
         self._question: w.HTML | None = None
         self._error: w.HTML | None = None
@@ -129,11 +131,17 @@ class StreamView:
         return "\n\n".join(p.text for p in self._texts.values() if p.text)
 
     @property
-    def reasoning(self) -> TextBlock:
-        """The reasoning, shown collapsed above the answer (made on first use)."""
-        if self._reasoning is None:
-            self._reasoning = self._new_block("think")
-        return self._reasoning
+    def reasoning(self) -> str:
+        """The reasoning so far (every reasoning block, across steps)."""
+        return "\n\n".join(b.text for b in self._thoughts.values() if b.text)
+
+    def _thought(self, index: int) -> TextBlock:
+        """Reasoning block ``index`` of this step, shown collapsed above the answer (made on
+        first use)."""
+        block = self._thoughts.get((self.step, index))
+        if block is None:
+            block = self._thoughts[(self.step, index)] = self._new_block("think")
+        return block
 
     def _new_id(self, kind: str) -> int:
         block_id = self._next_id
@@ -212,7 +220,7 @@ class StreamView:
         elif isinstance(event, ReasoningDelta):
             self._deltas += 1
             self._delta_chars += len(event.text)
-            self.reasoning.append(event.text)
+            self._thought(event.index).append(event.text)
         elif isinstance(event, ToolCallDelta):
             self._deltas += 1
             card = self._card(event.index)
@@ -222,7 +230,7 @@ class StreamView:
                 self._cards_by_id[event.id] = card
         elif isinstance(event, BlockEnd) and not isinstance(event.block, ToolCallBlock):
             if event.block.type == "reasoning":
-                done = self._reasoning
+                done = self._thoughts.get((self.step, event.index))
             else:
                 done = self._texts.get((self.step, event.index))
             if done is not None:  # complete: its held-back tail can go
@@ -241,11 +249,14 @@ class StreamView:
             self.last_finish = event.reason
         elif isinstance(event, ToolRun):
             self._tool_card(event.call_id, event.name).update(
-                status="running", arguments=event.arguments
+                status="running", arguments=event.arguments, source=event.source
             )
         elif isinstance(event, ToolOutcome):
             self._tool_card(event.call_id, event.name).update(
-                status=event.status, result=event.content, is_error=event.is_error
+                status=event.status,
+                result=event.content,
+                is_error=event.is_error,
+                source=event.source,
             )
 
     def _start_block(self, event: BlockStart) -> None:
@@ -254,7 +265,7 @@ class StreamView:
         elif event.block_type == "tool-call":
             self._card(event.index)
         else:
-            self.reasoning  # noqa: B018 (made and shown now)
+            self._thought(event.index)  # made and shown now
 
     def _panel(self, index: int) -> TextBlock:
         block = self._texts.get((self.step, index))
