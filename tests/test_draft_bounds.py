@@ -138,3 +138,16 @@ def test_b_a_key_a_body_echoes_reaches_no_literal_or_comment_of_the_draft() -> N
     )
     draft = draft_adapter(sse_body, "echo2", check=False)
     assert "DRAFTLEAK" not in draft.source
+
+
+def test_b_lone_surrogates_in_keys_and_values_draft_safely() -> None:
+    # JSON may escape a lone surrogate; the redaction's engine cannot encode one
+    body = (
+        b'{"te\\ud800xt": "hello there \\udc00 friend", "stop\\ud800": "end\\udfff"}\n'
+        b'{"te\\ud800xt": " and more words", "done": true}\n'
+    )
+    draft = draft_adapter(body, "lone")
+    assert draft.check is not None
+    assert draft.check.completion.text.startswith("hello there")
+    assert all(ch == "\n" or 32 <= ord(ch) < 127 for ch in draft.source)
+    assert draft.summary()

@@ -228,13 +228,14 @@ def _read(what: bytes | str | Path, kind: str) -> tuple[bytes, str]:
         raise LlmError(
             f"cannot read the {kind} file {path}: {exc.strerror}", ErrorCode.INVALID_OPTIONS
         ) from None
+    # a file name's undecodable bytes (surrogate escapes) shown as replacement characters
+    name = path.name.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
     if len(data) > limit:
         raise LlmError(
-            f"{path.name} is over the {limit:,}-byte limit for a body: draft from a shorter "
-            "recording",
+            f"{name} is over the {limit:,}-byte limit for a body: draft from a shorter recording",
             ErrorCode.INPUT_TOO_LARGE,
         )
-    return data, path.name
+    return data, name
 
 
 def _check(draft: Draft, raws: list[tuple[bytes, str]]) -> None:

@@ -8,9 +8,8 @@ reading of the bodies before and after one more, a line per mapping it changed.
 from __future__ import annotations
 
 from ...adapters.lua.finish_vocabulary import finish_meaning
-from ...core.redaction import shorten
 from .inference import Confidence, Inference, Mapping
-from .lua_text import show_path
+from .lua_text import sample, show_path
 from .text import Candidate
 
 __all__ = ["changes", "describe_mappings", "list_todos"]
@@ -28,7 +27,7 @@ def _text_mapping(what: str, cand: Candidate, others: list[Candidate], n: int) -
         basis += f"; found in {cand.bodies} of {n} bodies"
     rivals = [c for c in others if c is not cand]
     if rivals:
-        shown = ", ".join(f"{c.show()} ({shorten(c.text, 24)!r})" for c in rivals[:2])
+        shown = ", ".join(f"{c.show()} ({sample(c.text, 24)!r})" for c in rivals[:2])
         basis += f"; picked over {len(rivals)} other candidate(s): {shown}"
     confidence: Confidence = "sure"
     if cand.guessed:

@@ -9,10 +9,9 @@ the bodies is one ``LlmError`` listing what is there.
 from __future__ import annotations
 
 from ...core.errors import ErrorCode, LlmError
-from ...core.redaction import shorten
 from .finish import FinishField
 from .inference import Option, Question
-from .lua_text import Path, show_path
+from .lua_text import Path, sample, show_path
 from .text import Candidate, same_text
 from .usage import Role, UsageFound, UsagePath
 
@@ -79,7 +78,7 @@ def choose(
     ]
     if not close:
         return best, None
-    options = [Option(c.show(), shorten(c.text, 60), c.score) for c in [best, *close[:3]]]
+    options = [Option(c.show(), sample(c.text, 60), c.score) for c in [best, *close[:3]]]
     return best, Question(field_name, options)
 
 

@@ -14,7 +14,18 @@ from collections.abc import Sequence
 
 from ...core.redaction import redact
 
-__all__ = ["EACH", "FIRST", "Path", "comment_text", "lua_path", "lua_str", "show_path"]
+__all__ = [
+    "EACH",
+    "FIRST",
+    "Path",
+    "body_str",
+    "comment_text",
+    "lua_path",
+    "lua_str",
+    "redacted",
+    "sample",
+    "show_path",
+]
 
 #: Path steps besides dict keys: the first element of an array, or each element of it.
 FIRST = 1
@@ -33,6 +44,33 @@ def _ident(step: str) -> bool:
     )
 
 
+def redacted(value: str) -> str:
+    """``redact(value)``, also for a value holding lone surrogates (a JSON ``"\\ud800"``
+    escape, a file name's undecodable bytes), which the redaction's engine cannot encode: the
+    runs between them are redacted one by one (no key holds a surrogate), the surrogates kept."""
+    try:
+        return redact(value)
+    except UnicodeEncodeError:
+        out: list[str] = []
+        run: list[str] = []
+        for ch in value:
+            if 0xD800 <= ord(ch) <= 0xDFFF:
+                out.append(redact("".join(run)))
+                out.append(ch)
+                run = []
+            else:
+                run.append(ch)
+        out.append(redact("".join(run)))
+        return "".join(out)
+
+
+def sample(text: str, limit: int) -> str:
+    """``text`` redacted (:func:`redacted`), then cut to ``limit`` characters with ``…``: a
+    sample of a value for a report (redacting first, so a key cut in two is still hidden)."""
+    text = redacted(text)
+    return text if len(text) <= limit else text[: max(0, limit - 1)] + "…"
+
+
 def lua_str(value: str) -> str:
     """A Lua string literal holding exactly the UTF-8 bytes of ``value`` redacted (lone
     surrogates kept as their 3-byte forms; a known key or a ``key=`` value is hidden, as in
@@ -40,7 +78,7 @@ def lua_str(value: str) -> str:
     byte is a three-digit decimal escape (so a digit after it cannot extend it), ``"`` and
     ``\\`` are backslash-escaped, so the literal can never end early or span a line."""
     out = ['"']
-    for byte in redact(value).encode("utf-8", "surrogatepass"):
+    for byte in redacted(value).encode("utf-8", "surrogatepass"):
         if byte in (0x22, 0x5C):
             out.append("\\" + chr(byte))
         elif 0x20 <= byte < 0x7F:
@@ -55,11 +93,20 @@ def comment_text(value: str, limit: int = 80) -> str:
     """``value`` made safe for a ``--`` line comment: printable ASCII only (other characters as
     ``\\x..``/``\\u....`` escapes, so no newline can end the comment), ``]]`` broken up, cut to
     ``limit`` characters; known secrets and ``key=`` values are hidden (``redact``)."""
-    text = redact(value)  # a body may echo a key
+    text = redacted(value)  # a body may echo a key
     text = text.encode("ascii", "backslashreplace").decode("ascii")
     text = "".join(ch if 0x20 <= ord(ch) < 0x7F else f"\\x{ord(ch):02x}" for ch in text)
     text = text.replace("]]", "] ]").replace("[[", "[ [")
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def body_str(value: str) -> str:
+    """:func:`lua_str` of a string the runtime compares with a *decoded* payload (a key, a
+    kind, a value): a lone surrogate (a JSON ``"\\ud800"`` escape) is written as U+FFFD, as the
+    runtime's ``json.decode`` reads it."""
+    if any(0xD800 <= ord(ch) <= 0xDFFF for ch in value):
+        value = "".join("\ufffd" if 0xD800 <= ord(ch) <= 0xDFFF else ch for ch in value)
+    return lua_str(value)
 
 
 def show_path(path: Sequence[str | int]) -> str:
@@ -83,7 +130,7 @@ def lua_path(path: Sequence[str | int]) -> str:
     parts: list[str] = []
     for step in path:
         if isinstance(step, str):
-            parts.append(lua_str(step))
+            parts.append(body_str(step))
         elif step == EACH:
             parts.append("EACH")
         else:

@@ -14,10 +14,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ...core.redaction import shorten
 from .finish import EndSpec
 from .infer import Candidate, Inference, Mapping, ToolSpec
-from .lua_text import EACH, Path, comment_text, lua_path, lua_str, show_path
+from .lua_text import EACH, Path, body_str, comment_text, lua_path, lua_str, sample, show_path
 from .tools import Fragment
 
 __all__ = ["write_script"]
@@ -43,7 +42,7 @@ def _c(text: str, indent: str = "") -> list[str]:
 def _args(path: Sequence[str | int]) -> str:
     """A path as ``get``'s arguments: ``"choices", 1, "delta"``."""
     return ", ".join(
-        lua_str(s) if isinstance(s, str) else ("EACH" if s == EACH else str(s)) for s in path
+        body_str(s) if isinstance(s, str) else ("EACH" if s == EACH else str(s)) for s in path
     )
 
 
@@ -144,18 +143,18 @@ def _tool_tables(tools: list[ToolSpec], fragments: list[Fragment]) -> list[str]:
         if t.index:
             parts.append(f"index = {lua_path(t.index)}")
         if t.index_root:
-            parts.append(f"index_root = {lua_str(t.index_root)}")
+            parts.append(f"index_root = {body_str(t.index_root)}")
         if t.cond is not None:
-            parts.append(f"when = {{ {lua_str(t.cond.key)}, {lua_str(str(t.cond.value))} }}")
+            parts.append(f"when = {{ {body_str(t.cond.key)}, {body_str(str(t.cond.value))} }}")
         out.append("  { " + ", ".join(parts) + " },")
     out.append("}")
     out.append("local FRAGMENTS = {")
     for f in fragments:
         parts = [f"at = {lua_path(f.path)}"]
         if f.index_root:
-            parts.append(f"index_root = {lua_str(f.index_root)}")
+            parts.append(f"index_root = {body_str(f.index_root)}")
         if f.cond is not None:
-            parts.append(f"when = {{ {lua_str(f.cond.key)}, {lua_str(str(f.cond.value))} }}")
+            parts.append(f"when = {{ {body_str(f.cond.key)}, {body_str(str(f.cond.value))} }}")
         out.append("  { " + ", ".join(parts) + " },")
     out.append("}")
     return out
@@ -168,8 +167,8 @@ def _text_expr(cand: Candidate, guard: bool) -> str:
     cond = cand.cond
     if cond is not None and not cond.on_payload:
         fn = "unless" if cond.negate else "where"
-        value = "true" if cond.value is True else lua_str(str(cond.value))
-        keep = f", draft.{fn}({lua_str(cond.key)}, {value})"
+        value = "true" if cond.value is True else body_str(str(cond.value))
+        keep = f", draft.{fn}({body_str(cond.key)}, {value})"
     elif guard:
         keep = ", draft.unmarked"
     return f"text(c, {lua_path(cand.path)}{keep})"
@@ -189,7 +188,7 @@ def _assign(cand: Candidate, field: str, expr: str, what: str, kind_var: bool) -
         lines = [f"out.{field} = {expr}"]
     cond = cand.cond
     if cond is not None and cond.on_payload and kind_var:
-        test = f"draft.is_kind(c, kind, {lua_str(str(cond.value))})"
+        test = f"draft.is_kind(c, kind, {body_str(str(cond.value))})"
         test = f"not {test}" if cond.negate else test
         return [f"if {test} then", *("  " + x for x in lines), "end"]
     return lines
@@ -203,7 +202,7 @@ def _read(inf: Inference) -> list[str]:
     kind_var = inf.kind_key is not None
     if kind_var:
         out += _c(f"every payload names its kind in {inf.kind_key!r}", "  ")
-        out.append(f"  local kind = get(c, {lua_str(str(inf.kind_key))})")
+        out.append(f"  local kind = get(c, {body_str(str(inf.kind_key))})")
     ind = "  "
     # text
     reasoning_seen = inf.reasoning is not None
@@ -328,14 +327,14 @@ def _end_lines(end: EndSpec, inf: Inference, ind: str) -> list[str]:
     if end.kind == "flag" and end.path is not None:
         out.append(f"{ind}out.done = get(c, {_args(end.path)}) == true")
     elif end.kind == "kind":
-        values = "{ " + ", ".join(lua_str(v) for v in end.values) + " }"
-        family = lua_str(end.family) if end.family else "nil"
+        values = "{ " + ", ".join(body_str(v) for v in end.values) + " }"
+        family = body_str(end.family) if end.family else "nil"
         out.append(f"{ind}out.done = draft.ends(kind, {values}, {family})")
         if not inf.finish and end.family:
             out += _c("no finish field: the end event's last word says how it ended", ind)
             out.append(f"{ind}out.finish_reason = draft.end_finish(kind, {family})")
     elif end.kind == "value" and end.path is not None:
-        value = lua_str(end.value) if isinstance(end.value, str) else str(end.value)
+        value = body_str(end.value) if isinstance(end.value, str) else str(end.value)
         out.append(f"{ind}out.done = get(c, {_args(end.path)}) == {value}")
     elif end.kind == "key" and end.path is not None:
         out.append(f"{ind}out.done = get(c, {_args(end.path)}) ~= nil")
@@ -367,7 +366,7 @@ def _stream_hook(inf: Inference) -> list[str]:
         )
     elif others:
         out += _c(
-            f"{len(others)} payload(s) are not JSON (e.g. {shorten(others[0], 30)!r}): skipped",
+            f"{len(others)} payload(s) are not JSON (e.g. {sample(others[0], 30)!r}): skipped",
             "  ",
         )
         out.append("  local ok, c = pcall(json.decode, line)")

@@ -19,8 +19,9 @@ from typing import Any
 import ipywidgets as widgets
 
 from ...conformance.draft import Draft
+from ...conformance.draft.lua_text import sample
 from ...core.errors import LlmError
-from ...core.redaction import redact, shorten
+from ...core.redaction import redact
 
 __all__ = ["DraftChoices"]
 
@@ -41,7 +42,7 @@ class DraftChoices:
         ]
         for q in draft.questions:
             options = [
-                (f"{shorten(o.pick, 60)}: {shorten(repr(o.sample), 60)}", o.pick) for o in q.options
+                (f"{sample(o.pick, 60)}: {sample(repr(o.sample), 60)}", o.pick) for o in q.options
             ]
             radio = widgets.RadioButtons(
                 options=options,
