@@ -97,7 +97,7 @@ async def _print_stream(
             reason = ev.reason
             failure = reason.failure
             extra = f" [{failure.code}] {failure.message}" if failure else ""
-            out.write(f"  · finish: {reason.kind}{extra}\n")
+            out.write(f"  · finish: {reason.describe()}{extra}\n")
         out.flush()
     return failure
 
@@ -190,21 +190,36 @@ def _providers(args: argparse.Namespace) -> int:
 
 
 def _add_draft_adapter(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """``draft-adapter PATH --name NAME --output FILE [--request FILE]``."""
+    """``draft-adapter BODY [BODY ...] --name NAME --output FILE [--request FILE]
+    [--pick FIELD=PATH ...]``."""
     draft = sub.add_parser(
-        "draft-adapter", help="draft a Lua adapter from one recorded response body"
+        "draft-adapter", help="draft a Lua adapter from recorded response bodies of one API"
     )
-    draft.add_argument("path", help="a recorded body: SSE, NDJSON or a non-stream JSON body")
+    draft.add_argument(
+        "paths",
+        nargs="+",
+        metavar="BODY",
+        help="recorded bodies of one API: SSE, NDJSON or non-stream JSON (more bodies, more "
+        "evidence: the report says what each one after the first changed)",
+    )
     draft.add_argument("--name", required=True, help="the adapter's name")
     draft.add_argument("--output", required=True, help="the .lua file to write")
     draft.add_argument("--request", default=None, help="a sample request body of that API")
+    draft.add_argument(
+        "--pick",
+        action="append",
+        default=[],
+        metavar="FIELD=PATH",
+        help="choose a candidate the bodies leave open (text, reasoning, finish, input, "
+        "output, total), e.g. --pick text=choices[1].delta.content; PATH=none maps nothing",
+    )
     draft.set_defaults(run=_draft_adapter)
 
 
 def _draft_adapter(args: argparse.Namespace) -> int:
     from .conformance.draft import cli_draft
 
-    return cli_draft(args.path, args.name, args.output, args.request)
+    return cli_draft(args.paths, args.name, args.output, args.request, args.pick)
 
 
 def _add_export_adapter(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

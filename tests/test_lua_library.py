@@ -24,7 +24,7 @@ from notebook_llm.notebook.magics.adapter_magics import AdapterMagics
 ROOT = Path(__file__).resolve().parent.parent
 ADAPTERS = ROOT / "adapters"
 WIRE = Path(__file__).parent / "fixtures" / "wire"
-LIBRARIES = ["adapter_util", "openai_compat"]
+LIBRARIES = ["adapter_util", "draft_support", "openai_compat"]
 
 #: A user's own OpenAI-compatible adapter: a name, and the library does the rest.
 USER_SCRIPT = """
@@ -116,7 +116,10 @@ def test_require_of_anything_else_is_one_clear_error(arg: str, shown: str) -> No
     err = load_error(f"local lib = require({arg})\nreturn {{}}")
     assert err.code == ErrorCode.INVALID_ADAPTER
     assert f"require: no library {shown} in the notebook_llm sandbox" in err.message
-    assert "(it loads only the built-in libraries: adapter_util, openai_compat)" in err.message
+    assert (
+        "(it loads only the built-in libraries: adapter_util, draft_support, openai_compat)"
+        in err.message
+    )
     assert "\n" not in err.message
     assert err.lua_line == 1
 

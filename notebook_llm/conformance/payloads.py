@@ -17,7 +17,12 @@ loss that leaves an answer standing:
 * the body carries reasoning (``reasoning``, ``reasoning_content``, ``thinking``) and the
   script mapped text but no reasoning: the answer is right, the thinking view is empty;
 * the body reports usage (``usage``, ``usageMetadata``, Ollama's ``eval_count``) and the script
-  mapped none: the answer is right, token counts and costs are missing.
+  mapped none: the answer is right, token counts and costs are missing;
+* the script's usage object holds keys the runtime does not read (``n_in``, ``input``): each is
+  named (the contract's keys and OpenAI's and Anthropic's names of them are read, see
+  :mod:`notebook_llm.adapters.lua.usage_keys`);
+* the answer ended with a finish reason outside the vocabulary of finish meanings: it is kept,
+  as finish ``other``, and the raw value is named so the script can map it.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from typing import Any
 from ..adapters.lua.dropped_text import CONTENT_KEYS
 from ..adapters.lua.lua_adapter import LuaAdapter
 from ..adapters.lua.runtime import LuaSandbox
+from ..adapters.lua.usage_keys import unknown_usage_keys
 from ..core.completion import Completion
 from ..core.errors import LlmError
 from ..wire.ndjson import NDJSONDecoder
@@ -166,31 +172,42 @@ def payload_warnings(
     in one fresh Lua state (as one stream would), so payloads after an early ``done`` are seen.
     """
     warnings: list[str] = []
+    sandbox = LuaSandbox(
+        adapter.source,
+        name=adapter.name,
+        chunkname=str(adapter.path) if adapter.path else adapter.name,
+        limits=adapter.limits,
+        log=lambda _level, _msg: None,
+    )
     if fixture.framing == "json":
         hook = "transform_response"
-        decoded = [_loads(fixture.body.decode("utf-8", errors="replace"))]
+        text = fixture.body.decode("utf-8", errors="replace")
+        decoded = [_loads(text)]
         held = _carries_content(decoded[0])
         first = 1
         mapped = completion is not None and bool(
             completion.text or completion.reasoning or completion.tool_calls
         )
+        try:
+            out = sandbox.call(hook, text)
+        except LlmError:  # the replay reports it
+            out = None
+        response = _loads(out) if isinstance(out, str) else None
+        if isinstance(response, dict):
+            usage = response.get("token_usage") or response.get("usage")
+            warnings.extend(_usage_key_warnings([usage], hook, "the response"))
     else:
         hook = "transform_stream_chunk"
         items = _payloads(fixture)
         decoded = [_loads(item) for item in items]
-        sandbox = LuaSandbox(
-            adapter.source,
-            name=adapter.name,
-            chunkname=str(adapter.path) if adapter.path else adapter.name,
-            limits=adapter.limits,
-            log=lambda _level, _msg: None,
-        )
         results, _error = sandbox.call_each(hook, items)  # an error is the replay's to report
         content_at = [i + 1 for i, item in enumerate(decoded) if _carries_content(item)]
         held = bool(content_at)
         first = content_at[0] if content_at else 0
         chunks = [_loads(r) if isinstance(r, str) and r else None for r in results]
         mapped = any(_mapped_content(c) for c in chunks)
+        frames = [c.get("usage") if isinstance(c, dict) else None for c in chunks]
+        warnings.extend(_usage_key_warnings(frames, hook, "payload"))
         done_at = next((i + 1 for i, c in enumerate(chunks) if _reports_done(c)), None)
         later = [i for i in content_at if done_at is not None and i > done_at]
         if later:
@@ -219,4 +236,29 @@ def payload_warnings(
         )
     if completion is not None and completion.error is None:
         warnings.extend(_partial_losses(decoded, completion, hook))
+    finish = completion.finish if completion is not None else None
+    if finish is not None and finish.kind == "other":
+        warnings.append(
+            f"{hook}: the answer ended with finish reason {finish.raw!r}, which is outside the "
+            "vocabulary of finish meanings (stop, length, tool calls, content filter, error): "
+            "it is kept as finish 'other'; map it to stop, length, tool_calls, content_filter "
+            "or error if you know what it means"
+        )
     return warnings
+
+
+def _usage_key_warnings(frames: list[Any], hook: str, where: str) -> list[str]:
+    """One warning naming the usage keys the runtime ignores, at the first frame that has any."""
+    for n, frame in enumerate(frames, 1):
+        if not isinstance(frame, dict):
+            continue
+        unknown = unknown_usage_keys(frame)
+        if unknown:
+            at = f"{where} {n}" if where == "payload" else where
+            return [
+                f"{hook}, {at}: the usage holds {', '.join(repr(k) for k in unknown[:6])}, "
+                "which the runtime does not read (its keys: prompt, completion, total, "
+                "cache_read, cache_write, reasoning_tokens; OpenAI's prompt_tokens... and "
+                "Anthropic's input_tokens... are read too): those counts are lost"
+            ]
+    return []

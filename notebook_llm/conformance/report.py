@@ -274,7 +274,7 @@ def event_rows(events: Sequence[Event]) -> list[tuple[int, str, str, str]]:
             detail = json.dumps(ev.usage.to_dict())
         else:
             reason = ev.reason
-            detail = reason.kind + (
+            detail = reason.describe() + (
                 f" [{reason.failure.code}] {reason.failure.message}" if reason.failure else ""
             )
         rows.append((pos, ev.type, index, redact(detail)))
@@ -295,7 +295,7 @@ def summarize(completion: Completion) -> str:
     finish = completion.finish
     if finish is not None:
         parts.append(
-            f"finish {finish.kind}" + (f" [{finish.failure.code}]" if finish.failure else "")
+            f"finish {finish.describe()}" + (f" [{finish.failure.code}]" if finish.failure else "")
         )
     return redact(", ".join(parts))
 

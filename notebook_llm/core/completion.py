@@ -112,7 +112,7 @@ class Completion:
     def __repr__(self) -> str:
         from .redaction import redact, shorten
 
-        finish = self.finish.kind if self.finish else None
+        finish = self.finish.describe() if self.finish else None
         usage = self.usage if self.usage is not None else "<usage not reported>"
         return redact(
             f"Completion(text={shorten(self.text, 200, '...')!r}, "

@@ -29,7 +29,11 @@ if TYPE_CHECKING:
     from .timeouts import Timeouts
 
 BlockType = Literal["text", "reasoning", "tool-call"]
-FinishKind = Literal["stop", "tool-calls", "max-tokens", "error", "aborted"]
+#: How an answer ended. ``other``: the provider named a finish reason outside the vocabulary of
+#: finish meanings (stop, length, tool calls, content filter, error); the answer is kept and
+#: :attr:`FinishReason.raw` holds the provider's own value (see
+#: ``notebook_llm.adapters.lua.finish_vocabulary``).
+FinishKind = Literal["stop", "tool-calls", "max-tokens", "error", "aborted", "other"]
 Role = Literal["system", "user", "assistant"]
 
 
@@ -244,23 +248,39 @@ class TokenUsage(JsonText):
 
 @dataclass(slots=True)
 class FinishReason(JsonText):
+    """How a stream ended: its ``kind``, the ``failure`` of an ``error``/``aborted`` end (or of
+    a ``max-tokens`` end that cut a tool call's arguments), and ``raw``, the provider's own
+    finish value when it is kept (always for ``other``)."""
+
     kind: FinishKind
     failure: LlmError | None = None
+    raw: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"kind": self.kind}
         if self.failure is not None:
             out["failure"] = self.failure.to_failure()
+        if self.raw is not None:
+            out["raw"] = self.raw
         return out
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any] | str) -> FinishReason:
         d = _mapping(d)
         failure = d.get("failure")
+        raw = d.get("raw")
         return cls(
             d["kind"],
             LlmError.from_failure(dict(failure)) if isinstance(failure, Mapping) else None,
+            str(raw) if raw is not None else None,
         )
+
+    def describe(self) -> str:
+        """``stop``, ``max-tokens``, ``other ('pause_turn')``: the kind, and the raw value of an
+        ``other`` end (for footers and reports)."""
+        if self.kind == "other" and self.raw is not None:
+            return f"other ({self.raw!r})"
+        return self.kind
 
 
 # --------------------------------------------------------------------------------------------

@@ -30,7 +30,14 @@ Decisions (the contract is silent or the reference kernel is wrong; the request 
   ``""`` as ``{}``, and it is never reported as truncated.
 * Usage frames merge field by field. ``prompt`` is the total input (cache reads included, OpenAI
   semantics); when ``completion`` is missing it is ``total - prompt``. ``cache_miss`` is
-  accepted and ignored (it is part of ``prompt``).
+  accepted and ignored (it is part of ``prompt``). OpenAI's and Anthropic's names of the same
+  counts (``prompt_tokens``, ``input_tokens``, ``completion_tokens``, ...) are accepted as
+  them (:mod:`.usage_keys`).
+* A finish reason is read through the vocabulary of finish meanings
+  (:mod:`.finish_vocabulary`): stop, length (``max-tokens``), tool calls, and content filter
+  or error (an ``error`` finish whose code is the value upper-cased); a progress value
+  (``null``, ``in_progress``) is no finish; a value outside the vocabulary ends the answer
+  with a finish of kind ``other`` that keeps the answer and the raw value.
 * A finish reason without any content (llama.cpp's empty answer: a role chunk, then
   ``finish_reason: "stop"``) is an empty answer: ``finish`` stop with no blocks. Only a stream
   with neither content nor a finish reason is ``EMPTY_RESPONSE`` (retryable): the server ended
@@ -67,24 +74,24 @@ from ...core.protocol import (
     ToolCallDelta,
     Usage,
 )
-from ...core.redaction import redact
+from ...core.redaction import redact, shorten
+from .finish_vocabulary import FinishMeaning, finish_meaning, is_progress
 from .kernel_request import build_request
+from .usage_keys import USAGE_FIELDS, usage_field
 
 __all__ = ["FINISH_KINDS", "ChunkMapper", "build_request", "map_response"]
 
 # --------------------------------------------------------------------------------------------
 # Stream chunks -> events
 
-#: Wire finish reasons with a non-error kind (looked up as given, then lower-cased).
-FINISH_KINDS: dict[str, FinishKind] = {
+#: A finish meaning (:mod:`.finish_vocabulary`) -> the finish kind it ends the stream with
+#: (content filter and error end it as an ``error`` whose code is the raw value upper-cased).
+FINISH_KINDS: dict[FinishMeaning, FinishKind] = {
     "stop": "stop",
-    "end_turn": "stop",
-    "stop_sequence": "stop",
     "tool_calls": "tool-calls",
-    "tool_use": "tool-calls",
-    "function_call": "tool-calls",
     "length": "max-tokens",
-    "max_tokens": "max-tokens",
+    "content_filter": "error",
+    "error": "error",
 }
 
 _PROVIDER_CODES: dict[str, str] = {
@@ -110,7 +117,6 @@ _KNOWN_CODES = frozenset(c.value for c in ErrorCode)
 #: What a provider's own code may look like to become ours (upper-cased): a short name, not
 #: a sentence, markup or a pasted value.
 _CODE_SHAPE = re.compile(r"[A-Z][A-Z0-9_.-]{0,63}")
-_USAGE_KEYS = ("prompt", "completion", "total", "cache_read", "cache_write", "reasoning_tokens")
 
 
 class _Call:
@@ -244,7 +250,7 @@ class ChunkMapper:
         if value:
             self._merge_usage(value)
         value = get("finish_reason")
-        if value:
+        if value and not (isinstance(value, str) and is_progress(value)):
             self._finish_reason = str(value)
             self._end_seen = True
         value = get("error")
@@ -325,10 +331,12 @@ class ChunkMapper:
         if not isinstance(frame, Mapping):
             raise _bad_field("usage", frame)
         usage = self._usage
-        for key in _USAGE_KEYS:
-            number = _as_int(frame.get(key))
-            if number is not None:
-                usage[key] = number
+        # the contract's own keys last, so they win over an alias of the same count
+        for key, value in sorted(frame.items(), key=lambda kv: str(kv[0]) in USAGE_FIELDS):
+            field = usage_field(str(key))
+            number = _as_int(value) if field is not None else None
+            if field is not None and number is not None:
+                usage[field] = number
 
     def _chunk_error(self, value: Any) -> LlmError:
         if isinstance(value, str):
@@ -423,13 +431,18 @@ class ChunkMapper:
         raw = self._finish_reason
         kind: FinishKind | None = None
         if raw is not None:
-            kind = FINISH_KINDS.get(raw) or FINISH_KINDS.get(raw.lower())
-            if kind is None:
+            meaning = finish_meaning(raw)
+            if meaning is None:
+                # Outside the vocabulary: the answer stands, and the value is kept to be shown
+                # (the conformance kit warns about it).
+                return FinishReason("other", raw=shorten(redact(raw), 64, "..."))
+            kind = FINISH_KINDS[meaning]
+            if kind == "error":
                 shaped = "".join(ch if ch.isalnum() else "_" for ch in redact(raw).upper())
                 code = shaped if _CODE_SHAPE.fullmatch(shaped) else ErrorCode.SERVER
-                return FinishReason(
-                    "error", self._fail(f"the model stopped with finish reason {raw!r}", code)
-                )
+                err = self._fail(f"the model stopped with finish reason {raw!r}", code)
+                err.details["finish_meaning"] = meaning
+                return FinishReason("error", err)
         if not any_block and kind is None:
             # Nothing at all: no content and no finish reason, only the end marker. A model that
             # says "stop" without text has answered nothing, which is an answer (finish stop,

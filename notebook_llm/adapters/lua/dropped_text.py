@@ -5,8 +5,10 @@ it maps every payload to an empty chunk and the answer ends ``stop`` with no blo
 cell would show as an empty answer. :class:`DroppedText` watches the raw payloads of a response
 while the adapter has produced no block yet, and remembers the string-valued field paths that
 look like answer text (``choices[0].delta.tok``). When the answer ends with no block and no
-error, :meth:`DroppedText.failure` turns what it saw into one ``ADAPTER_ERROR`` naming the field
-that held the most text, so the cell, ``%adapter test`` and ``check-adapter`` all fail.
+error (or ends without its end marker, which a script that mapped nothing never saw either),
+:meth:`DroppedText.failure` turns what it saw into one ``ADAPTER_ERROR`` naming the field that
+held the most text, so the cell, ``%adapter test`` and ``check-adapter`` all fail, and a script
+that reads the wrong field is not blamed on the network (``STREAM_CLOSED``).
 
 What counts as text (a heuristic, tuned to miss rather than to accuse a correct script):
 
@@ -142,17 +144,51 @@ class DroppedText:
         _, path, joined = max(found, key=lambda f: (f[0], f[1]))
         return path, joined
 
-    def failure(self, hook: str, *, provider: str | None, adapter: str | None) -> LlmError | None:
-        """The error for an answer that ended with no block although payloads held text."""
-        best = self.best()
+    def varying(self) -> tuple[str, str] | None:
+        """``(path, text)`` of the field whose values changed most from payload to payload,
+        each with a letter (bare words: ``HELLO``, ``WORLD``): the answer of a stream that the
+        script never saw end, when no field reads like text."""
+        found: list[tuple[int, int, str, str]] = []
+        for path, pieces in self._joined.items():
+            distinct = len(set(pieces))
+            if distinct >= 2 and all(any(ch.isalpha() for ch in p) for p in pieces):
+                joined = "".join(pieces)
+                found.append((distinct, len(joined), path, joined))
+        if not found:
+            return None
+        _, _, path, joined = max(found)
+        return path, joined
+
+    def failure(
+        self,
+        hook: str,
+        *,
+        provider: str | None,
+        adapter: str | None,
+        unended: bool = False,
+    ) -> LlmError | None:
+        """The error for an answer that ended with no block although payloads held text;
+        ``unended``: the stream also ended without its end marker (the script never said
+        ``done``), which is then the script's doing too, not the network's."""
+        best = self.best() or (self.varying() if unended else None)
         if best is None:
             return None
         path, joined = best
         sample = redact(joined.strip()[:40]) + ("…" if len(joined.strip()) > 40 else "")
+        if unended:
+            message = (
+                f"the stream ended without its end marker and {hook} mapped nothing: the "
+                f"response carried text in `{path}` ({sample!r}), so the script should read "
+                f"`{path}` (and return done = true, or a finish_reason, on the last payload)"
+            )
+        else:
+            message = (
+                f"the response carried text in `{path}` ({sample!r}) but {hook} mapped none of "
+                "it to text, reasoning or tool calls: does the script read a field this API "
+                "does not send?"
+            )
         return LlmError(
-            f"the response carried text in `{path}` ({sample!r}) but {hook} mapped none of it "
-            "to text, reasoning or tool calls: does the script read a field this API does not "
-            "send?",
+            message,
             ErrorCode.ADAPTER_ERROR,
             provider=provider,
             adapter=adapter,
@@ -190,14 +226,25 @@ def judge_events(
     provider: str | None,
     adapter: str | None,
 ) -> None:
-    """Replace a non-error ``finish`` in ``events`` (an answer with no block) by the witness's
-    failure, if it saw text. ``events`` is changed in place."""
+    """Replace the ``finish`` in ``events`` of an answer with no block by the witness's
+    failure, if it saw text: a non-error finish, or the ``STREAM_CLOSED`` of a stream that
+    ended without its end marker (a script that mapped nothing never saw the end either).
+    ``events`` is changed in place."""
     for i, event in enumerate(events):
-        if isinstance(event, Finish) and event.reason.kind not in ("error", "aborted"):
-            err = witness.failure(hook, provider=provider, adapter=adapter)
-            if err is not None:
-                events[i] = Finish.error(err)
+        if not isinstance(event, Finish):
+            continue
+        failure = event.reason.failure
+        unended = (
+            event.reason.kind == "error"
+            and failure is not None
+            and failure.code == ErrorCode.STREAM_CLOSED
+        )
+        if event.reason.kind in ("error", "aborted") and not unended:
             return
+        err = witness.failure(hook, provider=provider, adapter=adapter, unended=unended)
+        if err is not None:
+            events[i] = Finish.error(err)
+        return
 
 
 def has_block(events: list[Event]) -> bool:

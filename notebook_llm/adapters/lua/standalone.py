@@ -9,6 +9,12 @@ first ``require``, as Lua's own ``package.preload`` does. The script itself is n
 its line numbers move by the length of what was put in; a script that requires nothing comes
 back unchanged. ``python -m notebook_llm export-adapter NAME`` writes it.
 
+A library written in *sections* (each starting with a line ``--- @section NAME``, optionally
+followed by ``uses: A, B``; ``adapters/lib/draft_support.lua`` is one) is inlined in part: its
+preamble, the sections whose functions the script names (``draft.finish``, ``draft.text``...)
+and the sections those use, in the library's order, and its closing ``return`` section. A
+drafted adapter so carries only the helpers it calls.
+
 Written here rather than with a Lua bundler (luacc, lua-amalgamate...): those are Lua programs
 that read files, which the sandbox does not allow, and this is one string template.
 """
@@ -20,12 +26,20 @@ import re
 from ...core.errors import ErrorCode, LlmError
 from .runtime import library_names, library_text
 
-__all__ = ["required_libraries", "standalone_source"]
+__all__ = ["required_libraries", "standalone_source", "used_sections"]
 
 #: ``require("name")``, ``require 'name'`` and the like with a literal name.
 # (white space on one side of the optional "(" only: two adjacent \s* backtracked quadratically
 # on "require" followed by a long run of spaces)
 _REQUIRE = re.compile(r"""\brequire\s*(?:\(\s*)?(["'])([A-Za-z_][A-Za-z0-9_]*)\1""")
+
+#: ``.name`` in a script: a field it reads (what a sectioned library's part is named by).
+_FIELD = re.compile(r"\.([A-Za-z_][A-Za-z0-9_]*)")
+#: What a section defines: ``function lib.name(`` or ``lib.name =``.
+_DEFINES = re.compile(
+    r"^(?:function\s+)?[A-Za-z_][A-Za-z0-9_]*\.([A-Za-z_][A-Za-z0-9_]*)\s*[(=]", re.M
+)
+_SECTION = "--- @section "
 
 #: A leading long comment (``--[[ ... ]]``, ``--[==[ ... ]==]``), kept at the top.
 _HEADER = re.compile(r"\A(\s*--\[(=*)\[.*?\]\2\][^\n]*\n)", re.DOTALL)
@@ -45,6 +59,44 @@ def required_libraries(source: str) -> list[str]:
         text = library_text(name) or ""
         pending.extend(m.group(2) for m in _REQUIRE.finditer(text))
     return order
+
+
+def _sections(text: str) -> tuple[str, list[tuple[str, list[str], str]]] | None:
+    """A sectioned library as (preamble, [(name, uses, text)]), or None if it has no sections."""
+    if f"\n{_SECTION}" not in text:
+        return None
+    parts = text.split(f"\n{_SECTION}")
+    out: list[tuple[str, list[str], str]] = []
+    for part in parts[1:]:
+        head, _, body = part.partition("\n")
+        name, _, uses = head.partition("uses:")
+        needed = [u.strip() for u in uses.split(",") if u.strip()]
+        out.append((name.strip(), needed, f"{_SECTION}{head}\n{body}"))
+    return parts[0], out
+
+
+def used_sections(script: str, library: str) -> str:
+    """The part of a sectioned ``library`` that ``script`` uses (see the module doc); the whole
+    library when it has no sections."""
+    split = _sections(library)
+    if split is None:
+        return library
+    preamble, sections = split
+    named = {m.group(1) for m in _FIELD.finditer(script)}
+    by_name = {name: (uses, body) for name, uses, body in sections}
+    wanted = {
+        name
+        for name, _, body in sections
+        if name == "return" or named & {m.group(1) for m in _DEFINES.finditer(body)}
+    }
+    pending = list(wanted)
+    while pending:
+        for need in by_name.get(pending.pop(), ([], ""))[0]:
+            if need not in wanted and need in by_name:
+                wanted.add(need)
+                pending.append(need)
+    kept = [body for name, _, body in sections if name in wanted]
+    return "\n".join([preamble, *kept])
 
 
 def standalone_source(source: str) -> str:
@@ -67,6 +119,7 @@ def standalone_source(source: str) -> str:
                 f"the built-in library {name!r} cannot be read (adapters/lib/{name}.lua)",
                 ErrorCode.INVALID_ADAPTER,
             )
+        text = used_sections(source, text)
         parts += [f'  preload["{name}"] = function(...)', text.rstrip("\n"), "  end"]
     parts += [
         "  require = function(name)",

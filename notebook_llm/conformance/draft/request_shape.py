@@ -26,25 +26,14 @@ def _c(text: str) -> str:
     return "-- " + comment_text(text, 200)
 
 
-DEFAULT = """\
-function M.transform_request(raw)
-  local req = json.decode(raw, KEEP_NULLS)
-  for _, m in ipairs(req.messages) do
-    m.reasoning_content = nil -- many APIs reject fields they do not know
-    m.is_error = nil
-  end
-  req.disable_thinking = nil
-  return json.encode(req)
-end
-"""
+DEFAULT = "M.transform_request = draft.openai_request\n"
 
 
 def default_request() -> tuple[str, list[str]]:
     """The clearly marked OpenAI-shaped default, and its comment lines."""
     return DEFAULT, [
-        _c("TODO request: no sample request was given (--request FILE), so this is an"),
-        _c("OPENAI-SHAPED DEFAULT: the kernel's request goes out as it is (model, messages,"),
-        _c("stream, max_tokens, temperature, tools). Change it to what the API expects."),
+        _c("TODO request: no sample request (--request FILE): an OPENAI-SHAPED default, the"),
+        _c("kernel's request sent as it is; write M.transform_request(raw) for what the API wants"),
     ]
 
 
@@ -261,34 +250,11 @@ local ROLES = {{ {roles} }}
 {_opt("MAX_TOKENS_PATH", shape.max_tokens)}
 {_opt("TEMPERATURE_PATH", shape.temperature)}
 
--- A message's text: a string, or the text parts of a content list joined.
-local function text_of(content)
-  if type(content) == "string" then return content end
-  local parts = {{}}
-  if type(content) == "table" then
-    for _, p in ipairs(content) do
-      if type(p) == "table" and p.type == "text" and type(p.text) == "string" then
-        parts[#parts + 1] = p.text
-      end
-    end
-  end
-  return table.concat(parts)
-end
-
--- Set t[path[1]][path[2]]... = v, making the tables on the way.
-local function put(t, path, v)
-  for i = 1, #path - 1 do
-    if type(t[path[i]]) ~= "table" then t[path[i]] = {{}} end
-    t = t[path[i]]
-  end
-  t[path[#path]] = v
-end
-
 function M.transform_request(raw)
-  local req = json.decode(raw, KEEP_NULLS)
+  local req = json.decode(raw, {{ null = json.null }})
   local body, messages, system = {{}}, json.array(), {{}}
   for _, m in ipairs(req.messages) do
-    local text = text_of(m.content)
+    local text = draft.message_text(m.content)
     if m.role == "system" and SYSTEM_PATH then
       system[#system + 1] = text
     else
@@ -297,15 +263,19 @@ function M.transform_request(raw)
       messages[#messages + 1] = msg
     end
   end
-  put(body, MESSAGES_PATH, messages)
+  draft.put(body, MESSAGES_PATH, messages)
   if #system > 0 then
     local s = table.concat(system, "\\n\\n")
-    put(body, SYSTEM_PATH, {system_value})
+    draft.put(body, SYSTEM_PATH, {system_value})
   end
-  if MODEL_PATH then put(body, MODEL_PATH, req.model) end
-  if STREAM_PATH then put(body, STREAM_PATH, req.stream == true) end
-  if MAX_TOKENS_PATH and present(req.max_tokens) then put(body, MAX_TOKENS_PATH, req.max_tokens) end
-  if TEMPERATURE_PATH and present(req.temperature) then put(body, TEMPERATURE_PATH, req.temperature) end
+  if MODEL_PATH then draft.put(body, MODEL_PATH, req.model) end
+  if STREAM_PATH then draft.put(body, STREAM_PATH, req.stream == true) end
+  if MAX_TOKENS_PATH and draft.get(req, "max_tokens") then
+    draft.put(body, MAX_TOKENS_PATH, req.max_tokens)
+  end
+  if TEMPERATURE_PATH and draft.get(req, "temperature") then
+    draft.put(body, TEMPERATURE_PATH, req.temperature)
+  end
   return json.encode(body)
 end
 """

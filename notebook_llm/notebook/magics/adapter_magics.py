@@ -168,10 +168,12 @@ def _parser() -> Any:
     watch.add_argument("path", nargs="?", default=None)
     watch.add_argument("--stop", action="store_true")
     watch.add_argument("--interval", type=float, default=0.5)
-    draft = sub.add_parser("draft", add_help=False, help="draft an adapter from a recorded body")
+    draft = sub.add_parser("draft", add_help=False, help="draft an adapter from recorded bodies")
     draft.add_argument("name")
-    draft.add_argument("path")
+    draft.add_argument("paths", nargs="+")
     draft.add_argument("--request", default=None)
+    draft.add_argument("--pick", action="append", default=[])
+    draft.add_argument("--output", default=None)
     test = sub.add_parser("test", add_help=False, help="the conformance kit")
     test.add_argument("name")
     test.add_argument("fixtures", nargs="*")
@@ -190,7 +192,9 @@ USAGE = """\
 %adapter new NAME [--from BUILTIN]   a new %%adapter cell from the commented template
 %adapter watch PATH [--interval S] | --stop [PATH]   hot-reload on save
 %adapter test NAME [FIXTURE...] [--expected FILE] [--no-requests]   the conformance kit
-%adapter draft NAME PATH [--request FILE]   draft an adapter from one recorded body"""
+%adapter draft NAME BODY [BODY...] [--request FILE] [--pick FIELD=PATH] [--output FILE]
+                                 draft an adapter from recorded bodies of one API (into a
+                                 new %%adapter cell, or into FILE)"""
 
 
 @magics_class
@@ -204,8 +208,9 @@ class AdapterMagics(Magics):
         #: The name the last load gave (``None`` if it failed).
         self.loaded: str | None = None
         self.last_report: Any = None
-        #: The last ``%adapter draft`` (its source, inference and check).
+        #: The last ``%adapter draft`` (its source, inference and check), and its choices widget.
         self.last_draft: Any = None
+        self.last_choices: Any = None
         self.watchers: dict[Path, _Watch] = {}
         self.collector = _install_collector(shell) if shell is not None else None
 
@@ -437,20 +442,62 @@ class AdapterMagics(Magics):
         self.last_report = report
 
     def _cmd_draft(self, args: Any) -> None:
-        """``%adapter draft NAME PATH``: a ``%%adapter NAME`` cell with the draft goes below this
-        one, and the draft is loaded; what was inferred, the check and the TODOs are shown."""
+        """``%adapter draft NAME BODY...``: draft from the bodies and load the draft. It goes in
+        a ``%%adapter NAME`` cell added below this one, or with ``--output FILE`` in that file
+        (then re-running the cell adds nothing: the same notebook on every Run All). What each
+        mapping rests on, what each later body changed, the check and the TODOs are shown;
+        close candidates get a :class:`DraftChoices` widget to pick from."""
+        from ...conformance.draft import parse_picks
+
+        try:
+            picks = parse_picks(args.pick)
+        except LlmError as err:
+            raise UsageError(redact(err.message)) from None
+        draft, loaded = self._draft(args, picks)
+        if args.output:
+            note = (
+                f"the draft is in {Path(args.output).name}: read it, fix the TODOs, "
+                "%adapter load it again"
+            )
+        else:
+            shell: Any = self.shell
+            shell.set_next_input(f"%%adapter {args.name}\n{draft.source}", replace=False)
+            note = f"a %%adapter {args.name} cell with the draft was added below: read it, fix the TODOs, re-run it"
+        _show(Rich(f"{redact(draft.summary())}\n{loaded.plain}\n{note}"))
+        self.last_draft = draft
+        if draft.questions:
+            from ..widgets.draft_choices import DraftChoices
+
+            def redraft(chosen: dict[str, str]) -> str:
+                again, reloaded = self._draft(args, chosen)
+                self.last_draft = again
+                where = (
+                    args.output
+                    or f"the {args.name} adapter (re-run with these picks to update the cell)"
+                )
+                return f"re-drafted and reloaded {where}\n{reloaded.plain}"
+
+            self.last_choices = DraftChoices(draft, redraft)
+            _show(self.last_choices.widget)
+
+    def _draft(self, args: Any, picks: dict[str, str]) -> tuple[Any, Rich]:
+        """Draft ``args``' bodies with ``picks``, write ``--output`` if given, and load it."""
         from ...conformance.draft import draft_adapter
 
         try:
-            draft = draft_adapter(Path(args.path), args.name, request=args.request)
+            draft = draft_adapter(
+                [Path(p) for p in args.paths], args.name, request=args.request, picks=picks
+            )
         except LlmError as err:
             raise UsageError(redact(err.message)) from None
-        shell: Any = self.shell
-        shell.set_next_input(f"%%adapter {args.name}\n{draft.source}", replace=False)
-        loaded = self._load(draft.source, args.name, "cell", draft.source)
-        note = f"a %%adapter {args.name} cell with the draft was added below: read it, fix the TODOs, re-run it"
-        _show(Rich(f"{redact(draft.summary())}\n{loaded.plain}\n{note}"))
-        self.last_draft = draft
+        if args.output:
+            out = Path(args.output).expanduser()
+            try:
+                out.write_text(draft.source, "utf-8")
+            except OSError as exc:
+                raise UsageError(f"cannot write {out}: {exc.strerror}") from None
+            return draft, self._load(out, args.name, "file", draft.source)
+        return draft, self._load(draft.source, args.name, "cell", draft.source)
 
     def close(self) -> None:
         """Stop every watcher and remove the log collector (when the extension is unloaded)."""

@@ -75,6 +75,9 @@ def status_of(completion: Completion) -> str:
     if kind == "error":
         err = completion.error
         return f"error {err.code}" if err else "error"
+    if kind == "other" and completion.finish is not None:
+        # a finish reason outside the vocabulary: the answer is complete as far as we know
+        return f"done (finish reason {completion.finish.raw!r})"
     return {
         "stop": "done",
         "max-tokens": "cut at max tokens",
