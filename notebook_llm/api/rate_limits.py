@@ -215,18 +215,18 @@ def _number(headers: Mapping[str, str], name: str) -> float | None:
 
 
 class _Bucket:
-    """One limit (requests or tokens): aiolimiter's leaky bucket, plus the weight of the
-    requests in flight, which enters the bucket when each ends (see the module docstring)."""
+    """One limit (requests or tokens): aiolimiter's leaky bucket. The weight of the requests in
+    flight is kept by the gate and enters the bucket when each ends (see the module
+    docstring)."""
 
     def __init__(self, limit: float, period: float, learned: bool) -> None:
         self.limit = limit
         self.learned = learned
         self.bucket = AsyncLimiter(limit, period)
-        self.in_flight = 0.0
         self.drain_per_second = limit / period
 
-    def fits(self, weight: float) -> bool:
-        return self.bucket.has_capacity(self.in_flight + min(weight, self.limit))
+    def fits(self, weight: float, in_flight: float) -> bool:
+        return self.bucket.has_capacity(in_flight + min(weight, self.limit))
 
     def wait_hint(self, weight: float) -> float:
         """How long to wait before asking again: the time the bucket takes to drain this
@@ -234,11 +234,10 @@ class _Bucket:
         return max(min(weight, self.limit) / self.drain_per_second, 0.001)
 
     async def settle(self, weight: float) -> None:
-        """The request ended: its weight moves from in flight into the bucket (there is room:
-        :meth:`fits` kept bucket level + in flight under the limit)."""
+        """A request ended: its weight enters the bucket (there is room: :meth:`fits` kept the
+        bucket's level plus what is in flight under the limit)."""
         weight = min(weight, self.limit)
-        self.in_flight = max(self.in_flight - weight, 0.0)
-        if self.bucket.has_capacity(weight):
+        if weight > 0 and self.bucket.has_capacity(weight):
             await self.bucket.acquire(weight)
 
 
@@ -284,6 +283,9 @@ class RateGate:
             self.tokens = _Bucket(self.limits.tpm, self.period, learned=False)
         self.paused_until = 0.0  # loop time
         self.rate_limited = 0
+        #: What is in flight now (requests, and their tokens), whatever buckets there are.
+        self.flying_requests = 0.0
+        self.flying_tokens = 0.0
         self.remaining: dict[str, float] = {}
         self._changed: asyncio.Condition | None = None
         self._pending_levels: dict[str, float] = {}
@@ -299,41 +301,45 @@ class RateGate:
     async def passage(self) -> AsyncIterator[None]:
         """Wait until the limits let one more request go, hold its place while it runs."""
         weight = _weight.get()
-        requests, tokens = await self._admit(weight)
+        await self._admit(weight)
         try:
             yield
         finally:
-            await self._release(requests, tokens, weight)
+            await self._release(weight)
 
-    async def _admit(self, weight: float) -> tuple[_Bucket | None, _Bucket | None]:
+    async def _admit(self, weight: float) -> None:
         loop = asyncio.get_running_loop()
         changed = self._condition()
         while True:
             await self._apply_learned()
             wait = self.paused_until - loop.time()
-            requests, tokens = self.requests, self.tokens
             if wait <= 0:
                 blocked = [
-                    (b, w) for b, w in ((requests, 1.0), (tokens, weight)) if b and not b.fits(w)
+                    (bucket, w)
+                    for bucket, w, flying in (
+                        (self.requests, 1.0, self.flying_requests),
+                        (self.tokens, weight, self.flying_tokens),
+                    )
+                    if bucket is not None and not bucket.fits(w, flying)
                 ]
                 if not blocked:
-                    if requests is not None:
-                        requests.in_flight += 1.0
-                    if tokens is not None:
-                        tokens.in_flight += min(weight, tokens.limit)
-                    return requests, tokens
+                    self.flying_requests += 1.0
+                    self.flying_tokens += weight
+                    return
                 wait = max(b.wait_hint(w) for b, w in blocked)
             async with changed:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(changed.wait(), min(wait, MAX_PAUSE))
 
-    async def _release(
-        self, requests: _Bucket | None, tokens: _Bucket | None, weight: float
-    ) -> None:
-        if requests is not None:
-            await requests.settle(1.0)
-        if tokens is not None:
-            await tokens.settle(weight)
+    async def _release(self, weight: float) -> None:
+        """The request ended: it leaves the flight and enters the buckets there are now (a
+        bucket learned while it flew counts it too)."""
+        self.flying_requests = max(self.flying_requests - 1.0, 0.0)
+        self.flying_tokens = max(self.flying_tokens - weight, 0.0)
+        if self.requests is not None:
+            await self.requests.settle(1.0)
+        if self.tokens is not None:
+            await self.tokens.settle(weight)
         changed = self._condition()
         async with changed:
             changed.notify_all()
@@ -355,15 +361,10 @@ class RateGate:
             if remaining is not None:
                 self.remaining[kind] = remaining
             self._learn(kind, limit, remaining)
-            bucket = self.requests if kind == "requests" else self.tokens
+            flying = self.flying_requests if kind == "requests" else self.flying_tokens
             # Slow down before the limit: the server has less room left than what is in flight
             # here (this response's own request, counted there already, included) and one more.
-            if (
-                bucket is not None
-                and remaining is not None
-                and reset is not None
-                and remaining < bucket.in_flight
-            ):
+            if remaining is not None and reset is not None and remaining < flying:
                 self.paused_until = max(self.paused_until, loop.time() + reset)
         if status == 429:
             self.rate_limited += 1
@@ -383,15 +384,15 @@ class RateGate:
         if current is not None and (not current.learned or current.limit == limit):
             return
         bucket = _Bucket(limit, self.period, learned=True)
-        if current is not None:
-            bucket.in_flight = current.in_flight
+        flying = self.flying_requests if kind == "requests" else self.flying_tokens
         if kind == "requests":
             self.requests = bucket
         else:
             self.tokens = bucket
         if remaining is not None:
-            # Used at the server, less what is still counted as in flight here.
-            self._pending_levels[kind] = max(limit - remaining - bucket.in_flight, 0.0)
+            # Used at the server, less what is in flight here (it enters the bucket as each
+            # request ends; one that had not reached the server yet was not in `remaining`).
+            self._pending_levels[kind] = max(limit - remaining - flying, 0.0)
 
     async def _apply_learned(self) -> None:
         """Fill a newly learned bucket with what the server said was used (async: aiolimiter's
