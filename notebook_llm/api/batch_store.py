@@ -313,12 +313,13 @@ class BatchStore:
                 f"{', '.join(sorted(tables)[:5])}); it was left as it is: pass another path",
             )
         if tables:
-            check = conn.execute("PRAGMA quick_check").fetchone()
+            check = conn.execute("PRAGMA quick_check(1)").fetchone()
             if not check or check[0] != "ok":
+                first = " ".join(str(check[0] if check else "no answer").split())[:120]
                 raise _fail(
                     ErrorCode.STORE_CORRUPT,
                     self.path,
-                    f"the journal is damaged ({check[0] if check else 'no answer'}); it was "
+                    f"the journal is damaged ({first}); it was "
                     "left as it is: copy out what `sqlite3 FILE .recover` finds, or pass "
                     "another store path",
                 )
@@ -528,7 +529,7 @@ def _mismatch(path: Path, stored: str, definition: Mapping[str, Any]) -> LlmErro
     return _fail(
         ErrorCode.STORE_MISMATCH,
         path,
-        f"it holds a batch with another {what}{detail}; pass another store path, or "
+        f"it holds another batch (it differs in {what}{detail}); pass another store path, or "
         "resend_changed=True to send the changed rows again into this one",
     )
 
