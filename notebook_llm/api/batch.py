@@ -71,20 +71,32 @@ def _engine(engine: Engine | None) -> Engine:
 
 def _progress_fn(progress: ProgressFn | bool | None, total: int) -> BatchProgress | None:
     """The batch's report: the caller's ``progress(done, total)`` (an object with a ``spent``
-    attribute gets the cost so far there first, when the price is known), none (``False``), or
-    by default the progress bar of whoever shows things (the notebook layer, via the root)."""
+    attribute gets the cost so far there first, when the price is known; one with an
+    ``attach(run)`` method is handed the running batch, see :class:`BatchRun`), none
+    (``False``), or by default the progress bar of whoever shows things (the notebook layer,
+    via the root)."""
     if progress is None or progress is True:
         return batch_progress(total)
     if progress is False:
         return None
-    report = progress
+    return _CallerProgress(progress)
 
-    def call(done: int, total: int, spent: float | None) -> None:
-        if spent is not None and hasattr(report, "spent"):
-            report.spent = spent  # a callable object with a ``spent`` attribute is told it
-        report(done, total)
 
-    return call
+class _CallerProgress:
+    """The caller's ``progress(done, total)`` as a batch's report."""
+
+    def __init__(self, report: ProgressFn) -> None:
+        self.report = report
+
+    def __call__(self, done: int, total: int, spent: float | None) -> None:
+        if spent is not None and hasattr(self.report, "spent"):
+            self.report.spent = spent  # a callable object with a ``spent`` attribute is told it
+        self.report(done, total)
+
+    def attach(self, run: BatchRun) -> None:
+        attach = getattr(self.report, "attach", None)
+        if callable(attach):
+            attach(run)
 
 
 class MapOptions(TurnOptions, total=False):

@@ -157,6 +157,8 @@ class BatchRun:
         self._slots = _takes_slot(settings.engine, settings.request.provider)
         self._weight_base: float | None = None
         self._reported: tuple[int, int] | None = None
+        self._commit_timer: asyncio.TimerHandle | None = None
+        self._commit_error: LlmError | None = None
 
     # ------------------------------------------------------------------ for a view
 
@@ -221,12 +223,30 @@ class BatchRun:
                     await asyncio.gather(*(self._worker(work, lookahead) for _ in range(workers)))
         finally:
             self.finished_at = time.monotonic()
+            if self._commit_timer is not None:
+                self._commit_timer.cancel()
+            if s.store is not None:
+                s.store.commit()
             if watcher is not None:
                 watcher.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await watcher
             self._tick(final=True)
+        if self._commit_error is not None:
+            raise self._commit_error
         return self._output()
+
+    def _commit(self) -> None:
+        """The journal's group commit, on a timer (see :class:`BatchStore`)."""
+        self._commit_timer = None
+        store = self.s.store
+        if store is None:
+            return
+        try:
+            store.commit()
+        except LlmError as err:  # the disk is full, the file went away: stop, say why
+            self._commit_error = err
+            self.stop(str(err))
 
     def _work(self) -> Iterator[_Item]:
         """The rows to send, read from the source chunk by chunk; rows the journal has a
@@ -341,6 +361,10 @@ class BatchRun:
         if store is not None and not aborted and item.key is not None:
             row = row_result(result, s.schema, s.price)
             store.record(s.part, item.pos, item.key, prompt_text(item.prompt), row)
+            if store.uncommitted and self._commit_timer is None:  # committed soon, in a group
+                self._commit_timer = asyncio.get_running_loop().call_later(
+                    store.commit_after, self._commit
+                )
             failed = row.status == "failed"
         else:
             failed = isinstance(result, LlmError)
