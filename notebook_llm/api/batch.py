@@ -40,6 +40,7 @@ from ..engine.request import OPTION_NAMES, Request, TurnOptions, refuse_unknown_
 from .batch_inputs import source_of
 from .batch_run import MAX_LOOKAHEAD, BatchRun, BatchSettings
 from .batch_store import BatchStore, batch_definition
+from .dask_map import is_dask, map_dask
 from .estimate import cap_value, check_cap, estimate_request
 from .observers import BatchProgress, batch_progress
 from .rate_limits import RateGate, RateLimits, rate_limits_of
@@ -208,11 +209,16 @@ async def amap(prompts: Any, **options: Unpack[MapOptions]) -> Any:
     journal's earlier runs spent. With a store, a streamed input (a file, an iterator) returns
     a :class:`~notebook_llm.api.batch_results.StoredResults` to read back whole or in chunks.
 
+    A Dask DataFrame gives a Dask DataFrame back: each partition runs this ``map`` on a worker
+    (:mod:`notebook_llm.api.dask_map`), with the same store semantics.
+
     ``rpm=`` / ``tpm=``: requests and tokens a minute, kept on this side
     (:mod:`notebook_llm.api.rate_limits`); without them the provider's own limits are learned
     from its headers, and one 429 pauses the whole batch. ``rate_limits=RateLimits(...)`` for a
     window other than a minute.
     """
+    if is_dask(prompts):
+        return map_dask(prompts, **options)
     engine, provider = options.pop("engine", None), options.pop("provider", "mock")
     model, concurrency = options.pop("model", None), options.pop("concurrency", 8)
     progress, stop_signal = options.pop("progress", None), options.pop("stop_signal", None)
@@ -320,5 +326,7 @@ def map_prompts(prompts: Any, **options: Unpack[MapOptions]) -> Any:
     ``stop_signal``: the caller's own signal (e.g. set from a progress callback); an interrupt
     sets it too.
     """
+    if is_dask(prompts):
+        return map_dask(prompts, **options)  # lazy: nothing runs here
     stop = options["stop_signal"] = options.get("stop_signal") or StopSignal()
     return run_sync(amap(prompts, **options), on_interrupt=stop.set)
