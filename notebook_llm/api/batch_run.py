@@ -429,9 +429,11 @@ class BatchRun:
         report = self.s.report
         if report is None:
             return
-        total = self.total if self.total is not None else self.done
+        # An unknown total (a streamed input not read to its end) is reported as 0; at the
+        # end, the total is what was done (a streamed input stopped early has no more).
+        total = self.total if self.total is not None else 0
         if final:
-            total = max(total, self.done)
+            total = self.done if self.source.streamed else max(total, self.done)
             if (self.done, total) == self._reported:
                 return  # the last row's report said it all
         self._reported = (self.done, total)
