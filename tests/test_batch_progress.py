@@ -39,12 +39,15 @@ class Watch:
     def __init__(self) -> None:
         self.run: Any = None
         self.seen: list[tuple[int, int]] = []
+        self.two_done = asyncio.Event()
 
     def attach(self, run: Any) -> None:
         self.run = run
 
     def __call__(self, done: int, total: int) -> None:
         self.seen.append((done, total))
+        if done >= 2:
+            self.two_done.set()
 
 
 def engine_with(adapter: LlmAdapter) -> Engine:
@@ -74,11 +77,16 @@ async def test_stop_from_a_view_ends_cleanly_and_keeps_what_is_done() -> None:
     watch = Watch()
     stop = StopSignal()
     task = asyncio.ensure_future(
-        amap(["a", "b", "wait 1", "wait 2"], engine=engine_with(adapter), provider="s",
-             progress=watch, stop_signal=stop, concurrency=4)  # fmt: skip
+        amap(
+            ["a", "b", "wait 1", "wait 2"],
+            engine=engine_with(adapter),
+            provider="s",
+            progress=watch,
+            stop_signal=stop,
+            concurrency=4,
+        )
     )
-    while watch.run is None or watch.run.status().done < 2:
-        await asyncio.sleep(0.01)
+    await asyncio.wait_for(watch.two_done.wait(), 60)
     assert [r.text for _, r in watch.run.latest()] == ["a", "b"]  # inspectable while it runs
     watch.run.stop("enough")
     results = await asyncio.wait_for(task, 60)
