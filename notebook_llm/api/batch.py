@@ -131,6 +131,9 @@ class MapOptions(TurnOptions, total=False):
     progress: ProgressFn | bool | None
     template: str | None
     max_cost: float | None
+    batch_api: Any
+    store: str | None
+    retry_failed: bool
 
 
 #: Every keyword of :func:`amap` (the close ones are named for a typo).
@@ -142,6 +145,9 @@ _MAP_OPTIONS = (
     "progress",
     "template",
     "max_cost",
+    "batch_api",
+    "store",
+    "retry_failed",
     *(name for name in OPTION_NAMES if name not in ("prompt", "messages")),
 )
 
@@ -168,11 +174,18 @@ async def amap(prompts: Iterable[Any], **options: Unpack[MapOptions]) -> Any:
     ``max_cost``: a cap in US dollars; the batch is refused (``BUDGET_EXCEEDED``, nothing sent)
     when its estimate (:func:`notebook_llm.estimate_cost`) is over it, and once the cost spent
     reaches it the remaining prompts are not sent (their slots hold ``BUDGET_EXCEEDED``).
+
+    ``batch_api=True`` sends the prompts through the provider's own batch API (OpenAI's Batch
+    API, Anthropic's Message Batches) at its batch price, kept in ``store=`` (a SQLite file) so
+    that the same call, run again later, collects them; ``retry_failed=True`` sends the rows
+    that failed again (:mod:`notebook_llm.api.batch_api`, ``docs/batch.md``).
     """
     engine, provider = options.pop("engine", None), options.pop("provider", "mock")
     model, concurrency = options.pop("model", None), options.pop("concurrency", 8)
     progress, stop_signal = options.pop("progress", None), options.pop("stop_signal", None)
     template, max_cost = options.pop("template", None), options.pop("max_cost", None)
+    batch_api, store = options.pop("batch_api", None), options.pop("store", None)
+    retry_failed = options.pop("retry_failed", False)
     if concurrency < 1:
         raise LlmError(
             f"concurrency must be at least 1, not {concurrency}", ErrorCode.INVALID_OPTIONS
@@ -190,6 +203,11 @@ async def amap(prompts: Iterable[Any], **options: Unpack[MapOptions]) -> Any:
     eng = _engine(engine)
     items, index = prompts_of(prompts, template)
     total = len(items)
+    if batch_api is not None and batch_api is not False:
+        out = await _through_batch_api(
+            eng, request, items, batch_api, store, retry_failed, max_cost, progress, stop_signal
+        )
+        return to_frame(out, index, request.schema) if index is not None else out
     if max_cost is not None:
         check_cap(estimate_request(request, eng, items), max_cost, provider)  # nothing sent
     results: list[BatchResult | None] = [None] * total
@@ -311,6 +329,48 @@ async def amap(prompts: Iterable[Any], **options: Unpack[MapOptions]) -> Any:
     if index is not None:
         return to_frame(out, index, request.schema)
     return out
+
+
+async def _through_batch_api(
+    engine: Engine,
+    request: Request,
+    items: list[Any],
+    batch_api: Any,
+    store: str | None,
+    retry_failed: bool,
+    max_cost: float | None,
+    progress: ProgressFn | bool | None,
+    stop: StopSignal | None,
+) -> list[BatchResult]:
+    """``amap`` with ``batch_api=``: the rows through the provider's batch API
+    (:func:`notebook_llm.api.batch_api.run_batch_api`)."""
+    from .batch_api import BATCH_PRICE_FACTOR, run_batch_api
+
+    if store is None:
+        raise LlmError(
+            "batch_api needs store='some.sqlite': a batch can take up to 24 hours, and the "
+            "store is where the same map call finds it again to collect it",
+            ErrorCode.INVALID_OPTIONS,
+            provider=request.provider,
+        )
+    price = price_of(engine, request.provider, request.model)
+    if max_cost is not None:
+        estimate = estimate_request(request, engine, items)
+        if estimate.price is not None:  # the batch price
+            half = (estimate.price[0] * BATCH_PRICE_FACTOR, estimate.price[1] * BATCH_PRICE_FACTOR)
+            estimate = replace(estimate, price=half)
+        check_cap(estimate, max_cost, request.provider)
+    return await run_batch_api(
+        engine,
+        request,
+        items,
+        batch_api=batch_api,
+        store=store,
+        retry_failed=retry_failed,
+        report=_progress_fn(progress, len(items)),
+        price=price,
+        stop=stop,
+    )
 
 
 def _cost_of(result: BatchResult, price: Price) -> float:
