@@ -32,7 +32,7 @@ import re
 import threading
 import time
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from . import bodies
@@ -107,6 +107,13 @@ class MockBatches:
         """Run the next batch created as ``script`` says (scripts are used in order)."""
         with self._lock:
             self._scripts.append(script)
+
+    def end_running(self) -> None:
+        """Every batch still running ends at its next read."""
+        with self._lock:
+            for batch in self._batches.values():
+                if not batch.ended:
+                    batch.script = replace(batch.script, polls=0)
 
     @property
     def created(self) -> int:

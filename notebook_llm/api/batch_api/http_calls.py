@@ -20,6 +20,7 @@ it uses is the wire layer's:
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 from collections.abc import AsyncIterator, Callable
 from typing import IO, Any
@@ -99,13 +100,22 @@ class BatchHttp:
         self, url: str, fields: dict[str, str], name: str, file: IO[bytes], content_type: str
     ) -> dict[str, Any]:
         """A ``multipart/form-data`` POST of ``fields`` and one file (read from ``file`` as it
-        is sent, not held whole); the answer's JSON object."""
+        is sent, not held whole); the answer's JSON object. The parts' boundary is made from
+        the file's digest (a text cannot hold its own digest), so the same upload is the same
+        request: a recorded run replays."""
+        digest = hashlib.sha256()
+        file.seek(0)
+        while piece := file.read(CHUNK):
+            digest.update(piece)
+        file.seek(0)
+        boundary = f"notebook-llm-{digest.hexdigest()[:40]}"
+        headers = {**self._headers, "content-type": f"multipart/form-data; boundary={boundary}"}
         request = self._client.build_request(
             "POST",
             url,
             data=fields,
             files={"file": (name, file, content_type)},
-            headers=self._headers,
+            headers=headers,
         )
         return await self._send_for_json(request)
 

@@ -24,7 +24,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import secrets
 import tempfile
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -245,45 +244,54 @@ class _Run:
         limits = self.speaker.limits
         room = limits.max_bytes - len(self.speaker.head) - len(self.speaker.tail)
         batch: _Spool | None = None
-        for key in keys:
-            if self.stopped():
-                break
-            try:
-                body = await self.codec.body(prompts[key])
-            except LlmError as err:  # this row cannot be built (bad content): it alone fails
-                self.results[key] = err
-                continue
-            if batch is None:
-                batch = _Spool(self.speaker)
-            size = batch.size_with(body)
-            if (size > room and batch.count == 0) or len(body) > room:
-                self.results[key] = LlmError(
-                    f"this row's request is about {len(body):,} bytes, more than one "
-                    f"{self.speaker.api} batch may hold ({limits.max_bytes:,} bytes)",
-                    ErrorCode.INPUT_TOO_LARGE,
-                    provider=self.provider,
-                )
-                continue
-            if size > room or batch.count >= limits.max_requests:
+        try:
+            for key in keys:
+                if self.stopped():
+                    break
+                try:
+                    body = await self.codec.body(prompts[key])
+                except LlmError as err:  # this row cannot be built (bad content): it alone fails
+                    self.results[key] = err
+                    continue
+                if batch is None:
+                    batch = self.spool()
+                if (batch.size_with(body) > room and batch.count == 0) or len(body) > room:
+                    self.results[key] = LlmError(
+                        f"this row's request is about {len(body):,} bytes, more than one "
+                        f"{self.speaker.api} batch may hold ({limits.max_bytes:,} bytes)",
+                        ErrorCode.INPUT_TOO_LARGE,
+                        provider=self.provider,
+                    )
+                    continue
+                if batch.size_with(body) > room or batch.count >= limits.max_requests:
+                    await self.submit(batch)
+                    batch = self.spool()
+                batch.add(key, body)
+            if batch is not None and batch.count and not self.stopped():
                 await self.submit(batch)
-                batch = _Spool(self.speaker)
-            batch.add(key, body)
-        if batch is not None and batch.count and not self.stopped():
-            await self.submit(batch)
+                batch = None
+        finally:
+            if batch is not None:  # written, never sent: forgotten
+                batch.data.close()
+                self.journal.abandon(batch.job_id)
+
+    def spool(self) -> _Spool:
+        """A new batch to write rows into, recorded in the store (nothing sent yet)."""
+        return _Spool(self.speaker, self.journal.new_job(self.provider, self.speaker.api))
 
     async def submit(self, batch: _Spool) -> None:
-        """Record ``batch``, send it, and record the provider's id for it."""
-        job_id = self.journal.new_job(self.provider, self.speaker.api, batch.rows)
+        """Record ``batch``'s rows, send it, and record the provider's id for it."""
+        self.journal.add_rows(batch.job_id, batch.rows)
         data = batch.close()
         try:
             remote = await self.retrying(lambda: self.speaker.submit(self.http, data, batch.count))
         except BaseException:
-            self.journal.abandon(job_id)
+            self.journal.abandon(batch.job_id)
             raise
         finally:
             data.close()
-        self.journal.submitted(job_id, remote.remote_id, remote.fields)
-        self.open[job_id] = None
+        self.journal.submitted(batch.job_id, remote.remote_id, remote.fields)
+        self.open[batch.job_id] = None
         log.info("%s batch %s: %d rows sent", self.speaker.api, remote.remote_id, batch.count)
 
     async def retrying(self, step: Callable[[], Awaitable[_T]]) -> _T:
@@ -387,14 +395,16 @@ class _Run:
 
 class _Spool:
     """One remote batch's input as it is written: to a temporary file (in memory up to a few
-    MiB, then on disk), so a 200 MB batch is never held whole."""
+    MiB, then on disk), so a 200 MB batch is never held whole. Its rows carry the ids
+    ``j<job_id>-<n>``: the same rows in a new store get the same ids, so a recorded run
+    replays."""
 
     #: Bytes kept in memory before the input goes to a file on disk.
     IN_MEMORY = 8 * 1024 * 1024
 
-    def __init__(self, speaker: BatchApiSpeaker) -> None:
+    def __init__(self, speaker: BatchApiSpeaker, job_id: int) -> None:
         self.speaker = speaker
-        self.token = secrets.token_hex(6)
+        self.job_id = job_id
         self.data: IO[bytes] = tempfile.SpooledTemporaryFile(max_size=self.IN_MEMORY)  # noqa: SIM115
         self.data.write(speaker.head)
         self.rows: list[tuple[str, str]] = []
@@ -411,7 +421,7 @@ class _Spool:
         return self.bytes + (len(self.speaker.separator) if self.rows else 0) + item
 
     def add(self, key: str, body: str) -> None:
-        custom_id = f"{self.token}-{len(self.rows)}"
+        custom_id = f"j{self.job_id}-{len(self.rows)}"
         item = self.speaker.item(custom_id, body)
         if self.rows:
             self.data.write(self.speaker.separator)
@@ -421,6 +431,7 @@ class _Spool:
         self.rows.append((custom_id, key))
 
     def close(self) -> IO[bytes]:
+        """The whole input, ready to send (its tail written)."""
         self.data.write(self.speaker.tail)
         return self.data
 

@@ -22,7 +22,7 @@ tables of the run's SQLite store, readable without this package.
 newest per ``row_key`` is its state)::
 
     row_id      INTEGER PRIMARY KEY
-    custom_id   TEXT UNIQUE           the id the request carried ('<batch token>-<n>')
+    custom_id   TEXT UNIQUE           the id the request carried ('j<job_id>-<n>')
     job_id      INTEGER               its batch
     row_key     TEXT                  the row's key (what decides its answer)
     state       TEXT                  'submitted', 'done' or 'failed'
@@ -151,23 +151,31 @@ class BatchJournal:
 
     # ------------------------------------------------------------------ jobs
 
-    def new_job(self, provider: str, api: str, rows: Sequence[tuple[str, str]]) -> int:
-        """Record a batch about to be sent, with its rows (``(custom_id, row_key)``, state
-        ``submitted``), in one commit; its number."""
+    def new_job(self, provider: str, api: str) -> int:
+        """Record a batch being written (no rows yet); its number."""
         now = time.time()
         with self._db:
             cur = self._db.execute(
                 "INSERT INTO batch_jobs (provider, api, state, rows, created, updated) "
-                "VALUES (?, ?, 'preparing', ?, ?, ?)",
-                (provider, api, len(rows), now, now),
+                "VALUES (?, ?, 'preparing', 0, ?, ?)",
+                (provider, api, now, now),
             )
-            job_id = int(cur.lastrowid or 0)
+        return int(cur.lastrowid or 0)
+
+    def add_rows(self, job_id: int, rows: Sequence[tuple[str, str]]) -> None:
+        """The rows of batch ``job_id`` about to be sent (``(custom_id, row_key)``, state
+        ``submitted``), in one commit."""
+        now = time.time()
+        with self._db:
             self._db.executemany(
                 "INSERT INTO batch_rows (custom_id, job_id, row_key, state, updated) "
                 "VALUES (?, ?, ?, 'submitted', ?)",
                 [(custom_id, job_id, key, now) for custom_id, key in rows],
             )
-        return job_id
+            self._db.execute(
+                "UPDATE batch_jobs SET rows = rows + ?, updated = ? WHERE job_id = ?",
+                (len(rows), now, job_id),
+            )
 
     def submitted(self, job_id: int, remote_id: str, fields: dict[str, Any]) -> None:
         """The provider accepted batch ``job_id`` as ``remote_id``."""
