@@ -386,9 +386,19 @@ class _Handler(BaseHTTPRequestHandler):
             self.fake.violations.append(f"{self.command} {self.path}: {why}")
             error: dict[str, Any]
             if api == "anthropic":
-                error = {"type": "error", "error": {"type": "invalid_request_error", "message": str(why)}}
+                error = {
+                    "type": "error",
+                    "error": {"type": "invalid_request_error", "message": str(why)},
+                }
             else:
-                error = {"error": {"message": str(why), "type": "invalid_request_error", "param": None, "code": None}}
+                error = {
+                    "error": {
+                        "message": str(why),
+                        "type": "invalid_request_error",
+                        "param": None,
+                        "code": None,
+                    }
+                }
             return self._send(400, json.dumps(error).encode(), "application/json")
         if isinstance(result, bytes):
             return self._send(200, result, "application/octet-stream")

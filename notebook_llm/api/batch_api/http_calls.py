@@ -163,6 +163,8 @@ class BatchHttp:
                     pending += piece
                     start = 0
                     while (end := pending.find(b"\n", start)) >= 0:
+                        if end - start > cap:
+                            raise too_large("a line of the batch results", cap, "max_body_bytes")
                         line = bytes(pending[start:end]).strip()
                         start = end + 1
                         if line:
