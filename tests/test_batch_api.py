@@ -108,7 +108,9 @@ def test_the_mock_provider_has_the_openai_batch_api(tmp_path: Path) -> None:
     )
     assert _texts(out) == ["one", "two"]
     db = sqlite3.connect(tmp_path / "s.sqlite")
-    assert db.execute("SELECT api, state FROM batch_jobs").fetchall() == [("openai", "collected")]
+    assert db.execute("SELECT api, state FROM batch_api_jobs").fetchall() == [
+        ("openai", "collected")
+    ]
 
 
 class Review(BaseModel):
@@ -153,7 +155,7 @@ def test_a_batch_costs_half_the_live_price_and_the_store_keeps_it(
     assert report.spent == pytest.approx(full / 2)
     assert report.calls[-1] == (2, 2)
     db = sqlite3.connect(tmp_path / "s.sqlite")
-    stored = db.execute("SELECT sum(cost) FROM batch_rows").fetchone()[0]
+    stored = db.execute("SELECT sum(cost) FROM batch_api_rows").fetchone()[0]
     assert stored == pytest.approx(full / 2)
 
 
@@ -164,7 +166,7 @@ def test_the_store_holds_the_batch_and_every_rows_line_readable_without_the_pack
     _run(engine, "oa", ["x", "y"], tmp_path / "s.sqlite")
     db = sqlite3.connect(tmp_path / "s.sqlite")
     (remote_id, state, status, counts, fields), *more = db.execute(
-        "SELECT remote_id, state, status, counts, fields FROM batch_jobs"
+        "SELECT remote_id, state, status, counts, fields FROM batch_api_jobs"
     ).fetchall()
     assert not more
     assert remote_id.startswith("batch_")
@@ -172,7 +174,9 @@ def test_the_store_holds_the_batch_and_every_rows_line_readable_without_the_pack
     assert status == "completed"
     assert json.loads(counts) == {"total": 2, "completed": 2, "failed": 0}
     assert json.loads(fields)["output_file_id"].startswith("file-")
-    rows = db.execute("SELECT custom_id, state, line FROM batch_rows ORDER BY row_id").fetchall()
+    rows = db.execute(
+        "SELECT custom_id, state, line FROM batch_api_rows ORDER BY row_id"
+    ).fetchall()
     assert [r[1] for r in rows] == ["done", "done"]
     for custom_id, _state, line in rows:
         doc = json.loads(line)
@@ -223,7 +227,7 @@ def test_a_run_splits_at_the_request_limit_and_tracks_every_batch(
     assert _texts(out) == prompts
     assert _created(server, API[provider]) == 3
     db = sqlite3.connect(store)
-    assert db.execute("SELECT rows, state FROM batch_jobs ORDER BY job_id").fetchall() == [
+    assert db.execute("SELECT rows, state FROM batch_api_jobs ORDER BY job_id").fetchall() == [
         (2, "collected"),
         (2, "collected"),
         (1, "collected"),
@@ -289,7 +293,9 @@ def test_failed_and_expired_rows_keep_the_providers_error_and_retry_failed_sends
     provider_message = "The server had an error while processing your request. Sorry about that!"
     assert provider_message in out[1].message
     db = sqlite3.connect(store)
-    assert db.execute("SELECT state, error_code FROM batch_rows ORDER BY row_id").fetchall() == [
+    assert db.execute(
+        "SELECT state, error_code FROM batch_api_rows ORDER BY row_id"
+    ).fetchall() == [
         ("done", None),
         ("failed", "SERVER"),
         ("done", None),
@@ -394,3 +400,53 @@ def test_what_a_batch_cannot_do_is_refused_in_one_line(
     assert "\n" not in info.value.message
     for word in words:
         assert word in info.value.message
+
+
+def test_a_batch_and_a_live_map_share_the_stores_rows(server: MockServer, tmp_path: Path) -> None:
+    """The same row has the same key in both paths: what one answered, the other returns
+    without sending it again."""
+    store = tmp_path / "s.sqlite"
+    engine = _engine(server)
+    batched = _run(engine, "oa", ["a", "b"], store)
+    server.clear_requests()
+    live = map_prompts(
+        ["a", "b", "c"], provider="oa", engine=engine, store=str(store), progress=False
+    )
+    assert _texts(live) == ["a", "b", "c"]
+    assert [r.body["messages"][-1]["content"] for r in server.requests] == ["c"]  # only c sent
+    assert _texts(batched) == ["a", "b"]
+    server.clear_requests()
+    again = _run(engine, "oa", ["a", "b", "c"], store)
+    assert _texts(again) == ["a", "b", "c"]
+    assert server.requests == []  # the live answer counts for the batch too
+
+
+def test_a_streamed_input_comes_back_from_the_store(server: MockServer, tmp_path: Path) -> None:
+    from notebook_llm.api.batch_results import StoredResults
+
+    out = _run(_engine(server), "oa", (f"row {i}" for i in range(4)), tmp_path / "s.sqlite")
+    assert isinstance(out, StoredResults)
+    assert list(out.to_pandas()["answer"]) == [f"row {i}" for i in range(4)]
+
+
+def test_the_progress_view_shows_the_providers_counts(server: MockServer, tmp_path: Path) -> None:
+    server.batches.queue(BatchScript(polls=2))
+    lines: list[str | None] = []
+
+    class View:
+        run: Any = None
+
+        def attach(self, run: Any) -> None:
+            self.run = run
+
+        def __call__(self, done: int, total: int) -> None:
+            if self.run is not None:
+                lines.append(self.run.status().remote)
+
+    _run(_engine(server), "oa", ["a", "b"], tmp_path / "s.sqlite", progress=View())
+    running = [line for line in lines if line]
+    assert running
+    assert all(line.startswith("openai batch batch_") for line in running)
+    assert any(line.endswith(": in_progress (2 total)") for line in running)  # while it ran
+    assert running[-1].endswith(": completed (2 total, 2 completed)")
+    assert lines[-1] is None  # ended and collected: no batch left at the provider

@@ -124,7 +124,11 @@ def test_a_run_splits_to_stay_within_the_providers_request_limit(
     assert fake.batch_sizes() == [3, 3, 1]
     assert [r.text for r in out] == [f"answer to row {i}" for i in range(7)]
     db = sqlite3.connect(tmp_path / "s.sqlite")
-    assert [r[0] for r in db.execute("SELECT rows FROM batch_jobs ORDER BY job_id")] == [3, 3, 1]
+    assert [r[0] for r in db.execute("SELECT rows FROM batch_api_jobs ORDER BY job_id")] == [
+        3,
+        3,
+        1,
+    ]
 
 
 @pytest.mark.parametrize("provider", ["fake-openai", "fake-claude"])
@@ -154,7 +158,7 @@ def test_the_fake_refuses_what_the_documentation_does_not_allow(tmp_path: Path) 
     assert fake.violations == ["POST /v1/files: the file has 2 requests"]
     db = sqlite3.connect(tmp_path / "s.sqlite")
     # never accepted: nothing waits for it, the same call sends the rows again
-    assert db.execute("SELECT count(*) FROM batch_rows").fetchone() == (0,)
+    assert db.execute("SELECT count(*) FROM batch_api_rows").fetchone() == (0,)
 
 
 CHILD = textwrap.dedent(
@@ -183,7 +187,7 @@ def _submitted(store: Path) -> bool:
     try:
         db = sqlite3.connect(store)
         row = db.execute(
-            "SELECT count(*) FROM batch_jobs WHERE state = 'submitted' AND remote_id IS NOT NULL"
+            "SELECT count(*) FROM batch_api_jobs WHERE state = 'submitted' AND remote_id IS NOT NULL"
         ).fetchone()
         db.close()
     except sqlite3.Error:

@@ -56,7 +56,7 @@ def _codec(adapter: str) -> RowCodec:
     engine = Engine(config_file=False)
     base = OPENAI_BASE if adapter == "openai" else "https://api.anthropic.com"
     engine.add_provider("p", adapter=adapter, base_url=base, model="m", needs_key=False)
-    return RowCodec(engine, Request("p"))
+    return RowCodec(engine, Request("p"), adapter)
 
 
 def _result(codec: RowCodec, outcome: RowOutcome | None) -> Completion | LlmError:

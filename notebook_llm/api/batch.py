@@ -21,28 +21,38 @@ where a person watches the notebook, :mod:`notebook_llm.notebook.progress`).
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
+import dataclasses
+import hashlib
+import json
 import logging
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import replace
+import os
+from collections.abc import Callable
 from typing import Any, Unpack
 
 from ..core.background_loop import run_sync
-from ..core.cancel import StopSignal, until_stopped
+from ..core.cancel import StopSignal
 from ..core.completion import Completion
 from ..core.errors import ErrorCode, LlmError
-from ..core.protocol import Message
+from ..core.response_schema import as_schema
 from ..engine.engine import Engine
-from ..engine.pricing import Price, cost, price_of
+from ..engine.pricing import price_of
 from ..engine.request import OPTION_NAMES, Request, TurnOptions, refuse_unknown_keywords, request_of
-from ..wire.slots import request_slots, when_idle
-from ..wire.transport import connection_pool
-from .dataframes import prompts_of, to_frame
-from .estimate import cap_value, check_cap, estimate_request, money
+from .batch_inputs import source_of
+from .batch_run import MAX_LOOKAHEAD, BatchRun, BatchSettings
+from .batch_store import BatchStore, batch_definition
+from .estimate import CostEstimate, cap_value, check_cap, estimate_request
 from .observers import BatchProgress, batch_progress
+from .rate_limits import RateGate, RateLimits, rate_limits_of
 
-__all__ = ["BatchResult", "MapOptions", "ProgressFn", "amap", "map_prompts"]
+__all__ = [
+    "MAX_LOOKAHEAD",
+    "BatchResult",
+    "MapOptions",
+    "ProgressFn",
+    "amap",
+    "answer_options",
+    "map_prompts",
+]
 
 log = logging.getLogger("notebook_llm.api.batch")
 
@@ -57,16 +67,6 @@ def _engine(engine: Engine | None) -> Engine:
     from ..engine.session import default_engine
 
     return engine if engine is not None else default_engine()
-
-
-def _request(prompt: Any) -> dict[str, Any]:
-    if isinstance(prompt, str):
-        return {"prompt": prompt}
-    if isinstance(prompt, Message):
-        return {"messages": [prompt]}
-    if isinstance(prompt, Sequence) and all(isinstance(m, Message) for m in prompt):
-        return {"messages": list(prompt)}
-    return {"prompt": str(prompt)}  # numbers, numpy strings and the like from a DataFrame
 
 
 def _progress_fn(progress: ProgressFn | bool | None, total: int) -> BatchProgress | None:
@@ -84,38 +84,10 @@ def _progress_fn(progress: ProgressFn | bool | None, total: int) -> BatchProgres
             report.spent = spent  # a callable object with a ``spent`` attribute is told it
         report(done, total)
 
+    attach = getattr(report, "attach", None)
+    if callable(attach):  # the caller's view is handed the running batch too
+        call.attach = attach  # type: ignore[attr-defined]
     return call
-
-
-async def _one(
-    engine: Engine, request: Request, prompt: Any, stop: StopSignal | None
-) -> BatchResult:
-    if stop is not None and stop.is_set():
-        return LlmError(stop.reason, ErrorCode.ABORTED, provider=request.provider)
-    try:
-        # The engine's retry loop is the only one: no second loop here to multiply it.
-        return await engine.complete(replace(request, stop_signal=stop, **_request(prompt)))
-    except LlmError as err:
-        return err
-    except Exception as exc:  # a bug somewhere must not lose the other prompts
-        return LlmError(
-            f"{type(exc).__name__}: {exc}", ErrorCode.UNKNOWN, provider=request.provider
-        )
-
-
-#: At most this many prompts of a batch wait ready to send (``_lookahead``).
-MAX_LOOKAHEAD = 8
-
-
-def _lookahead(engine: Engine, provider: str, concurrency: int) -> int:
-    """How many prompts beyond ``concurrency`` to start: the ones the adapter prepares while
-    every request slot is taken (:mod:`notebook_llm.wire.slots`). None unless the adapter takes
-    its slot around the HTTP exchange only; otherwise the workers are the limit."""
-    try:
-        adapter = engine.adapter_of(provider)
-    except Exception:  # an unknown provider, a bad config: each prompt's slot reports it
-        return 0
-    return min(concurrency, MAX_LOOKAHEAD) if adapter.takes_request_slot else 0
 
 
 class MapOptions(TurnOptions, total=False):
@@ -131,9 +103,14 @@ class MapOptions(TurnOptions, total=False):
     progress: ProgressFn | bool | None
     template: str | None
     max_cost: float | None
-    batch_api: Any
-    store: str | None
+    store: str | os.PathLike[str] | None
+    resend_changed: bool
     retry_failed: bool
+    rpm: float | None
+    tpm: float | None
+    rate_limits: RateLimits | None
+    partition: int
+    batch_api: Any
 
 
 #: Every keyword of :func:`amap` (the close ones are named for a typo).
@@ -145,48 +122,115 @@ _MAP_OPTIONS = (
     "progress",
     "template",
     "max_cost",
-    "batch_api",
     "store",
+    "resend_changed",
     "retry_failed",
+    "rpm",
+    "tpm",
+    "rate_limits",
+    "partition",
+    "batch_api",
     *(name for name in OPTION_NAMES if name not in ("prompt", "messages")),
 )
 
+#: Request fields that do not change an answer: left out of the row key.
+_NOT_IN_KEY = frozenset({"provider", "model", "prompt", "messages", "timeouts", "retries",
+                         "stop_signal"})  # fmt: skip
 
-async def amap(prompts: Iterable[Any], **options: Unpack[MapOptions]) -> Any:
+
+def answer_options(request: Request) -> dict[str, Any]:
+    """The request's options that decide an answer (beside provider, model and prompt), as
+    JSON-ready values: what a row key covers (:func:`notebook_llm.api.batch_store.row_key`).
+    A schema counts as its JSON Schema; ``extra_body`` as a digest (it may hold anything)."""
+    out: dict[str, Any] = {}
+    for field in dataclasses.fields(request):
+        name = field.name
+        value = getattr(request, name)
+        if name in _NOT_IN_KEY or value is None:
+            continue
+        if name == "schema":
+            value = as_schema(value).schema
+        elif name == "extra_body":
+            text = json.dumps(value, sort_keys=True, default=repr)
+            value = {"sha256": hashlib.sha256(text.encode()).hexdigest()}
+        elif name == "tools":
+            value = [t.to_dict() for t in value]
+        elif isinstance(value, tuple):
+            value = list(value)
+        out[name] = value
+    return out
+
+
+def _flag(options: dict[str, Any], name: str) -> bool:
+    value = options.pop(name, False)
+    if not isinstance(value, bool):
+        raise LlmError(f"{name} takes True or False, not {value!r}", ErrorCode.INVALID_OPTIONS)
+    return value
+
+
+async def amap(prompts: Any, **options: Unpack[MapOptions]) -> Any:
     """Complete every prompt, at most ``concurrency`` at a time; results in input order.
 
-    ``prompts``: any iterable (a list, a generator, a pandas Series: its values) of strings,
-    ``Message`` s or message lists. ``provider`` (``"mock"`` by default) and ``model``: where
-    they go; the request options (``system``, ``temperature``, ``max_tokens``, ``retries``...)
-    go to every prompt's request, checked once before anything is sent (see
-    :meth:`Engine.complete`). ``concurrency`` (8 by default): the most requests at the provider
-    at once; with an adapter that supports it (the Lua adapters), up to :data:`MAX_LOOKAHEAD`
-    more prompts are prepared meanwhile, so each goes out as soon as a slot frees
-    (:mod:`notebook_llm.wire.slots`). ``progress``: a ``(done, total)`` callback, ``False``
-    for none, ``None`` for a progress bar when running in a Jupyter kernel. ``stop_signal``:
-    once set, running requests are aborted and the remaining prompts are not sent; their slots
-    hold ``LlmError(ABORTED)``.
+    ``prompts``: a list (or any iterable: a generator, a pandas Series: its values) of strings,
+    ``Message`` s or message lists; a pandas DataFrame (with ``template=``, filled from each
+    row's columns); or a Parquet or CSV file as a ``pathlib.Path``, read in chunks
+    (:mod:`notebook_llm.api.batch_inputs`). ``provider`` (``"mock"`` by default) and
+    ``model``: where they go; the request options (``system``, ``temperature``,
+    ``max_tokens``, ``retries``...) go to every prompt's request, checked once before anything
+    is sent (see :meth:`Engine.complete`). ``concurrency`` (8 by default): the most requests at
+    the provider at once; with an adapter that supports it (the Lua adapters), up to
+    :data:`MAX_LOOKAHEAD` more prompts are prepared meanwhile, so each goes out as soon as a
+    slot frees (:mod:`notebook_llm.wire.slots`). ``progress``: a ``(done, total)`` callback,
+    ``False`` for none, ``None`` for a progress bar when running in a Jupyter kernel.
+    ``stop_signal``: once set, running requests are aborted and the remaining prompts are not
+    sent; their slots hold ``LlmError(ABORTED)``.
 
-    A pandas DataFrame (with ``template=``, filled from each row's columns) or Series gives a
-    DataFrame back, with the input's index: the schema's fields (``schema=``) or an ``answer``
-    column, and an ``error`` column (:mod:`notebook_llm.api.dataframes`). ``template=`` also fills a
-    list's items. ``schema=``, ``schema_retries=`` and ``images=`` go to every request.
-    ``max_cost``: a cap in US dollars; the batch is refused (``BUDGET_EXCEEDED``, nothing sent)
-    when its estimate (:func:`notebook_llm.estimate_cost`) is over it, and once the cost spent
-    reaches it the remaining prompts are not sent (their slots hold ``BUDGET_EXCEEDED``).
+    A DataFrame or Series gives a DataFrame back, with the input's index: the schema's fields
+    (``schema=``) or an ``answer`` column, and an ``error`` column
+    (:mod:`notebook_llm.api.dataframes`). ``template=`` also fills a list's items. ``schema=``,
+    ``schema_retries=`` and ``images=`` go to every request. ``max_cost``: a cap in US dollars;
+    the batch is refused (``BUDGET_EXCEEDED``, nothing sent) when its estimate
+    (:func:`notebook_llm.estimate_cost`) is over it, and once the cost spent reaches it the
+    remaining prompts are not sent (their slots hold ``BUDGET_EXCEEDED``).
 
-    ``batch_api=True`` sends the prompts through the provider's own batch API (OpenAI's Batch
-    API, Anthropic's Message Batches) at its batch price, kept in ``store=`` (a SQLite file) so
-    that the same call, run again later, collects them; ``retry_failed=True`` sends the rows
-    that failed again (:mod:`notebook_llm.api.batch_api`, ``docs/batch.md``).
+    ``store="run.sqlite"``: a journal on disk (:mod:`notebook_llm.api.batch_store`); each
+    finished row is written as it arrives, and the same call run again (after a crash, in a new
+    kernel) sends only the rows without a result and returns every row. A failed row is kept
+    with its error; ``retry_failed=True`` sends those again. A store made for another template,
+    model or options is refused unless ``resend_changed=True``. ``max_cost`` counts what the
+    journal's earlier runs spent. With a store, a streamed input (a file, an iterator) returns
+    a :class:`~notebook_llm.api.batch_results.StoredResults` to read back whole or in chunks.
+
+    ``rpm=`` / ``tpm=``: requests and tokens a minute, kept on this side
+    (:mod:`notebook_llm.api.rate_limits`); without them the provider's own limits are learned
+    from its headers, and one 429 pauses the whole batch. ``rate_limits=RateLimits(...)`` for a
+    window other than a minute.
+
+    ``batch_api=True`` sends the rows through the provider's own batch API (OpenAI's Batch API,
+    Anthropic's Message Batches) at its batch price, half the normal one; it needs a ``store=``,
+    where the batches are kept so that the same call, run again later (in a new kernel, a day
+    later), collects them (:mod:`notebook_llm.api.batch_api`, ``docs/batch.md``).
     """
     engine, provider = options.pop("engine", None), options.pop("provider", "mock")
     model, concurrency = options.pop("model", None), options.pop("concurrency", 8)
     progress, stop_signal = options.pop("progress", None), options.pop("stop_signal", None)
     template, max_cost = options.pop("template", None), options.pop("max_cost", None)
-    batch_api, store = options.pop("batch_api", None), options.pop("store", None)
-    retry_failed = options.pop("retry_failed", False)
-    if concurrency < 1:
+    store_path = options.pop("store", None)
+    resend_changed = _flag(options, "resend_changed")  # type: ignore[arg-type]
+    retry_failed = _flag(options, "retry_failed")  # type: ignore[arg-type]
+    batch_api = options.pop("batch_api", None)
+    rates = (options.pop("rpm", None), options.pop("tpm", None), options.pop("rate_limits", None))
+    if batch_api is not None and batch_api is not False:
+        _check_batch_api(rates, store_path)
+    else:
+        batch_api = None
+    limits = rate_limits_of(*rates)
+    part = options.pop("partition", 0)
+    if isinstance(part, bool) or not isinstance(part, int) or part < 0:
+        raise LlmError(
+            f"partition takes a whole number >= 0, not {part!r}", ErrorCode.INVALID_OPTIONS
+        )
+    if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
         raise LlmError(
             f"concurrency must be at least 1, not {concurrency}", ErrorCode.INVALID_OPTIONS
         )
@@ -201,186 +245,116 @@ async def amap(prompts: Iterable[Any], **options: Unpack[MapOptions]) -> Any:
     # Every prompt's request: checked once, here, before anything is sent.
     request = request_of(provider, model, options, "map")
     eng = _engine(engine)
-    items, index = prompts_of(prompts, template)
-    total = len(items)
-    if batch_api is not None and batch_api is not False:
-        out = await _through_batch_api(
-            eng, request, items, batch_api, store, retry_failed, max_cost, progress, stop_signal
+    source = source_of(prompts, template)
+    store = None
+    if store_path is not None:
+        definition = batch_definition(
+            template, provider, _model_of(eng, provider, model), answer_options(request)
         )
-        return to_frame(out, index, request.schema) if index is not None else out
-    if max_cost is not None:
-        check_cap(estimate_request(request, eng, items), max_cost, provider)  # nothing sent
-    results: list[BatchResult | None] = [None] * total
-    report = _progress_fn(progress, total)
-    done = 0
-    spent = 0.0
-    price = price_of(eng, provider, model)
-    children: set[StopSignal] = set()
-
-    def tick() -> None:
-        if report is None:
-            return
-        try:
-            report(done, total, spent if price is not None else None)
-        except Exception:
-            log.warning("batch: the progress callback failed", exc_info=True)
-
-    tick()
-    next_index = 0
-    # With a cap: requests in flight, requests answered, and a condition to wait on (admit).
-    in_flight = 0
-    answered = 0
-    gate = asyncio.Condition()
-
-    async def admit() -> bool:
-        """Whether one more request may go out under ``max_cost`` (``False``: the spent cost
-        reached it). The estimate may be far below what answers really cost (no max_tokens),
-        so the cap cannot trust it for the requests in flight: the first request goes alone,
-        and then one more goes out only while the spent cost plus the in-flight requests at
-        the cost seen so far per answer stays under the cap. Sequential batches behave as
-        before (send while spent < cap); concurrent ones overshoot by at most about one
-        answer instead of ``concurrency`` answers."""
-        nonlocal in_flight
-        assert max_cost is not None
-        async with gate:
-            while True:
-                if spent >= max_cost and spent > 0:  # a cap of 0 lets free requests through
-                    return False
-                if in_flight == 0 or (stop_signal is not None and stop_signal.is_set()):
-                    break
-                if answered and spent + in_flight * (spent / answered) < max_cost:
-                    break
-                await gate.wait()
-            in_flight += 1
-            return True
-
-    async def release() -> None:
-        nonlocal in_flight, answered
-        async with gate:
-            in_flight -= 1
-            answered += 1
-            gate.notify_all()
-
-    async def worker() -> None:
-        nonlocal next_index, done, spent
-        while next_index < total:
-            i = next_index
-            next_index += 1
-            stopped = stop_signal is not None and stop_signal.is_set()
-            if lookahead and not stopped:  # prepared while the loop has nothing else to do
-                await when_idle()
-            if stop_signal is not None and stop_signal.is_set():
-                results[i] = LlmError(stop_signal.reason, ErrorCode.ABORTED, provider=provider)
-                done += 1
-                tick()
-                continue
-            if max_cost is not None and not await admit():
-                results[i] = LlmError(
-                    f"not sent: the cost spent ({money(spent)}) reached max_cost={money(max_cost)}",
-                    ErrorCode.BUDGET_EXCEEDED,
-                    provider=provider,
-                )
-                done += 1
-                tick()
-                continue
-            if max_cost is not None and stop_signal is not None and stop_signal.is_set():
-                await release()  # stopped while waiting for the cap's turn: not sent
-                results[i] = LlmError(stop_signal.reason, ErrorCode.ABORTED, provider=provider)
-                done += 1
-                tick()
-                continue
-            # Each request gets its own signal: a StopSignal stops one stream at a time.
-            child = StopSignal() if stop_signal is not None else None
-            if child is not None:
-                children.add(child)
-            try:
-                results[i] = result = await _one(eng, request, items[i], child)
-                if price is not None:
-                    spent += _cost_of(result, price)
-            finally:
-                if child is not None:
-                    children.discard(child)
-                if max_cost is not None:
-                    await release()
-            done += 1
-            tick()
-
-    async def watch_stop(signal: StopSignal) -> None:
-        await until_stopped(signal)
-        for child in list(children):
-            child.set(signal.reason)
-
-    watcher = asyncio.ensure_future(watch_stop(stop_signal)) if stop_signal is not None else None
-    lookahead = _lookahead(eng, provider, concurrency)
+        store = BatchStore.open(store_path, definition, resend_changed=resend_changed)
+    elif retry_failed or resend_changed:
+        raise LlmError(
+            "retry_failed= and resend_changed= need a store= (the journal of an earlier run)",
+            ErrorCode.INVALID_OPTIONS,
+        )
     try:
-        # One keep-alive connection pool for the whole batch (closed with it); at most
-        # `concurrency` requests hold a slot (and a connection) at once.
-        with request_slots(concurrency):
-            async with connection_pool(concurrency):
-                await asyncio.gather(
-                    *(worker() for _ in range(min(concurrency + lookahead, total)))
-                )
+        if max_cost is not None and not source.streamed:
+            items = next(source.chunks)
+            source.chunks = iter([items])
+            factor = 1.0 if batch_api is None else _batch_price_factor()
+            _check_cap(request, eng, items, max_cost, provider, store, factor)
+        settings = BatchSettings(
+            engine=eng,
+            request=request,
+            concurrency=concurrency,
+            report=_progress_fn(progress, source.total or 0),
+            stop_signal=stop_signal,
+            max_cost=max_cost,
+            price=price_of(eng, provider, model),
+            schema=as_schema(request.schema) if request.schema is not None else None,
+            gate=RateGate(limits),
+            store=store,
+            part=part,
+            retry_failed=retry_failed,
+        )
+        if batch_api is not None:
+            from .batch_api import run_batch_api
+
+            return await run_batch_api(source, settings, batch_api)
+        return await BatchRun(source, settings).run()
     finally:
-        if watcher is not None:
-            watcher.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await watcher
-    out = [r if r is not None else LlmError("not run", ErrorCode.ABORTED) for r in results]
-    if index is not None:
-        return to_frame(out, index, request.schema)
-    return out
+        if store is not None:
+            store.close()
 
 
-async def _through_batch_api(
-    engine: Engine,
+def _model_of(engine: Engine, provider: str, model: str | None) -> str | None:
+    """The model the requests go to: ``model``, else the provider's default (so a changed
+    default is a changed batch)."""
+    if model is not None:
+        return model
+    try:
+        return engine.provider(provider).model
+    except LlmError:
+        return None
+
+
+def _check_cap(
     request: Request,
+    engine: Engine,
     items: list[Any],
-    batch_api: Any,
-    store: str | None,
-    retry_failed: bool,
-    max_cost: float | None,
-    progress: ProgressFn | bool | None,
-    stop: StopSignal | None,
-) -> list[BatchResult]:
-    """``amap`` with ``batch_api=``: the rows through the provider's batch API
-    (:func:`notebook_llm.api.batch_api.run_batch_api`)."""
-    from .batch_api import BATCH_PRICE_FACTOR, run_batch_api
+    max_cost: float,
+    provider: str,
+    store: BatchStore | None,
+    price_factor: float = 1.0,
+) -> None:
+    """Refuse, before anything is sent, a batch whose estimate is over ``max_cost`` (with a
+    journal: the rows still to send, on top of what earlier runs spent). ``price_factor``: the
+    share of the price the rows pay (a provider's batch API: half)."""
+    if store is None:
+        check_cap(
+            _priced(estimate_request(request, engine, items), price_factor), max_cost, provider
+        )
+        return
+    counts = store.counts()
+    left = max(len(items) - counts["done"] - counts["failed"], 0)
+    estimate = _priced(
+        estimate_request(request, engine, items[:left] if left else []), price_factor
+    )
+    spent = store.spent()
+    check_cap(estimate, max(max_cost - spent, 0.0), provider)
 
+
+def _priced(estimate: CostEstimate, factor: float) -> CostEstimate:
+    """``estimate`` at ``factor`` times its price."""
+    if factor == 1.0 or estimate.price is None:
+        return estimate
+    price = (estimate.price[0] * factor, estimate.price[1] * factor)
+    return dataclasses.replace(estimate, price=price)
+
+
+def _batch_price_factor() -> float:
+    from .batch_api import BATCH_PRICE_FACTOR
+
+    return BATCH_PRICE_FACTOR
+
+
+def _check_batch_api(rates: tuple[Any, Any, Any], store: Any) -> None:
+    """What ``batch_api=`` cannot be given with, refused in one line each."""
     if store is None:
         raise LlmError(
             "batch_api needs store='some.sqlite': a batch can take up to 24 hours, and the "
             "store is where the same map call finds it again to collect it",
             ErrorCode.INVALID_OPTIONS,
-            provider=request.provider,
         )
-    price = price_of(engine, request.provider, request.model)
-    if max_cost is not None:
-        estimate = estimate_request(request, engine, items)
-        if estimate.price is not None:  # the batch price
-            half = (estimate.price[0] * BATCH_PRICE_FACTOR, estimate.price[1] * BATCH_PRICE_FACTOR)
-            estimate = replace(estimate, price=half)
-        check_cap(estimate, max_cost, request.provider)
-    return await run_batch_api(
-        engine,
-        request,
-        items,
-        batch_api=batch_api,
-        store=store,
-        retry_failed=retry_failed,
-        report=_progress_fn(progress, len(items)),
-        price=price,
-        stop=stop,
-    )
+    if any(value is not None for value in rates):
+        raise LlmError(
+            "rpm=, tpm= and rate_limits= do not apply to batch_api: the provider runs a batch "
+            "at its own pace, under its own batch limits",
+            ErrorCode.INVALID_OPTIONS,
+        )
 
 
-def _cost_of(result: BatchResult, price: Price) -> float:
-    """What one slot's request cost (a failed one's partial completion counts too)."""
-    completion = result if isinstance(result, Completion) else result.details.get("completion")
-    usage = getattr(completion, "usage", None)
-    return cost(usage, price) if usage is not None else 0.0
-
-
-def map_prompts(prompts: Iterable[Any], **options: Unpack[MapOptions]) -> Any:
+def map_prompts(prompts: Any, **options: Unpack[MapOptions]) -> Any:
     """:func:`amap` from synchronous code, also inside a running loop (Jupyter): a list of
     results, or a DataFrame for a DataFrame or Series (see :func:`amap`).
 

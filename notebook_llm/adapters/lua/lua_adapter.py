@@ -43,6 +43,7 @@ from ...wire.body import decoded, read_body, read_error_body
 from ...wire.deadline import RequestClock
 from ...wire.http_errors import error_from_http
 from ...wire.limits import DEFAULT_LIMITS, WireLimits
+from ...wire.response_watch import notify_response
 from ...wire.slots import request_slot, yield_slot
 from ..base import LlmAdapter
 from .chunk_mapping import ChunkMapper
@@ -251,6 +252,7 @@ class LuaAdapter(LlmAdapter):
                 # Built before it waits for a batch's slot (wire.slots), sent when it has one.
                 async with request_slot():
                     response = await clock.run(client.send(request, stream=True))
+                    notify_response(response.status_code, response.headers)
                     async with contextlib.aclosing(response):
                         if response.status_code >= 400:
                             raw = await clock.run(

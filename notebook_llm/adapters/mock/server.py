@@ -9,7 +9,9 @@ Routes: ``POST /v1/chat/completions`` (and ``/chat/completions``), ``POST /v1/me
 :mod:`notebook_llm.adapters.mock.batch_endpoints`, driven by :attr:`MockServer.batches`).
 Faults (see :data:`notebook_llm.adapters.mock.faults.FAULTS`) are queued with :meth:`MockServer.inject`
 or chosen per request with the header ``X-Mock-Fault: name; key=value``; they apply to the
-POST generation routes only.
+POST generation routes only. ``rate_limit=MockRateLimit(requests=N, window=W)`` makes the
+generation routes keep a provider's rate limit, with its headers and a 429 past it
+(:mod:`.rate_limits`).
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from .faults import (
     parse_fault_header,
 )
 from .models import MockReply, UnknownModelError, apply_max_tokens, generate, usage_for
+from .rate_limits import MockRateLimit
 
 __all__ = ["FAULTS", "Fault", "MockServer", "RecordedRequest"]
 
@@ -96,8 +99,10 @@ class MockServer:
         latency: float = 0.0,
         chunk_delay: float = 0.0,
         require_key: str | None = None,
+        rate_limit: MockRateLimit | None = None,
     ) -> None:
         """Configure the server; nothing is bound until :meth:`start`."""
+        self.rate_limit = rate_limit
         self.host = host
         self.port = port
         self.latency = latency
@@ -286,6 +291,14 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:
         """Silence the default stderr access log."""
 
+    #: Headers every answer to the current request carries (the rate limit's state).
+    extra_headers: dict[str, str] | None = None
+
+    def end_headers(self) -> None:
+        for name, value in (self.extra_headers or {}).items():
+            self.send_header(name, value)
+        super().end_headers()
+
     # -------------------------------------------------------------- plumbing
 
     def _read_body(self) -> bytes:
@@ -375,6 +388,7 @@ class _Handler(BaseHTTPRequestHandler):
         except ValueError:
             body = None
         mock._record(RecordedRequest("POST", path, _lower(self.headers.items()), body))
+        self.extra_headers = None
         mock._count_active(+1)
         try:
             self._generate(path, body)
@@ -419,6 +433,13 @@ class _Handler(BaseHTTPRequestHandler):
             return self._send_error("openai", "not_found", f"Unknown route {path}")
         if not self._authorized():
             return self._send_error(fmt, "unauthorized")
+        if mock.rate_limit is not None:
+            limit = body.get("max_tokens") if isinstance(body, dict) else None
+            tokens = len(json.dumps(body)) / 4 + (limit if isinstance(limit, int) else 0)
+            fits, self.extra_headers = mock.rate_limit.admit(tokens, fmt == "anthropic")
+            if not fits:
+                status, err = bodies.error_body(fmt, "rate_limit")
+                return self._send_json(status, err)
         try:
             fault = mock._next_fault(self.headers.get(FAULT_HEADER))
         except ValueError as e:

@@ -103,8 +103,10 @@ class RowCodec:
     """Rows of one ``map`` call to request bodies, answers to completions (see the module
     docstring), through the adapter of ``request.provider`` on ``engine``."""
 
-    def __init__(self, engine: Engine, request: Request) -> None:
+    def __init__(self, engine: Engine, request: Request, api: str | None = None) -> None:
         check_batchable(request)
+        #: The batch API to speak: ``api``, else the provider's own (:func:`batch_api_of`).
+        self.api = batch_api_of(request.provider, api or True)
         self.engine = engine
         self.request = request
         adapter = engine.adapter_of(request.provider)

@@ -36,6 +36,7 @@ from ...wire.body import decoded, read_body, read_error_body, too_large
 from ...wire.deadline import RequestClock
 from ...wire.http_errors import error_from_http
 from ...wire.limits import DEFAULT_LIMITS, WireLimits
+from ...wire.response_watch import notify_response
 from ...wire.transport import network_client
 
 __all__ = ["BatchHttp"]
@@ -80,7 +81,9 @@ class BatchHttp:
         return TransportGuard(self.provider, ChunkMapper(provider=self.provider))
 
     async def _checked(self, response: httpx.Response, clock: RequestClock) -> None:
-        """Raise the provider's error for a failed status."""
+        """Tell whoever watches the responses (:mod:`notebook_llm.wire.response_watch`), and
+        raise the provider's error for a failed status."""
+        notify_response(response.status_code, response.headers)
         if response.status_code < 400:
             return
         raw = await clock.run(read_error_body(response, self._limits.max_error_body_bytes))

@@ -2,11 +2,14 @@
 poll them, collect their results, and give every row its outcome; all of it kept in the store,
 so the same call run again (a day later, in a new kernel) carries on where the last one ended.
 
-The steps, each committed to the store as it ends (:mod:`.journal`):
+It is a :class:`~notebook_llm.api.batch_run.BatchRun` (the same input, journal, keys, results,
+progress view and Stop as every ``map``) whose rows travel differently. The steps, each
+committed to the store as it ends (:mod:`.journal`; each row's result into the journal's
+``rows`` as any ``map`` writes it):
 
-1. every row's key (:func:`row_key`); rows with an answer in the store are not sent again, nor
-   are rows in a batch that is still running (they are waited for), nor failed rows unless
-   ``retry_failed=True``; identical rows are sent once;
+1. the rows the journal has a result for are skipped (failed ones are sent again only with
+   ``retry_failed=True``); rows in a batch that is still running are waited for, not sent
+   again; identical rows are sent once;
 2. the rest are built by the provider's adapter (:mod:`.codec`) and written, as they are built,
    into one remote batch after another, each within the API's limits (requests and bytes) and
    recorded before it is sent; a batch that could not be sent is forgotten (its rows go again);
@@ -17,34 +20,36 @@ The steps, each committed to the store as it ends (:mod:`.journal`):
    cancelled);
 4. with ``wait=False``, or once Stop is pressed, the run returns what it has: rows still in a
    running batch hold ``BATCH_PENDING`` (run the same call again to collect them).
+
+The progress view gets the provider's own counts (``BatchStatus.remote``).
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
 import tempfile
+import time
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
-from pathlib import Path
+from dataclasses import dataclass, replace
 from typing import IO, Any, TypeVar
 
-from ...core.cancel import StopSignal, sleep_unless_stopped
+from ...core.cancel import sleep_unless_stopped
 from ...core.completion import Completion
 from ...core.errors import ErrorCode, LlmError
-from ...engine.engine import Engine
-from ...engine.pricing import Price, cost
-from ...engine.request import Request
+from ...engine.pricing import Price
 from ...wire.http_errors import backoff_delay
+from ..batch_inputs import Source
+from ..batch_results import result_cost
+from ..batch_run import BatchRun, BatchSettings, _Item
+from ..observers import BatchStatus
 from .anthropic import AnthropicBatches
-from .codec import RowCodec, batch_api_of, prompt_fields
+from .codec import RowCodec
 from .http_calls import BatchHttp
 from .journal import BatchJournal, JobRecord
 from .openai import OpenAIBatches
 from .remote import BatchApiSpeaker, BatchLimits, RemoteStatus, RowOutcome
 
-__all__ = ["BATCH_PRICE_FACTOR", "BatchApi", "run_batch_api"]
+__all__ = ["BATCH_PRICE_FACTOR", "BatchApi", "BatchApiRun", "run_batch_api"]
 
 log = logging.getLogger("notebook_llm.api.batch_api")
 
@@ -58,8 +63,11 @@ CUSTOM_ID_CHARS = 24
 COMMIT_EVERY = 500
 
 Result = Completion | LlmError
-ProgressReport = Callable[[int, int, "float | None"], None]
 _T = TypeVar("_T")
+
+
+def _result_cost(result: Result, price: Price | None) -> float:
+    return result_cost(result, price)
 
 
 @dataclass(frozen=True)
@@ -112,30 +120,6 @@ class BatchApi:
         )
 
 
-def row_key(request: Request, prompt: Any) -> str:
-    """What decides a row's answer, as a hex digest: the provider, the model, the filled prompt
-    and every request option that reaches the provider (not the stop signal, retries or time
-    limits)."""
-    schema = request.schema.response_format() if request.schema is not None else None
-    fields = prompt_fields(prompt)
-    doc = {
-        "provider": request.provider,
-        "model": request.model,
-        "prompt": fields["prompt"],
-        "messages": [m.to_dict() for m in fields["messages"] or ()],
-        "system": request.system,
-        "temperature": request.temperature,
-        "max_tokens": request.max_tokens,
-        "stop": list(request.stop_sequences or ()),
-        "reasoning_effort": request.reasoning_effort,
-        "extra_body": request.extra_body,
-        "schema": schema,
-        "images": repr(request.images) if request.images is not None else None,
-    }
-    text = json.dumps(doc, sort_keys=True, ensure_ascii=False, default=repr)
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
 def speaker_for(
     api: str, provider: str, base_url: str, endpoint_url: str, settings: BatchApi
 ) -> BatchApiSpeaker:
@@ -151,95 +135,145 @@ def speaker_for(
     return cls(provider, base_url, endpoint_url, limits)
 
 
-class _Run:
-    """The state of one run (see the module docstring)."""
+class BatchApiRun(BatchRun):
+    """One run through a provider's batch API (see the module docstring)."""
 
     def __init__(
         self,
-        engine: Engine,
-        request: Request,
-        settings: BatchApi,
-        journal: BatchJournal,
+        source: Source,
+        settings: BatchSettings,
+        batch_api: BatchApi,
         codec: RowCodec,
         speaker: BatchApiSpeaker,
         http: BatchHttp,
-        price: Price | None,
-        stop: StopSignal | None,
     ) -> None:
-        self.engine = engine
-        self.request = request
-        self.provider = request.provider
-        self.settings = settings
-        self.journal = journal
+        assert settings.store is not None
+        store = settings.store
+        if settings.price is not None:  # every row is journaled at the batch price
+            price = settings.price
+            settings = replace(
+                settings, price=(price[0] * BATCH_PRICE_FACTOR, price[1] * BATCH_PRICE_FACTOR)
+            )
+        super().__init__(source, settings)
+        self.settings = batch_api
         self.codec = codec
+        self.provider = settings.request.provider
+        self.journal = BatchJournal(store)
         self.speaker = speaker
         self.http = http
-        self.price = price
-        self.stop = stop
-        #: The outcome of each key answered (now or before).
-        self.results: dict[str, Result] = {}
+        #: The rows of this input waiting for each key's outcome (identical rows share one).
+        self.waiting: dict[str, list[_Item]] = {}
         #: Batches still running: job id -> their last status.
         self.open: dict[int, RemoteStatus | None] = {}
 
     def stopped(self) -> bool:
-        return self.stop is not None and self.stop.is_set()
+        stop = self.s.stop_signal
+        return stop is not None and stop.is_set()
 
-    # ------------------------------------------------------------------ what is known
+    def status(self) -> BatchStatus:
+        return replace(super().status(), remote=self.remote_line())
 
-    def known(self, keys: Sequence[str], retry_failed: bool) -> list[str]:
-        """Fill in what the store knows of ``keys``; the keys to send."""
-        for job_id in self.journal.preparing_jobs(self.provider):
-            self.journal.abandon(job_id)  # a run ended while sending it: never accepted
+    def remote_line(self) -> str | None:
+        """The provider's batches as one line: ``openai batch batch_abc: in_progress,
+        1,200/50,000 done, 3 failed``."""
+        parts = []
+        for job_id, status in list(self.open.items()):
+            job = self.journal.job(job_id)
+            text = f"{job.api} batch {job.remote_id}"
+            if status is not None:
+                counts = ", ".join(f"{v:,} {k}" for k, v in status.counts.items() if v)
+                text += f": {status.status}" + (f" ({counts})" if counts else "")
+            parts.append(text)
+        return "; ".join(parts) or None
+
+    # ------------------------------------------------------------------ the run
+
+    async def run(self) -> Any:
+        s = self.s
+        self._tick()
+        attach = getattr(s.report, "attach", None)
+        if callable(attach):
+            try:
+                attach(self)
+            except Exception:
+                log.warning("batch: the progress view failed to attach", exc_info=True)
+        try:
+            async with self.http:
+                for job_id in self.journal.preparing_jobs(self.provider):
+                    self.journal.abandon(job_id)  # a run ended while sending it: never accepted
+                await self.send(self.known())
+                await self.wait()
+            self.pending()
+        finally:
+            self.finished_at = time.monotonic()
+            self._tick(final=True)
+        return self._output()
+
+    def known(self) -> list[str]:
+        """Read the input (the rows without a result in the journal, :meth:`_work`), group
+        its rows by key, settle the keys this table knows; the keys to send, in input order."""
+        for item in self._work():
+            assert item.key is not None
+            self.waiting.setdefault(item.key, []).append(item)
         to_send: list[str] = []
-        latest = self.journal.latest(keys)
-        for key in keys:
+        latest = self.journal.latest(self.waiting)
+        for key in self.waiting:
             record = latest.get(key)
             if record is None:
                 to_send.append(key)
             elif record.state == "done" and record.line is not None:
-                self.results[key] = self.result_of_line(record.line)
-            elif record.state == "failed":
-                if retry_failed:
-                    to_send.append(key)
-                else:
-                    self.results[key] = record.error or LlmError("failed", ErrorCode.UNKNOWN)
-            elif self.journal.job(record.job_id).state == "submitted":
+                self.settle(key, self.result_of_line(record.line), first_cost=False)
+            elif record.state == "failed" and not self.s.retry_failed and record.error:
+                self.settle(key, record.error, first_cost=False)
+            elif (
+                record.state == "submitted" and self.journal.job(record.job_id).state == "submitted"
+            ):
                 self.open.setdefault(record.job_id, None)
             else:
                 to_send.append(key)
         return to_send
 
+    def settle(self, key: str, result: Result, *, first_cost: bool = True) -> None:
+        """``key``'s outcome to every row of this input that has it (journaled, counted,
+        shown; only the first row pays for it, and only when it was paid for in this run)."""
+        items = self.waiting.pop(key, [])
+        price = self.s.price
+        for n, item in enumerate(items):
+            if n > 0 or not first_cost:
+                self.s.price = None  # the answer was paid for once: once in the journal
+            try:
+                self.spent += _result_cost(result, self.s.price)
+                self._finish(item, result)
+            finally:
+                self.s.price = price
+
     def result_of_line(self, line: bytes) -> Result:
-        """A stored results line, mapped again (the store keeps what the provider sent)."""
+        """A stored results line, mapped again (the table keeps what the provider sent)."""
         outcome = self.speaker.outcome(line)
         if outcome is None:
             return LlmError("the stored results line cannot be read", ErrorCode.MALFORMED_RESPONSE)
-        result, _ = self.result_of(outcome)
-        return result
+        return self.result_of(outcome)
 
-    def result_of(self, outcome: RowOutcome) -> tuple[Result, float | None]:
-        """A results line's outcome as a row's result, and what it cost."""
+    def result_of(self, outcome: RowOutcome) -> Result:
+        """A results line's outcome as a row's result."""
         if outcome.body is None:
             assert outcome.error is not None
-            return outcome.error, None
+            return outcome.error
         try:
             completion = self.codec.completion(outcome.body)
         except LlmError as err:
-            return err, None
-        spent = None
-        if self.price is not None and completion.usage is not None:
-            spent = cost(completion.usage, self.price) * BATCH_PRICE_FACTOR
+            return err
         error = completion.error
         if error is not None:
             error.details["completion"] = completion
             if error.provider is None:
                 error.provider = self.provider
-            return error, spent
-        return completion, spent
+            return error
+        return completion
 
     # ------------------------------------------------------------------ sending
 
-    async def send(self, keys: Sequence[str], prompts: dict[str, Any]) -> None:
+    async def send(self, keys: Sequence[str]) -> None:
         """Build and send the rows of ``keys``, as many batches as the limits need."""
         limits = self.speaker.limits
         room = limits.max_bytes - len(self.speaker.head) - len(self.speaker.tail)
@@ -249,19 +283,14 @@ class _Run:
                 if self.stopped():
                     break
                 try:
-                    body = await self.codec.body(prompts[key])
+                    body = await self.codec.body(self.waiting[key][0].prompt)
                 except LlmError as err:  # this row cannot be built (bad content): it alone fails
-                    self.results[key] = err
+                    self.settle(key, err)
                     continue
                 if batch is None:
                     batch = self.spool()
                 if (batch.size_with(body) > room and batch.count == 0) or len(body) > room:
-                    self.results[key] = LlmError(
-                        f"this row's request is about {len(body):,} bytes, more than one "
-                        f"{self.speaker.api} batch may hold ({limits.max_bytes:,} bytes)",
-                        ErrorCode.INPUT_TOO_LARGE,
-                        provider=self.provider,
-                    )
+                    self.settle(key, self._too_large(len(body)))
                     continue
                 if batch.size_with(body) > room or batch.count >= limits.max_requests:
                     await self.submit(batch)
@@ -275,16 +304,25 @@ class _Run:
                 batch.data.close()
                 self.journal.abandon(batch.job_id)
 
+    def _too_large(self, size: int) -> LlmError:
+        return LlmError(
+            f"this row's request is about {size:,} bytes, more than one {self.speaker.api} "
+            f"batch may hold ({self.speaker.limits.max_bytes:,} bytes)",
+            ErrorCode.INPUT_TOO_LARGE,
+            provider=self.provider,
+        )
+
     def spool(self) -> _Spool:
         """A new batch to write rows into, recorded in the store (nothing sent yet)."""
         return _Spool(self.speaker, self.journal.new_job(self.provider, self.speaker.api))
 
     async def submit(self, batch: _Spool) -> None:
         """Record ``batch``'s rows, send it, and record the provider's id for it."""
+        speaker, http = self.speaker, self.http
         self.journal.add_rows(batch.job_id, batch.rows)
         data = batch.close()
         try:
-            remote = await self.retrying(lambda: self.speaker.submit(self.http, data, batch.count))
+            remote = await self.retrying(lambda: speaker.submit(http, data, batch.count))
         except BaseException:
             self.journal.abandon(batch.job_id)
             raise
@@ -292,40 +330,56 @@ class _Run:
             data.close()
         self.journal.submitted(batch.job_id, remote.remote_id, remote.fields)
         self.open[batch.job_id] = None
-        log.info("%s batch %s: %d rows sent", self.speaker.api, remote.remote_id, batch.count)
+        self.sent += batch.count
+        log.info("%s batch %s: %d rows sent", speaker.api, remote.remote_id, batch.count)
+        self._tick()
 
     async def retrying(self, step: Callable[[], Awaitable[_T]]) -> _T:
         """``step()`` awaited, with the engine's retry policy for retryable errors."""
+        engine = self.s.engine
         attempt = 0
         while True:
             try:
                 return await step()
             except LlmError as err:
-                if not err.retryable or attempt >= self.engine.retries or self.stopped():
+                if not err.retryable or attempt >= engine.retries or self.stopped():
                     raise
                 delay = backoff_delay(
                     attempt,
                     retry_after=err.retry_after,
-                    base=self.engine.retry_base,
-                    cap=self.engine.retry_cap,
+                    base=engine.retry_base,
+                    cap=engine.retry_cap,
                 )
                 attempt += 1
-                if not await sleep_unless_stopped(delay, self.stop):
+                if not await sleep_unless_stopped(delay, self.s.stop_signal):
                     raise
 
     # ------------------------------------------------------------------ polling, collecting
 
+    async def wait(self) -> None:
+        """Poll the open batches until they end (at once, then after longer and longer
+        pauses), or once only (``wait=False``), or until Stop."""
+        delay = self.settings.poll_first
+        while self.open and not self.stopped():
+            await self.poll_all()
+            self._tick()
+            if not self.open or not self.settings.wait:
+                return
+            if not await sleep_unless_stopped(delay, self.s.stop_signal):
+                return
+            delay = min(max(delay * 2, self.settings.poll_first), self.settings.poll_max)
+
     async def poll_all(self) -> None:
         """Poll every open batch once; collect those that ended."""
+        speaker, http = self.speaker, self.http
         for job_id in list(self.open):
             if self.stopped():
                 return
             job = self.journal.job(job_id)
             assert job.remote_id is not None
-            remote_id = job.remote_id
 
-            def poll(remote_id: str = remote_id) -> Awaitable[RemoteStatus]:
-                return self.speaker.poll(self.http, remote_id)
+            def poll(remote_id: str = job.remote_id) -> Awaitable[RemoteStatus]:
+                return speaker.poll(http, remote_id)
 
             try:
                 status = await self.retrying(poll)
@@ -351,7 +405,7 @@ class _Run:
         error = _batch_error(job.api, status, self.provider)
         if self.journal.fail_unanswered(job.job_id, error):
             for key in self.journal.keys_failed_with(job.job_id, error):
-                self.results[key] = error
+                self.settle(key, error)
         self.journal.collected(job.job_id, status.error)
         self.open.pop(job.job_id, None)
 
@@ -361,36 +415,45 @@ class _Run:
             return
         keys = self.journal.keys_of(job_id, [o.custom_id for o in outcomes])
         rows: list[tuple[str, str, bytes, LlmError | None, float | None]] = []
+        settled: list[tuple[str, Result]] = []
         for outcome in outcomes:
             key = keys.get(outcome.custom_id)
             if key is None:  # not a row of this batch: not ours to record
                 log.warning("batch results line for an unknown custom_id %r", outcome.custom_id)
                 continue
-            result, spent = self.result_of(outcome)
-            self.results[key] = result
+            result = self.result_of(outcome)
             error = result if isinstance(result, LlmError) else None
+            spent = _result_cost(result, self.s.price) if self.s.price is not None else None
             rows.append(
                 (outcome.custom_id, "failed" if error else "done", outcome.line, error, spent)
             )
-        self.journal.record_outcomes(rows)
+            settled.append((key, result))
+        self.journal.record_outcomes(rows)  # the provider's lines first, then the rows' results
+        for key, result in settled:
+            self.settle(key, result)
 
-    def pending(self, keys: Sequence[str]) -> None:
-        """Rows still in a running batch: ``BATCH_PENDING``, saying where they are."""
-        latest = self.journal.latest(k for k in keys if k not in self.results)
-        for key, record in latest.items():
-            if record.state != "submitted":
-                continue
-            job = self.journal.job(record.job_id)
-            status = self.open.get(record.job_id)
-            where = f"{job.api} batch {job.remote_id}"
-            if status is not None:
-                total = status.total if status.total is not None else job.rows
-                where += f" ({status.status}, {status.finished:,}/{total:,} done)"
-            self.results[key] = LlmError(
-                f"still in {where}: run the same map call again to collect it",
-                ErrorCode.BATCH_PENDING,
-                provider=self.provider,
-            )
+    def pending(self) -> None:
+        """Rows still in a running batch: ``BATCH_PENDING``, saying where they are; rows
+        never sent (stopped): ``ABORTED``."""
+        latest = self.journal.latest(self.waiting)
+        for key in list(self.waiting):
+            record = latest.get(key)
+            if record is None or record.state != "submitted":
+                error = LlmError("not sent: the run was stopped", ErrorCode.ABORTED)
+            else:
+                job = self.journal.job(record.job_id)
+                status = self.open.get(record.job_id)
+                where = f"{job.api} batch {job.remote_id}"
+                if status is not None:
+                    total = status.total if status.total is not None else job.rows
+                    where += f" ({status.status}, {status.finished:,}/{total:,} done)"
+                error = LlmError(
+                    f"still in {where}: run the same map call again to collect it",
+                    ErrorCode.BATCH_PENDING,
+                    provider=self.provider,
+                )
+            for item in self.waiting.pop(key):
+                self._unsent(item, error)
 
 
 class _Spool:
@@ -457,66 +520,19 @@ def _batch_error(api: str, status: RemoteStatus, provider: str) -> LlmError:
     )
 
 
-async def run_batch_api(
-    engine: Engine,
-    request: Request,
-    prompts: Sequence[Any],
-    *,
-    batch_api: Any,
-    store: str | Path,
-    retry_failed: bool = False,
-    report: ProgressReport | None = None,
-    price: Price | None = None,
-    stop: StopSignal | None = None,
-) -> list[Result]:
-    """Every prompt's outcome, in order, through ``request.provider``'s batch API (see the
-    module docstring). ``request``: every row's options; ``store``: the SQLite file that keeps
-    the run; ``price``: the model's normal price (the batch pays half)."""
-    settings = BatchApi.of(batch_api)
-    api = batch_api_of(request.provider, settings.api or True)
-    codec = RowCodec(engine, request)
+async def run_batch_api(source: Source, settings: BatchSettings, batch_api: Any) -> Any:
+    """``map``'s run through ``settings.request.provider``'s batch API (see the module
+    docstring); returns what ``map`` returns. ``settings.store`` keeps it."""
+    options = BatchApi.of(batch_api)
+    codec = RowCodec(settings.engine, settings.request, options.api)
     endpoint = await codec.endpoint()
-    keys = [row_key(request, p) for p in prompts]
-    first: dict[str, Any] = {}
-    for key, prompt in zip(keys, prompts, strict=True):
-        first.setdefault(key, prompt)
-    unique = list(first)
+    provider = settings.request.provider
     base_url = codec.options.base_url or ""
-    speaker = speaker_for(api, request.provider, base_url, endpoint.url, settings)
-    with BatchJournal(store) as journal:
-        async with BatchHttp(
-            request.provider,
-            endpoint.headers,
-            codec.options.make_transport,
-            timeouts=codec.options.timeouts,
-        ) as http:
-            run = _Run(engine, request, settings, journal, codec, speaker, http, price, stop)
-            to_send = run.known(unique, retry_failed)
-
-            def tick() -> None:
-                if report is None:
-                    return
-                done = sum(1 for k in keys if k in run.results)
-                spent = journal.spent() if price is not None else None
-                try:
-                    report(done, len(keys), spent)
-                except Exception:
-                    log.warning("batch: the progress callback failed", exc_info=True)
-
-            tick()
-            await run.send(to_send, first)
-            delay = settings.poll_first
-            while run.open and not run.stopped():
-                await run.poll_all()
-                tick()
-                if not run.open or not settings.wait:
-                    break
-                if not await sleep_unless_stopped(delay, stop):
-                    break
-                delay = min(max(delay * 2, settings.poll_first), settings.poll_max)
-            run.pending(unique)
-            tick()
-    stopped = LlmError(
-        "not sent: the run was stopped", ErrorCode.ABORTED, provider=request.provider
+    speaker = speaker_for(codec.api, provider, base_url, endpoint.url, options)
+    http = BatchHttp(
+        provider,
+        endpoint.headers,
+        codec.options.make_transport,
+        timeouts=codec.options.timeouts,
     )
-    return [run.results.get(key, stopped) for key in keys]
+    return await BatchApiRun(source, settings, options, codec, speaker, http).run()

@@ -1,7 +1,9 @@
 """What a batch-API run keeps on disk: its remote batches and the state of every row, in two
-tables of the run's SQLite store, readable without this package.
+tables of the run's store (the SQLite journal of ``map``, :mod:`notebook_llm.api.batch_store`,
+whose ``rows`` table holds every finished row's result as for any ``map`` run), readable
+without this package.
 
-``batch_jobs``: one row per remote batch::
+``batch_api_jobs``: one row per remote batch::
 
     job_id      INTEGER PRIMARY KEY   our number
     provider    TEXT                  the provider route (openai, anthropic, mock, ...)
@@ -18,40 +20,38 @@ tables of the run's SQLite store, readable without this package.
     rows        INTEGER               how many rows it carries
     created, updated  REAL            Unix times
 
-``batch_rows``: one row per row sent (a row sent again after a failure has a newer one; the
-newest per ``row_key`` is its state)::
+``batch_api_rows``: one row per row sent (a row sent again after a failure has a newer one;
+the newest per ``row_key`` is its state; identical rows of one input are sent once)::
 
     row_id      INTEGER PRIMARY KEY
     custom_id   TEXT UNIQUE           the id the request carried ('j<job_id>-<n>')
     job_id      INTEGER               its batch
-    row_key     TEXT                  the row's key (what decides its answer)
+    row_key     TEXT                  the row's key (``rows.key``: what decides its answer)
     state       TEXT                  'submitted', 'done' or 'failed'
     line        TEXT                  the provider's results line for it, as sent (the answer)
     error_code, error  TEXT           why it failed (an LlmError code, the provider's message)
     cost        REAL                  US dollars at the batch price (NULL: unknown)
     updated     REAL
 
-SQLite in WAL mode: one writer, readers meanwhile, and a commit survives a crash of the process
-(each step commits as it ends: the batch before it is sent, its remote id as soon as it is
-known, the rows' outcomes every few hundred lines).
+Each step commits as it ends: the batch before it is sent, its remote id as soon as it is
+known, the rows' outcomes every few hundred lines (and each row's result into ``rows``).
 """
 
 from __future__ import annotations
 
 import json
-import sqlite3
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from ...core.errors import ErrorCode, LlmError
+from ..batch_store import BatchStore
 
 __all__ = ["BatchJournal", "JobRecord", "RowRecord"]
 
 _SCHEMA = """
-CREATE TABLE IF NOT EXISTS batch_jobs (
+CREATE TABLE IF NOT EXISTS batch_api_jobs (
     job_id     INTEGER PRIMARY KEY AUTOINCREMENT,
     provider   TEXT NOT NULL,
     api        TEXT NOT NULL,
@@ -65,10 +65,10 @@ CREATE TABLE IF NOT EXISTS batch_jobs (
     created    REAL NOT NULL,
     updated    REAL NOT NULL
 );
-CREATE TABLE IF NOT EXISTS batch_rows (
+CREATE TABLE IF NOT EXISTS batch_api_rows (
     row_id     INTEGER PRIMARY KEY AUTOINCREMENT,
     custom_id  TEXT UNIQUE,
-    job_id     INTEGER NOT NULL REFERENCES batch_jobs(job_id),
+    job_id     INTEGER NOT NULL REFERENCES batch_api_jobs(job_id),
     row_key    TEXT NOT NULL,
     state      TEXT NOT NULL,
     line       TEXT,
@@ -77,8 +77,8 @@ CREATE TABLE IF NOT EXISTS batch_rows (
     cost       REAL,
     updated    REAL NOT NULL
 );
-CREATE INDEX IF NOT EXISTS batch_rows_by_key ON batch_rows(row_key);
-CREATE INDEX IF NOT EXISTS batch_rows_by_job ON batch_rows(job_id, state);
+CREATE INDEX IF NOT EXISTS batch_api_rows_by_key ON batch_api_rows(row_key);
+CREATE INDEX IF NOT EXISTS batch_api_rows_by_job ON batch_api_rows(job_id, state)
 """
 
 #: SQLite's default limit on the ``?`` of one statement is 999 (older builds): keys are asked
@@ -88,7 +88,7 @@ _GROUP = 900
 
 @dataclass(frozen=True)
 class JobRecord:
-    """One ``batch_jobs`` row."""
+    """One ``batch_api_jobs`` row."""
 
     job_id: int
     provider: str
@@ -104,7 +104,7 @@ class JobRecord:
 
 @dataclass(frozen=True)
 class RowRecord:
-    """The newest ``batch_rows`` row of one key."""
+    """The newest ``batch_api_rows`` row of one key."""
 
     custom_id: str
     job_id: int
@@ -124,39 +124,21 @@ def _json_dict(text: str | None) -> dict[str, Any]:
 
 
 class BatchJournal:
-    """The batch tables of one SQLite store (see the module docstring)."""
+    """The batch API's tables in a run's store (see the module docstring)."""
 
-    def __init__(self, path: str | Path) -> None:
-        self.path = Path(path).expanduser()
-        try:
-            self._db = sqlite3.connect(self.path, timeout=30.0)
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA synchronous=NORMAL")
-            self._db.executescript(_SCHEMA)
-        except sqlite3.Error as exc:
-            raise LlmError(
-                f"cannot use {self.path} as a batch store: {exc} (give store= a new file, or a "
-                "store this package wrote)",
-                ErrorCode.INVALID_OPTIONS,
-            ) from None
-
-    def close(self) -> None:
-        self._db.close()
-
-    def __enter__(self) -> BatchJournal:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def __init__(self, store: BatchStore) -> None:
+        self.store = store
+        store.ensure_tables(_SCHEMA)
+        self._db = store.conn
 
     # ------------------------------------------------------------------ jobs
 
     def new_job(self, provider: str, api: str) -> int:
         """Record a batch being written (no rows yet); its number."""
         now = time.time()
-        with self._db:
+        with self.store.write():
             cur = self._db.execute(
-                "INSERT INTO batch_jobs (provider, api, state, rows, created, updated) "
+                "INSERT INTO batch_api_jobs (provider, api, state, rows, created, updated) "
                 "VALUES (?, ?, 'preparing', 0, ?, ?)",
                 (provider, api, now, now),
             )
@@ -166,22 +148,22 @@ class BatchJournal:
         """The rows of batch ``job_id`` about to be sent (``(custom_id, row_key)``, state
         ``submitted``), in one commit."""
         now = time.time()
-        with self._db:
+        with self.store.write():
             self._db.executemany(
-                "INSERT INTO batch_rows (custom_id, job_id, row_key, state, updated) "
+                "INSERT INTO batch_api_rows (custom_id, job_id, row_key, state, updated) "
                 "VALUES (?, ?, ?, 'submitted', ?)",
                 [(custom_id, job_id, key, now) for custom_id, key in rows],
             )
             self._db.execute(
-                "UPDATE batch_jobs SET rows = rows + ?, updated = ? WHERE job_id = ?",
+                "UPDATE batch_api_jobs SET rows = rows + ?, updated = ? WHERE job_id = ?",
                 (len(rows), now, job_id),
             )
 
     def submitted(self, job_id: int, remote_id: str, fields: dict[str, Any]) -> None:
         """The provider accepted batch ``job_id`` as ``remote_id``."""
-        with self._db:
+        with self.store.write():
             self._db.execute(
-                "UPDATE batch_jobs SET remote_id = ?, state = 'submitted', fields = ?, "
+                "UPDATE batch_api_jobs SET remote_id = ?, state = 'submitted', fields = ?, "
                 "updated = ? WHERE job_id = ?",
                 (remote_id, json.dumps(fields), time.time(), job_id),
             )
@@ -189,10 +171,10 @@ class BatchJournal:
     def abandon(self, job_id: int) -> None:
         """Batch ``job_id`` never reached the provider: it and its rows are forgotten (the
         rows are sent again)."""
-        with self._db:
-            self._db.execute("DELETE FROM batch_rows WHERE job_id = ?", (job_id,))
+        with self.store.write():
+            self._db.execute("DELETE FROM batch_api_rows WHERE job_id = ?", (job_id,))
             self._db.execute(
-                "UPDATE batch_jobs SET state = 'abandoned', rows = 0, updated = ? WHERE job_id = ?",
+                "UPDATE batch_api_jobs SET state = 'abandoned', rows = 0, updated = ? WHERE job_id = ?",
                 (time.time(), job_id),
             )
 
@@ -200,12 +182,12 @@ class BatchJournal:
         self, job_id: int, status: str, counts: dict[str, int], fields: dict[str, Any]
     ) -> None:
         """The provider's latest word on batch ``job_id``."""
-        row = self._db.execute("SELECT fields FROM batch_jobs WHERE job_id = ?", (job_id,))
+        row = self._db.execute("SELECT fields FROM batch_api_jobs WHERE job_id = ?", (job_id,))
         found = row.fetchone()
         merged = {**_json_dict(found[0] if found else None), **fields}
-        with self._db:
+        with self.store.write():
             self._db.execute(
-                "UPDATE batch_jobs SET status = ?, counts = ?, fields = ?, updated = ? "
+                "UPDATE batch_api_jobs SET status = ?, counts = ?, fields = ?, updated = ? "
                 "WHERE job_id = ?",
                 (status, json.dumps(counts), json.dumps(merged), time.time(), job_id),
             )
@@ -213,9 +195,9 @@ class BatchJournal:
     def collected(self, job_id: int, error: str | None) -> None:
         """Every row of batch ``job_id`` has its outcome; ``error``: why the batch as a whole
         failed or expired."""
-        with self._db:
+        with self.store.write():
             self._db.execute(
-                "UPDATE batch_jobs SET state = 'collected', error = ?, updated = ? "
+                "UPDATE batch_api_jobs SET state = 'collected', error = ?, updated = ? "
                 "WHERE job_id = ?",
                 (error, time.time(), job_id),
             )
@@ -223,7 +205,7 @@ class BatchJournal:
     def job(self, job_id: int) -> JobRecord:
         row = self._db.execute(
             "SELECT job_id, provider, api, remote_id, state, status, counts, fields, error, rows "
-            "FROM batch_jobs WHERE job_id = ?",
+            "FROM batch_api_jobs WHERE job_id = ?",
             (job_id,),
         ).fetchone()
         if row is None:
@@ -246,7 +228,7 @@ class BatchJournal:
         return [
             int(r[0])
             for r in self._db.execute(
-                "SELECT job_id FROM batch_jobs WHERE provider = ? AND state = 'preparing'",
+                "SELECT job_id FROM batch_api_jobs WHERE provider = ? AND state = 'preparing'",
                 (provider,),
             )
         ]
@@ -262,7 +244,7 @@ class BatchJournal:
             marks = ",".join("?" * len(group))
             rows = self._db.execute(
                 "SELECT custom_id, job_id, row_key, state, line, error_code, error, cost "
-                f"FROM batch_rows WHERE row_id IN (SELECT max(row_id) FROM batch_rows "
+                f"FROM batch_api_rows WHERE row_id IN (SELECT max(row_id) FROM batch_api_rows "
                 f"WHERE row_key IN ({marks}) GROUP BY row_key)",
                 group,
             )
@@ -287,7 +269,7 @@ class BatchJournal:
             group = ids[start : start + _GROUP]
             marks = ",".join("?" * len(group))
             for custom_id, key in self._db.execute(
-                f"SELECT custom_id, row_key FROM batch_rows WHERE job_id = ? AND custom_id IN ({marks})",
+                f"SELECT custom_id, row_key FROM batch_api_rows WHERE job_id = ? AND custom_id IN ({marks})",
                 (job_id, *group),
             ):
                 out[custom_id] = key
@@ -298,9 +280,9 @@ class BatchJournal:
     ) -> None:
         """``(custom_id, state, line, error, cost)`` of rows, in one commit."""
         now = time.time()
-        with self._db:
+        with self.store.write():
             self._db.executemany(
-                "UPDATE batch_rows SET state = ?, line = ?, error_code = ?, error = ?, cost = ?, "
+                "UPDATE batch_api_rows SET state = ?, line = ?, error_code = ?, error = ?, cost = ?, "
                 "updated = ? WHERE custom_id = ?",
                 [
                     (
@@ -318,18 +300,13 @@ class BatchJournal:
 
     def fail_unanswered(self, job_id: int, error: LlmError) -> int:
         """Rows of batch ``job_id`` still without an outcome fail with ``error``; how many."""
-        with self._db:
+        with self.store.write():
             cur = self._db.execute(
-                "UPDATE batch_rows SET state = 'failed', error_code = ?, error = ?, updated = ? "
+                "UPDATE batch_api_rows SET state = 'failed', error_code = ?, error = ?, updated = ? "
                 "WHERE job_id = ? AND state = 'submitted'",
                 (error.code, error.message, time.time(), job_id),
             )
         return cur.rowcount
-
-    def spent(self) -> float:
-        """The cost of every answered row in the store (US dollars at the batch price)."""
-        row = self._db.execute("SELECT coalesce(sum(cost), 0) FROM batch_rows").fetchone()
-        return float(row[0] or 0.0)
 
     def keys_failed_with(self, job_id: int, error: LlmError) -> list[str]:
         """The keys of the rows of batch ``job_id`` that failed with ``error``'s code and
@@ -337,7 +314,7 @@ class BatchJournal:
         return [
             str(r[0])
             for r in self._db.execute(
-                "SELECT row_key FROM batch_rows WHERE job_id = ? AND state = 'failed' "
+                "SELECT row_key FROM batch_api_rows WHERE job_id = ? AND state = 'failed' "
                 "AND error_code = ? AND error = ?",
                 (job_id, error.code, error.message),
             )
