@@ -376,6 +376,7 @@ def test_a_recorded_batch_run_replays_with_no_server(tmp_path: Path) -> None:
         ({"tools": ["T"]}, ["does not run tools"]),
         ({"schema_retries": 2, "schema": Review}, ["schema_retries does not apply"]),
         ({"store": None}, ["batch_api needs store="]),
+        ({"rpm": 60}, ["rpm=, tpm= and rate_limits= do not apply to batch_api"]),
     ],
 )
 def test_what_a_batch_cannot_do_is_refused_in_one_line(
