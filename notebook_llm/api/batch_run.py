@@ -196,12 +196,7 @@ class BatchRun:
         """Run the batch to its end (or its stop, or the cap) and return what ``map`` returns."""
         s = self.s
         self._tick()
-        attach = getattr(s.report, "attach", None)
-        if callable(attach):
-            try:
-                attach(self)
-            except Exception:
-                log.warning("batch: the progress view failed to attach", exc_info=True)
+        self._attach_view()
         work = self._work()
         stop = s.stop_signal
         watcher = asyncio.ensure_future(self._watch_stop(stop)) if stop is not None else None
@@ -227,6 +222,15 @@ class BatchRun:
                     await watcher
             self._tick(final=True)
         return self._output()
+
+    def _attach_view(self) -> None:
+        """Hand this run to the progress view, when it takes one (an ``attach`` method)."""
+        attach = getattr(self.s.report, "attach", None)
+        if callable(attach):
+            try:
+                attach(self)
+            except Exception:
+                log.warning("batch: the progress view failed to attach", exc_info=True)
 
     def _work(self) -> Iterator[_Item]:
         """The rows to send, read from the source chunk by chunk; rows the journal has a

@@ -33,9 +33,11 @@ from .remote import (
     RemoteStatus,
     RowOutcome,
     body_bytes,
-    count_of,
+    counts_of,
     id_of,
     line_object,
+    outcomes,
+    status_of,
 )
 
 __all__ = ["LIMITS", "AnthropicBatches"]
@@ -79,17 +81,8 @@ class AnthropicBatches:
     async def poll(self, http: BatchHttp, remote_id: str) -> RemoteStatus:
         quoted = urllib.parse.quote(remote_id, safe="")
         batch = await http.json("GET", f"{self.batches_url}/{quoted}")
-        status = batch.get("processing_status")
-        if not isinstance(status, str) or status not in STATUSES:
-            raise LlmError(
-                f"{self.provider}'s batch {remote_id} has an unknown processing_status "
-                f"{shorten(repr(status), 60)}",
-                ErrorCode.MALFORMED_RESPONSE,
-                provider=self.provider,
-            )
-        raw = batch.get("request_counts")
-        counts = raw if isinstance(raw, dict) else {}
-        numbers = {k: count_of(counts.get(k)) for k in COUNTS}
+        status = status_of(batch.get("processing_status"), STATUSES, self.provider, remote_id)
+        numbers = counts_of(batch.get("request_counts"), COUNTS)
         total = sum(numbers.values())
         results_url = batch.get("results_url")
         fields: dict[str, Any] = {}
@@ -127,10 +120,8 @@ class AnthropicBatches:
                     provider=self.provider,
                 )
             return
-        async for line in http.lines(url):
-            outcome = self.outcome(line)
-            if outcome is not None:
-                yield outcome
+        async for outcome in outcomes(http, url, self.outcome):
+            yield outcome
 
     def outcome(self, line: bytes) -> RowOutcome | None:
         """One line of the results (``None``: not a results line)."""

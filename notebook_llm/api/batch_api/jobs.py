@@ -189,14 +189,8 @@ class BatchApiRun(BatchRun):
     # ------------------------------------------------------------------ the run
 
     async def run(self) -> Any:
-        s = self.s
         self._tick()
-        attach = getattr(s.report, "attach", None)
-        if callable(attach):
-            try:
-                attach(self)
-            except Exception:
-                log.warning("batch: the progress view failed to attach", exc_info=True)
+        self._attach_view()
         try:
             async with self.http:
                 for job_id in self.journal.preparing_jobs(self.provider):

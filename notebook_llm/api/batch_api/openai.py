@@ -34,10 +34,12 @@ from .remote import (
     RemoteStatus,
     RowOutcome,
     body_bytes,
-    count_of,
+    counts_of,
     id_of,
     line_object,
     optional_id,
+    outcomes,
+    status_of,
 )
 
 __all__ = ["LIMITS", "OpenAIBatches"]
@@ -103,17 +105,8 @@ class OpenAIBatches:
 
     async def poll(self, http: BatchHttp, remote_id: str) -> RemoteStatus:
         batch = await http.json("GET", f"{self.root}/batches/{_quoted(remote_id)}")
-        status = batch.get("status")
-        if not isinstance(status, str) or status not in ENDED | RUNNING:
-            raise LlmError(
-                f"{self.provider}'s batch {remote_id} has an unknown status "
-                f"{shorten(repr(status), 60)}",
-                ErrorCode.MALFORMED_RESPONSE,
-                provider=self.provider,
-            )
-        raw = batch.get("request_counts")
-        counts = raw if isinstance(raw, dict) else {}
-        numbers = {k: count_of(counts.get(k)) for k in ("total", "completed", "failed")}
+        status = status_of(batch.get("status"), ENDED | RUNNING, self.provider, remote_id)
+        numbers = counts_of(batch.get("request_counts"), ("total", "completed", "failed"))
         fields = {
             "output_file_id": optional_id(batch.get("output_file_id"), "file id", self.provider),
             "error_file_id": optional_id(batch.get("error_file_id"), "file id", self.provider),
@@ -136,10 +129,9 @@ class OpenAIBatches:
             file_id = status.fields.get(key)
             if not isinstance(file_id, str):
                 continue
-            async for line in http.lines(f"{self.root}/files/{_quoted(file_id)}/content"):
-                outcome = self.outcome(line)
-                if outcome is not None:
-                    yield outcome
+            url = f"{self.root}/files/{_quoted(file_id)}/content"
+            async for outcome in outcomes(http, url, self.outcome):
+                yield outcome
 
     def outcome(self, line: bytes) -> RowOutcome | None:
         """One line of an output or error file (``None``: not a results line)."""

@@ -11,7 +11,7 @@ modules here only speak the API: the requests' bodies come from the provider's a
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import IO, Any, Protocol
 
@@ -147,6 +147,34 @@ def id_of(value: Any, what: str, provider: str) -> str:
         ErrorCode.MALFORMED_RESPONSE,
         provider=provider,
     )
+
+
+def status_of(value: Any, known: frozenset[str], provider: str, remote_id: str) -> str:
+    """A batch's status from an answer, one of ``known``, or ``MALFORMED_RESPONSE``."""
+    if isinstance(value, str) and value in known:
+        return value
+    raise LlmError(
+        f"{provider}'s batch {remote_id} has an unknown status {shorten(repr(value), 60)}",
+        ErrorCode.MALFORMED_RESPONSE,
+        provider=provider,
+    )
+
+
+def counts_of(value: Any, names: Sequence[str]) -> dict[str, int]:
+    """A batch's ``request_counts``: each of ``names`` as :func:`count_of` reads it."""
+    counts = value if isinstance(value, dict) else {}
+    return {name: count_of(counts.get(name)) for name in names}
+
+
+async def outcomes(
+    http: BatchHttp, url: str, read: Callable[[bytes], RowOutcome | None]
+) -> AsyncIterator[RowOutcome]:
+    """The results lines downloaded from ``url``, each read by ``read`` (lines it cannot
+    read are skipped)."""
+    async for line in http.lines(url):
+        outcome = read(line)
+        if outcome is not None:
+            yield outcome
 
 
 def optional_id(value: Any, what: str, provider: str) -> str | None:
