@@ -48,7 +48,7 @@ from .estimate import DEFAULT_OUTPUT_TOKENS, estimate_tokens, money, prompt_toke
 from .observers import BatchProgress, BatchStatus
 from .rate_limits import RateGate, request_weight
 
-__all__ = ["BatchRun", "BatchSettings"]
+__all__ = ["BatchRun", "BatchSettings", "WorkItem"]
 
 log = logging.getLogger("notebook_llm.api.batch")
 
@@ -121,7 +121,9 @@ class BatchSettings:
 
 
 @dataclass
-class _Item:
+class WorkItem:
+    """One input row to answer: its position, its prompt, its key (with a store)."""
+
     pos: int
     prompt: Any
     key: str | None
@@ -232,7 +234,7 @@ class BatchRun:
             except Exception:
                 log.warning("batch: the progress view failed to attach", exc_info=True)
 
-    def _work(self) -> Iterator[_Item]:
+    def _work(self) -> Iterator[WorkItem]:
         """The rows to send, read from the source chunk by chunk; rows the journal has a
         result for are counted as done and skipped."""
         s = self.s
@@ -261,14 +263,14 @@ class BatchRun:
                         self.failed += prior[1] == "failed"
                         skipped += 1
                         continue
-                yield _Item(p, prompt, key)
+                yield WorkItem(p, prompt, key)
             pos += len(chunk)
             if skipped:
                 self._tick()
         if self.total is None or self.source.streamed:
             self.total = pos
 
-    async def _worker(self, work: Iterator[_Item], lookahead: int) -> None:
+    async def _worker(self, work: Iterator[WorkItem], lookahead: int) -> None:
         s = self.s
         stop = s.stop_signal
         for item in work:
@@ -315,7 +317,7 @@ class BatchRun:
                     await self._release()
             self._finish(item, result)
 
-    async def _send(self, item: _Item, child: StopSignal | None) -> BatchResult:
+    async def _send(self, item: WorkItem, child: StopSignal | None) -> BatchResult:
         s = self.s
         self.sent += 1
         with request_weight(self._weight(item.prompt)):
@@ -337,7 +339,7 @@ class BatchRun:
             return self._weight_base + estimate_tokens(prompt)
         return self._weight_base + prompt_tokens(prompt)
 
-    def _finish(self, item: _Item, result: BatchResult) -> None:
+    def _finish(self, item: WorkItem, result: BatchResult) -> None:
         """A row's result: journaled (with a store) or kept, counted, shown."""
         s = self.s
         store = s.store
@@ -359,7 +361,7 @@ class BatchRun:
             self.recent_errors.append((item.pos, result))
         self._tick()
 
-    def _unsent(self, item: _Item, error: LlmError) -> None:
+    def _unsent(self, item: WorkItem, error: LlmError) -> None:
         if self.s.store is None:
             self.results[item.pos] = error
         elif not self.source.streamed:

@@ -36,11 +36,10 @@ from typing import IO, Any, TypeVar
 from ...core.cancel import sleep_unless_stopped
 from ...core.completion import Completion
 from ...core.errors import ErrorCode, LlmError
-from ...engine.pricing import Price
 from ...wire.http_errors import backoff_delay
 from ..batch_inputs import Source
 from ..batch_results import result_cost
-from ..batch_run import BatchRun, BatchSettings, _Item
+from ..batch_run import BatchRun, BatchSettings, WorkItem
 from ..observers import BatchStatus
 from .anthropic import AnthropicBatches
 from .codec import RowCodec
@@ -56,7 +55,7 @@ log = logging.getLogger("notebook_llm.api.batch_api")
 #: Both providers charge a batch's tokens at half their price.
 BATCH_PRICE_FACTOR = 0.5
 
-#: The id a request carries is ``<batch token>-<n>``; the most characters it reserves.
+#: The id a request carries is ``j<job_id>-<n>``; the most characters it reserves.
 CUSTOM_ID_CHARS = 24
 
 #: Outcomes recorded per commit while a batch is collected.
@@ -64,10 +63,6 @@ COMMIT_EVERY = 500
 
 Result = Completion | LlmError
 _T = TypeVar("_T")
-
-
-def _result_cost(result: Result, price: Price | None) -> float:
-    return result_cost(result, price)
 
 
 @dataclass(frozen=True)
@@ -162,7 +157,7 @@ class BatchApiRun(BatchRun):
         self.speaker = speaker
         self.http = http
         #: The rows of this input waiting for each key's outcome (identical rows share one).
-        self.waiting: dict[str, list[_Item]] = {}
+        self.waiting: dict[str, list[WorkItem]] = {}
         #: Batches still running: job id -> their last status.
         self.open: dict[int, RemoteStatus | None] = {}
 
@@ -236,7 +231,7 @@ class BatchApiRun(BatchRun):
             if n > 0 or not first_cost:
                 self.s.price = None  # the answer was paid for once: once in the journal
             try:
-                self.spent += _result_cost(result, self.s.price)
+                self.spent += result_cost(result, self.s.price)
                 self._finish(item, result)
             finally:
                 self.s.price = price
@@ -417,7 +412,7 @@ class BatchApiRun(BatchRun):
                 continue
             result = self.result_of(outcome)
             error = result if isinstance(result, LlmError) else None
-            spent = _result_cost(result, self.s.price) if self.s.price is not None else None
+            spent = result_cost(result, self.s.price) if self.s.price is not None else None
             rows.append(
                 (outcome.custom_id, "failed" if error else "done", outcome.line, error, spent)
             )
