@@ -451,3 +451,22 @@ def test_the_progress_view_shows_the_providers_counts(server: MockServer, tmp_pa
     assert any(line.endswith(": in_progress (2 total)") for line in running)  # while it ran
     assert running[-1].endswith(": completed (2 total, 2 completed)")
     assert lines[-1] is None  # ended and collected: no batch left at the provider
+
+
+def test_a_batch_the_provider_no_longer_has_fails_its_rows_and_retry_failed_sends_them(
+    tmp_path: Path,
+) -> None:
+    store = tmp_path / "s.sqlite"
+    with MockServer() as first:
+        first.batches.queue(BatchScript(polls=10**6))
+        pending = _run(
+            _engine(first), "oa", ["a", "b"], store, batch_api=BatchApi(api="openai", wait=False)
+        )
+    assert [r.code for r in pending] == [ErrorCode.BATCH_PENDING] * 2
+    with MockServer() as second:  # the provider has forgotten the batch (404)
+        engine = _engine(second)
+        gone = _run(engine, "oa", ["a", "b"], store)
+        assert [r.code for r in gone] == [ErrorCode.NOT_FOUND] * 2
+        assert "is no longer at the provider" in gone[0].message
+        again = _run(engine, "oa", ["a", "b"], store, retry_failed=True)
+    assert _texts(again) == ["a", "b"]

@@ -372,15 +372,17 @@ class BatchApiRun(BatchRun):
 
             try:
                 status = await self.retrying(poll)
+                self.journal.polled(job_id, status.status, status.counts, status.fields)
+                self.open[job_id] = status
+                if status.ended:
+                    await self.collect(job, status)
             except LlmError as err:
                 if err.retryable:  # tried as often as the policy says: next round
                     log.warning("polling %s batch %s: %s", job.api, job.remote_id, err)
                     continue
-                raise
-            self.journal.polled(job_id, status.status, status.counts, status.fields)
-            self.open[job_id] = status
-            if status.ended:
-                await self.collect(job, status)
+                if err.code != ErrorCode.NOT_FOUND:
+                    raise
+                self.close_job(job, _gone(job, err), err.message)
 
     async def collect(self, job: JobRecord, status: RemoteStatus) -> None:
         """Record the outcome of every row of an ended batch."""
@@ -391,11 +393,14 @@ class BatchApiRun(BatchRun):
                 self.record(job.job_id, pending)
                 pending = []
         self.record(job.job_id, pending)
-        error = _batch_error(job.api, status, self.provider)
+        self.close_job(job, _batch_error(job.api, status, self.provider), status.error)
+
+    def close_job(self, job: JobRecord, error: LlmError, why: str | None) -> None:
+        """Batch ``job`` is over: its rows without an outcome fail with ``error``."""
         if self.journal.fail_unanswered(job.job_id, error):
             for key in self.journal.keys_failed_with(job.job_id, error):
                 self.settle(key, error)
-        self.journal.collected(job.job_id, status.error)
+        self.journal.collected(job.job_id, why)
         self.open.pop(job.job_id, None)
 
     def record(self, job_id: int, outcomes: list[RowOutcome]) -> None:
@@ -506,6 +511,16 @@ def _batch_error(api: str, status: RemoteStatus, provider: str) -> LlmError:
         f"the {api} batch ended ({status.status}) without a result for this row",
         ErrorCode.MALFORMED_RESPONSE,
         provider=provider,
+    )
+
+
+def _gone(job: JobRecord, err: LlmError) -> LlmError:
+    """The error of the rows of a batch the provider no longer has (or its results)."""
+    return LlmError(
+        f"{job.api} batch {job.remote_id} is no longer at the provider ({err.message}); "
+        "retry_failed=True sends its rows again",
+        ErrorCode.NOT_FOUND,
+        provider=err.provider,
     )
 
 
