@@ -41,7 +41,7 @@ from .batch_inputs import source_of
 from .batch_run import MAX_LOOKAHEAD, BatchRun, BatchSettings
 from .batch_store import BatchStore, batch_definition
 from .dask_map import is_dask, map_dask
-from .estimate import cap_value, check_cap, estimate_request
+from .estimate import CostEstimate, cap_value, check_cap, estimate_request
 from .observers import BatchProgress, batch_progress
 from .rate_limits import RateGate, RateLimits, rate_limits_of
 
@@ -120,6 +120,7 @@ class MapOptions(TurnOptions, total=False):
     tpm: float | None
     rate_limits: RateLimits | None
     partition: int
+    batch_api: Any
 
 
 #: Every keyword of :func:`amap` (the close ones are named for a typo).
@@ -138,6 +139,7 @@ _MAP_OPTIONS = (
     "tpm",
     "rate_limits",
     "partition",
+    "batch_api",
     *(name for name in OPTION_NAMES if name not in ("prompt", "messages")),
 )
 
@@ -216,6 +218,11 @@ async def amap(prompts: Any, **options: Unpack[MapOptions]) -> Any:
     (:mod:`notebook_llm.api.rate_limits`); without them the provider's own limits are learned
     from its headers, and one 429 pauses the whole batch. ``rate_limits=RateLimits(...)`` for a
     window other than a minute.
+
+    ``batch_api=True`` sends the rows through the provider's own batch API (OpenAI's Batch API,
+    Anthropic's Message Batches) at its batch price, half the normal one; it needs a ``store=``,
+    where the batches are kept so that the same call, run again later (in a new kernel, a day
+    later), collects them (:mod:`notebook_llm.api.batch_api`, ``docs/batch.md``).
     """
     if is_dask(prompts):
         return map_dask(prompts, **options)
@@ -226,9 +233,13 @@ async def amap(prompts: Any, **options: Unpack[MapOptions]) -> Any:
     store_path = options.pop("store", None)
     resend_changed = _flag(options, "resend_changed")  # type: ignore[arg-type]
     retry_failed = _flag(options, "retry_failed")  # type: ignore[arg-type]
-    limits = rate_limits_of(
-        options.pop("rpm", None), options.pop("tpm", None), options.pop("rate_limits", None)
-    )
+    batch_api = options.pop("batch_api", None)
+    rates = (options.pop("rpm", None), options.pop("tpm", None), options.pop("rate_limits", None))
+    if batch_api is not None and batch_api is not False:
+        _check_batch_api(rates, store_path)
+    else:
+        batch_api = None
+    limits = rate_limits_of(*rates)
     part = options.pop("partition", 0)
     if isinstance(part, bool) or not isinstance(part, int) or part < 0:
         raise LlmError(
@@ -265,7 +276,8 @@ async def amap(prompts: Any, **options: Unpack[MapOptions]) -> Any:
         if max_cost is not None and not source.streamed:
             items = next(source.chunks)
             source.chunks = iter([items])
-            _check_cap(request, eng, items, max_cost, provider, store)
+            factor = 1.0 if batch_api is None else _batch_price_factor()
+            _check_cap(request, eng, items, max_cost, provider, store, factor)
         settings = BatchSettings(
             engine=eng,
             request=request,
@@ -280,6 +292,10 @@ async def amap(prompts: Any, **options: Unpack[MapOptions]) -> Any:
             part=part,
             retry_failed=retry_failed,
         )
+        if batch_api is not None:
+            from .batch_api import run_batch_api
+
+            return await run_batch_api(source, settings, batch_api)
         return await BatchRun(source, settings).run()
     finally:
         if store is not None:
@@ -304,17 +320,53 @@ def _check_cap(
     max_cost: float,
     provider: str,
     store: BatchStore | None,
+    price_factor: float = 1.0,
 ) -> None:
     """Refuse, before anything is sent, a batch whose estimate is over ``max_cost`` (with a
-    journal: the rows still to send, on top of what earlier runs spent)."""
+    journal: the rows still to send, on top of what earlier runs spent). ``price_factor``: the
+    share of the price the rows pay (a provider's batch API: half)."""
     if store is None:
-        check_cap(estimate_request(request, engine, items), max_cost, provider)
+        check_cap(
+            _priced(estimate_request(request, engine, items), price_factor), max_cost, provider
+        )
         return
     counts = store.counts()
     left = max(len(items) - counts["done"] - counts["failed"], 0)
-    estimate = estimate_request(request, engine, items[:left] if left else [])
+    estimate = _priced(
+        estimate_request(request, engine, items[:left] if left else []), price_factor
+    )
     spent = store.spent()
     check_cap(estimate, max(max_cost - spent, 0.0), provider)
+
+
+def _priced(estimate: CostEstimate, factor: float) -> CostEstimate:
+    """``estimate`` at ``factor`` times its price."""
+    if factor == 1.0 or estimate.price is None:
+        return estimate
+    price = (estimate.price[0] * factor, estimate.price[1] * factor)
+    return dataclasses.replace(estimate, price=price)
+
+
+def _batch_price_factor() -> float:
+    from .batch_api import BATCH_PRICE_FACTOR
+
+    return BATCH_PRICE_FACTOR
+
+
+def _check_batch_api(rates: tuple[Any, Any, Any], store: Any) -> None:
+    """What ``batch_api=`` cannot be given with, refused in one line each."""
+    if store is None:
+        raise LlmError(
+            "batch_api needs store='some.sqlite': a batch can take up to 24 hours, and the "
+            "store is where the same map call finds it again to collect it",
+            ErrorCode.INVALID_OPTIONS,
+        )
+    if any(value is not None for value in rates):
+        raise LlmError(
+            "rpm=, tpm= and rate_limits= do not apply to batch_api: the provider runs a batch "
+            "at its own pace, under its own batch limits",
+            ErrorCode.INVALID_OPTIONS,
+        )
 
 
 def map_prompts(prompts: Any, **options: Unpack[MapOptions]) -> Any:

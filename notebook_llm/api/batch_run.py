@@ -48,7 +48,7 @@ from .estimate import DEFAULT_OUTPUT_TOKENS, estimate_tokens, money, prompt_toke
 from .observers import BatchProgress, BatchStatus
 from .rate_limits import RateGate, request_weight
 
-__all__ = ["BatchRun", "BatchSettings"]
+__all__ = ["BatchRun", "BatchSettings", "WorkItem"]
 
 log = logging.getLogger("notebook_llm.api.batch")
 
@@ -121,7 +121,9 @@ class BatchSettings:
 
 
 @dataclass
-class _Item:
+class WorkItem:
+    """One input row to answer: its position, its prompt, its key (with a store)."""
+
     pos: int
     prompt: Any
     key: str | None
@@ -198,12 +200,7 @@ class BatchRun:
         """Run the batch to its end (or its stop, or the cap) and return what ``map`` returns."""
         s = self.s
         self._tick()
-        attach = getattr(s.report, "attach", None)
-        if callable(attach):
-            try:
-                attach(self)
-            except Exception:
-                log.warning("batch: the progress view failed to attach", exc_info=True)
+        self._attach_view()
         work = self._work()
         stop = s.stop_signal
         watcher = asyncio.ensure_future(self._watch_stop(stop)) if stop is not None else None
@@ -248,7 +245,17 @@ class BatchRun:
             self._commit_error = err
             self.stop(str(err))
 
-    def _work(self) -> Iterator[_Item]:
+
+    def _attach_view(self) -> None:
+        """Hand this run to the progress view, when it takes one (an ``attach`` method)."""
+        attach = getattr(self.s.report, "attach", None)
+        if callable(attach):
+            try:
+                attach(self)
+            except Exception:
+                log.warning("batch: the progress view failed to attach", exc_info=True)
+
+    def _work(self) -> Iterator[WorkItem]:
         """The rows to send, read from the source chunk by chunk; rows the journal has a
         result for are counted as done and skipped."""
         s = self.s
@@ -277,14 +284,14 @@ class BatchRun:
                         self.failed += prior[1] == "failed"
                         skipped += 1
                         continue
-                yield _Item(p, prompt, key)
+                yield WorkItem(p, prompt, key)
             pos += len(chunk)
             if skipped:
                 self._tick()
         if self.total is None or self.source.streamed:
             self.total = pos
 
-    async def _worker(self, work: Iterator[_Item], lookahead: int) -> None:
+    async def _worker(self, work: Iterator[WorkItem], lookahead: int) -> None:
         s = self.s
         stop = s.stop_signal
         for item in work:
@@ -331,7 +338,7 @@ class BatchRun:
                     await self._release()
             self._finish(item, result)
 
-    async def _send(self, item: _Item, child: StopSignal | None) -> BatchResult:
+    async def _send(self, item: WorkItem, child: StopSignal | None) -> BatchResult:
         s = self.s
         self.sent += 1
         with request_weight(self._weight(item.prompt)):
@@ -353,7 +360,7 @@ class BatchRun:
             return self._weight_base + estimate_tokens(prompt)
         return self._weight_base + prompt_tokens(prompt)
 
-    def _finish(self, item: _Item, result: BatchResult) -> None:
+    def _finish(self, item: WorkItem, result: BatchResult) -> None:
         """A row's result: journaled (with a store) or kept, counted, shown."""
         s = self.s
         store = s.store
@@ -379,7 +386,7 @@ class BatchRun:
             self.recent_errors.append((item.pos, result))
         self._tick()
 
-    def _unsent(self, item: _Item, error: LlmError) -> None:
+    def _unsent(self, item: WorkItem, error: LlmError) -> None:
         if self.s.store is None:
             self.results[item.pos] = error
         elif not self.source.streamed:

@@ -150,6 +150,9 @@ class BatchStatus:
     finished: bool
     #: The journal's path, when the batch has one.
     store: str | None = None
+    #: A provider's batch API at work (``map(..., batch_api=True)``): its batches and their
+    #: own counts, as one line (``"openai batch batch_abc: in_progress (1,200 completed)"``).
+    remote: str | None = None
 
     @property
     def rows_per_second(self) -> float | None:
@@ -182,7 +185,10 @@ class BatchStatus:
             parts.append(f"ETA {_duration(self.eta)}")
         if self.spent is not None:
             parts.append(f"{money(self.spent)} spent")
-        parts.append(f"limits: {self.rate_limits}")
+        if self.remote is not None:
+            parts.append(self.remote)
+        else:
+            parts.append(f"limits: {self.rate_limits}")
         if self.stopped:
             parts.append("stopped")
         return ", ".join(parts)
