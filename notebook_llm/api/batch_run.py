@@ -245,7 +245,6 @@ class BatchRun:
             self._commit_error = err
             self.stop(str(err))
 
-
     def _attach_view(self) -> None:
         """Hand this run to the progress view, when it takes one (an ``attach`` method)."""
         attach = getattr(self.s.report, "attach", None)

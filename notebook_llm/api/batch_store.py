@@ -565,22 +565,18 @@ def _mismatch(path: Path, stored: str, definition: Mapping[str, Any]) -> LlmErro
         old = json.loads(stored)
     except ValueError:
         old = {}
-    differs = [
-        name
-        for name in ("template", "provider", "model", "options")
-        if old.get(name) != json.loads(_canonical(definition)).get(name)
-    ]
-    what = ", ".join(differs) or "definition"
-    detail = ""
-    if "template" in differs:
-        detail = f" (template was {_short(old.get('template'))}, now {_short(definition.get('template'))})"
-    elif "model" in differs:
-        detail = f" (model was {old.get('model')!r}, now {definition.get('model')!r})"
+    new = json.loads(_canonical(definition))
+    differs = [n for n in ("template", "provider", "model", "options") if old.get(n) != new.get(n)]
+    if differs and differs[0] in ("template", "provider", "model"):
+        name = differs[0]
+        what = f"its {name} was {_short(old.get(name))}, this one's is {_short(new.get(name))}"
+    else:
+        what = f"its {' and '.join(differs) or 'definition'} differ"
     return _fail(
         ErrorCode.STORE_MISMATCH,
         path,
-        f"it holds another batch (it differs in {what}{detail}); pass another store path, or "
-        "resend_changed=True to send the changed rows again into this one",
+        f"it holds another batch ({what}); pass another store path, or resend_changed=True to "
+        "send the changed rows again into this one",
     )
 
 

@@ -101,8 +101,9 @@ def worker_engine(engine: Engine, provider: str) -> WorkerEngine:
     base = WorkerEngine(provider, None, None, None, None, engine.retries, engine.retry_base,
                         engine.retry_cap)  # fmt: skip
     config = engine._providers.get(provider)
-    if config is None:  # a plugin's route: every engine has it
-        return base
+    handle = engine.registry.handle(provider)
+    if config is None or (handle is not None and handle.fixed):
+        return base  # a plugin's route (mock, mock-direct, a package's): every engine has it
     if provider in engine.credentials._session_keys or config.api_key is not None:
         variable = config.api_key_env or f"{provider.upper().replace('-', '_')}_API_KEY"
         raise LlmError(
