@@ -329,13 +329,14 @@ class BatchRun:
                 self._children.add(child)
             try:
                 result = await self._send(item, child)
-                self.spent += result_cost(result, s.price)
+                cost = result_cost(result, s.price)
+                self.spent += cost
             finally:
                 if child is not None:
                     self._children.discard(child)
                 if s.max_cost is not None:
                     await self._release()
-            self._finish(item, result)
+            self._finish(item, result, cost)
 
     async def _send(self, item: WorkItem, child: StopSignal | None) -> BatchResult:
         s = self.s
@@ -359,13 +360,14 @@ class BatchRun:
             return self._weight_base + estimate_tokens(prompt)
         return self._weight_base + prompt_tokens(prompt)
 
-    def _finish(self, item: WorkItem, result: BatchResult) -> None:
-        """A row's result: journaled (with a store) or kept, counted, shown."""
+    def _finish(self, item: WorkItem, result: BatchResult, cost: float = 0.0) -> None:
+        """A row's result (and what it cost): journaled (with a store) or kept, counted,
+        shown."""
         s = self.s
         store = s.store
         aborted = isinstance(result, LlmError) and result.code == ErrorCode.ABORTED
         if store is not None and not aborted and item.key is not None:
-            row = row_result(result, s.schema, s.price)
+            row = row_result(result, s.schema, cost)
             store.record(s.part, item.pos, item.key, prompt_text(item.prompt), row)
             if store.uncommitted and self._commit_timer is None:  # committed soon, in a group
                 self._commit_timer = asyncio.get_running_loop().call_later(

@@ -78,6 +78,7 @@ from ..core.protocol import FinishReason, Message, TokenUsage, block_from_json
 
 __all__ = [
     "FORMAT",
+    "SCHEMA",
     "BatchStore",
     "RowResult",
     "StoredRow",
@@ -88,7 +89,8 @@ __all__ = [
 #: The journal layout's version (``batch.format``).
 FORMAT = 1
 
-_DDL = """
+#: The statements that create this module's tables (the module docstring describes them).
+SCHEMA = """
 CREATE TABLE IF NOT EXISTS batch (
   id INTEGER PRIMARY KEY CHECK (id = 1),
   format INTEGER NOT NULL,
@@ -340,7 +342,7 @@ class BatchStore:
             conn.execute("PRAGMA journal_mode = DELETE")
         fingerprint = self.definition_digest.hex()
         with self.write():
-            for statement in _DDL.split(";"):
+            for statement in SCHEMA.split(";"):
                 if statement.strip():
                     conn.execute(statement)
             row = conn.execute(
