@@ -127,8 +127,7 @@ async def test_the_view_shows_the_line_and_errors_then_one_static_summary(
     assert any("latest errors" in line and "&lt;b&gt;bold&lt;/b&gt;" in line for line in lines)
     assert not any("<script>" in line for line in lines)
     (summary,) = handle.updates
-    assert "3/3 rows, 1 failed" in summary["text/plain"]
-    assert "<pre>" in summary["text/html"]
+    assert summary == {"text/plain": "3/3 prompts done, 1 failed, <$0.0001 spent"}
     assert view.closed
     # The Stop button is shown only where its click can reach the batch (the kernel's loop).
     assert view.stop_button.layout.display is None

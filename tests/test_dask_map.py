@@ -42,7 +42,7 @@ def client() -> Iterator[Client]:
                 threads_per_worker=1,
                 processes=True,
                 host="127.0.0.1",
-                dashboard_address=None,
+                dashboard_address=":0",
             ) as cluster,
             Client(cluster) as dask_client,
         ):

@@ -181,7 +181,7 @@ class BatchStatus:
         rate = self.rows_per_second
         if rate is not None:
             parts.append(f"{rate:,.1f} rows/s")
-        if self.eta is not None and not self.finished:
+        if self.eta is not None and not self.finished and self.done < (self.total or 0):
             parts.append(f"ETA {_duration(self.eta)}")
         if self.spent is not None:
             parts.append(f"{money(self.spent)} spent")

@@ -13,8 +13,8 @@ The button is there when its click can arrive: when the batch runs on the kernel
 widget message until the cell ends; the view says to interrupt the kernel instead, which stops
 the batch the same way.
 
-When the batch ends, the widgets are replaced, in place, by one static summary (text and
-HTML): what a saved notebook keeps, no widget state. In a headless run (nbclient, papermill: see
+When the batch ends, the widgets are replaced, in place, by one static summary line: what a
+saved notebook keeps, no widget state. In a headless run (nbclient, papermill: see
 :mod:`.watching`) no widget is made, only that summary. Outside a kernel there is no view.
 """
 
@@ -59,10 +59,25 @@ def progress_bar(total: int) -> BatchProgress | None:
 
 
 def summary(status: BatchStatus) -> dict[str, str]:
-    """What a finished batch leaves in the cell: a plain line and the same as HTML."""
-    where = f"; journal: {status.store}" if status.store else ""
-    text = f"{status.line()}{where}"
-    return {"text/plain": text, "text/html": f"<pre>{html.escape(text)}</pre>"}
+    """What a finished batch leaves in the cell: one plain line (no pace or time, so a saved
+    notebook's output is the same each run): rows done and failed, rows from the journal, the
+    cost, the rate limits when any were met, and the journal's path."""
+    total = status.total if status.total else status.done
+    parts = [f"{status.done}/{total} prompts done"]
+    if status.failed:
+        parts.append(f"{status.failed} failed")
+    if status.resumed:
+        parts.append(f"{status.resumed} from the journal")
+    if status.spent is not None:
+        parts.append(f"{money(status.spent)} spent")
+    if "no limit known" not in status.rate_limits:
+        parts.append(f"rate limits: {status.rate_limits.split(', waiting')[0]}")
+    text = ", ".join(parts)
+    if status.stopped:
+        text += "; stopped"
+    if status.store:
+        text += f"; journal: {status.store}"
+    return {"text/plain": text}
 
 
 def _done_line(done: int, total: int, spent: float | None = None) -> dict[str, str]:
