@@ -101,11 +101,11 @@ def worker_engine(engine: Engine, provider: str) -> WorkerEngine:
     adapter = engine.adapter_of(provider)
     base = WorkerEngine(provider, None, None, None, None, engine.retries, engine.retry_base,
                         engine.retry_cap)  # fmt: skip
-    config = engine._providers.get(provider)
     handle = engine.registry.handle(provider)
-    if config is None or (handle is not None and handle.fixed):
+    if handle is None or handle.fixed:
         return base  # a plugin's route (mock, mock-direct, a package's): every engine has it
-    if provider in engine.credentials._session_keys or config.api_key is not None:
+    config = engine.provider(provider)
+    if engine.credentials.given_in_session(provider) or config.api_key is not None:
         variable = config.api_key_env or f"{provider.upper().replace('-', '_')}_API_KEY"
         raise LlmError(
             f"provider {provider!r} has its key set in this session, which Dask workers cannot "
