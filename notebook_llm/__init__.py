@@ -67,6 +67,7 @@ if TYPE_CHECKING:
     from .engine.pricing import set_price
     from .engine.request import Request
     from .engine.routing.registry import AdapterHandle
+    from .engine.session import default_engine as session_engine
 
 __version__ = "0.1.0"
 
@@ -113,8 +114,10 @@ __all__ = [
     "event_from_json",
     "load_ipython_extension",
     "map",
+    "mcp",
     "record",
     "run_tools",
+    "session_engine",
     "set_price",
     "stream_tools",
     "tool",
@@ -138,6 +141,7 @@ _LAZY: dict[str, tuple[str, str]] = {
     "LlmError": (".core.errors", "LlmError"),
     "LuaAdapter": (".adapters.lua.lua_adapter", "LuaAdapter"),
     "set_price": (".engine.pricing", "set_price"),
+    "session_engine": (".engine.session", "default_engine"),
     "Request": (".engine.request", "Request"),
     "AdapterHandle": (".engine.routing.registry", "AdapterHandle"),
     "Completion": (".core.completion", "Completion"),
@@ -178,7 +182,7 @@ _LAZY: dict[str, tuple[str, str]] = {
 
 
 #: Public modules, by the short name the docs use (``from notebook_llm import record``).
-_MODULES: dict[str, str] = {"record": ".api.recording"}
+_MODULES: dict[str, str] = {"record": ".api.recording", "mcp": ".api.mcp"}
 
 
 def __getattr__(name: str) -> Any:

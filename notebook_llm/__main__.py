@@ -1,4 +1,6 @@
-"""Command line: ``python -m notebook_llm demo | ask | check-adapter | draft-adapter | providers``."""
+"""Command line: ``notebook-llm`` (or ``python -m notebook_llm``) with a command: ``demo``,
+``ask``, ``providers``, ``check-adapter``, ``draft-adapter`` or ``export-adapter``;
+``COMMAND --help`` for its options."""
 
 from __future__ import annotations
 
@@ -9,8 +11,8 @@ import re
 import sys
 from collections.abc import Sequence
 
-from .core.dash_options import single_dash_long_option
-from .core.errors import LlmError
+from .core.dash_options import option_hint
+from .core.errors import ErrorCode, LlmError
 from .core.protocol import (
     BlockEnd,
     BlockStart,
@@ -48,7 +50,7 @@ def _plain(text: str) -> str:
 
 
 def _dash_hint(parser: argparse.ArgumentParser, argv: Sequence[str]) -> str | None:
-    """ "did you mean --max-tokens?" for a long option typed with one dash (see
+    """ "did you mean --max-tokens?" for a long option typed with one dash or misspelt (see
     :mod:`notebook_llm.core.dash_options`), over every option of every subcommand."""
     parsers = [parser]
     for action in parser._actions:  # argparse keeps its subparsers here (no public accessor)
@@ -62,7 +64,7 @@ def _dash_hint(parser: argparse.ArgumentParser, argv: Sequence[str]) -> str | No
                 long_options.append(option)
             if action.nargs != 0:
                 valued.append(option)
-    return single_dash_long_option(argv, long_options, valued)
+    return option_hint(argv, long_options, valued)
 
 
 async def _print_stream(
@@ -100,6 +102,13 @@ async def _print_stream(
     return failure
 
 
+def _prog() -> str:
+    """The name the command was run by, for its usage lines: ``notebook-llm`` (the console
+    script) or ``python -m notebook_llm``."""
+    name = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else ""
+    return "notebook-llm" if name.startswith("notebook-llm") else "python -m notebook_llm"
+
+
 def _demo(args: argparse.Namespace) -> int:
     engine = default_engine()
     print("notebook_llm demo: the offline mock provider through the openai Lua adapter and a")
@@ -117,14 +126,36 @@ def _demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def _ask_target(engine: Engine, args: argparse.Namespace) -> tuple[str, str | None, list[str]]:
+    """The provider, model and prompt words of ``ask``.
+
+    ``-p`` takes ``PROVIDER`` or ``PROVIDER:MODEL`` (as ``%%llm`` does). Without ``-p``, a first
+    word that names a provider (``openai``, ``mock:reasoning``) chooses it, as on a ``%%llm``
+    line; a quoted prompt is one word, so ``ask "openai hi"`` sends it as written."""
+    words = list(args.prompt)
+    target = args.provider
+    if target is None and words:
+        first, _, _ = words[0].partition(":")
+        if first in engine.provider_names():
+            target = words.pop(0)
+    provider, _, model = (target or "mock").partition(":")
+    if model and args.model is not None:
+        raise LlmError(
+            f"the model is given twice ({target} and -m {args.model}): give one",
+            ErrorCode.INVALID_OPTIONS,
+        )
+    return provider, model or args.model, words
+
+
 def _ask(args: argparse.Namespace) -> int:
     engine = default_engine()
-    prompt = " ".join(args.prompt) or sys.stdin.read()
+    provider, model, words = _ask_target(engine, args)
+    prompt = " ".join(words) or sys.stdin.read()
     failure = asyncio.run(
         _print_stream(
             engine,
-            args.provider,
-            args.model,
+            provider,
+            model,
             prompt,
             system=args.system,
             max_tokens=args.max_tokens,
@@ -217,17 +248,23 @@ def _export_adapter(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m notebook_llm", description=_plain(__doc__ or "")
-    )
+    parser = argparse.ArgumentParser(prog=_prog(), description=_plain(__doc__ or ""))
     sub = parser.add_subparsers(dest="command")
     sub.add_parser("demo", help="stream a few answers from the offline mock provider")
-    ask = sub.add_parser("ask", help="ask one question and stream the answer")
-    ask.add_argument("prompt", nargs="*")
-    ask.add_argument("-p", "--provider", default="mock")
-    ask.add_argument("-m", "--model", default=None)
-    ask.add_argument("-s", "--system", default=None)
-    ask.add_argument("--max-tokens", type=int, default=None)
+    ask = sub.add_parser(
+        "ask",
+        help="ask one question and stream the answer",
+        description="Ask one question and stream the answer: ask [PROVIDER[:MODEL]] PROMPT... "
+        "(a first word that names a provider chooses it, as on a %%llm line; quote the whole "
+        "prompt to send it as written; no prompt: read it from stdin).",
+    )
+    ask.add_argument("prompt", nargs="*", help="[PROVIDER[:MODEL]] and the prompt's words")
+    ask.add_argument(
+        "-p", "--provider", default=None, help="PROVIDER or PROVIDER:MODEL (default: mock)"
+    )
+    ask.add_argument("-m", "--model", default=None, help="the model (default: the provider's)")
+    ask.add_argument("-s", "--system", default=None, help="a system prompt")
+    ask.add_argument("--max-tokens", type=int, default=None, help="limit on output tokens")
     sub.add_parser("providers", help="list providers and whether their key is set")
     check = sub.add_parser("check-adapter", help="run the conformance kit on a Lua adapter")
     check.add_argument("path")

@@ -80,3 +80,12 @@ def comms(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str]]:
     monkeypatch.setattr(comm, "create_comm", lambda **kw: RecordingComm(log, **kw))
     monkeypatch.setattr(live, "_LIBRARY", None)  # made on this recording comm
     return log
+
+
+# ---------------------------------------------------------------------- parallel workers
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    from kernel_ports import kernel_ports_below_the_ephemeral_range
+
+    kernel_ports_below_the_ephemeral_range()  # (why: tests/kernel_ports.py)

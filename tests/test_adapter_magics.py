@@ -12,6 +12,7 @@ import pytest
 from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 from IPython.utils.capture import capture_output
+from waiting import until_sync
 
 from notebook_llm.adapters.lua.lua_adapter import LuaAdapter
 from notebook_llm.engine.engine import Engine
@@ -165,18 +166,15 @@ def test_watch_reloads_on_save_and_stops(shell: Any, tmp_path: Path) -> None:
     path.write_text(V1.replace('"demo"', '"watched"'))
     _run(sh, f"watch {path} --interval 0.05")
     assert engine.adapter("watched").version == "1"
-    time.sleep(0.05)
+    time.sleep(0.05)  # a later modification time than v1's, however coarse the clock
     path.write_text(V1.replace('"demo"', '"watched"').replace('"1"', '"9"'))
     watcher = magics.watchers[path.resolve()]
-    deadline = time.monotonic() + 5
-    while engine.adapter("watched").version != "9" and time.monotonic() < deadline:
-        time.sleep(0.02)
-    assert engine.adapter("watched").version == "9"
+    until_sync(lambda: engine.adapter("watched").version == "9", "the reload of version 9")
     path.write_text("return {")
-    deadline = time.monotonic() + 5
-    while watcher.reloads < 2 and time.monotonic() < deadline:
-        time.sleep(0.02)
-    time.sleep(0.1)
+    until_sync(
+        lambda: watcher.reloads >= 2 and watcher.last is not None and "kept" in watcher.last.plain,
+        "the failed reload",
+    )
     assert watcher.last is not None
     assert "kept the previous version (9)" in watcher.last.plain
     assert engine.adapter("watched").version == "9"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -106,7 +107,7 @@ def test_help_has_no_rest_markup() -> None:
     out = run("--help")
     assert out.returncode == 0
     assert "``" not in out.stdout
-    assert "python -m notebook_llm demo | ask" in out.stdout
+    assert "(or python -m notebook_llm) with a command: demo," in out.stdout
 
 
 @pytest.mark.parametrize(
@@ -138,3 +139,65 @@ def test_providers_say_what_the_mock_adapters_are() -> None:
     assert "openai Lua adapter against a loopback mock server" in mock
     direct = next(line for line in listing if line.startswith("mock-direct"))
     assert "no HTTP" in direct
+
+
+def _console_script() -> str:
+    """The ``notebook-llm`` command of this environment (what the README's reader types)."""
+    script = Path(sys.executable).parent / "notebook-llm"
+    assert script.exists(), f"{script}: the console script is not installed"
+    return str(script)
+
+
+def run_command(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [_console_script(), *args], capture_output=True, text=True, timeout=120, check=False
+    )
+
+
+def test_ask_takes_provider_colon_model_as_the_magics_do() -> None:
+    out = run_command("ask", "-p", "mock:reasoning", "Why", "is", "the", "sky", "blue?")
+    assert out.returncode == 0, out.stderr
+    assert "[thinking]" in out.stdout  # the reasoning model answered
+    assert "Why is the sky blue?" in out.stdout
+    twice = run_command("ask", "-p", "mock:echo", "-m", "lorem", "hi")
+    assert twice.returncode == 1
+    assert twice.stderr.strip() == (
+        "error: [INVALID_OPTIONS] the model is given twice (mock:echo and -m lorem): give one"
+    )
+
+
+def test_ask_reads_a_first_word_that_names_a_provider_as_the_provider() -> None:
+    out = run_command("ask", "openai", "hi")
+    # openai was chosen (it has no key here), not the mock fed "openai hi"
+    assert out.returncode == 1
+    assert out.stderr.startswith("error: [MISSING_CREDENTIAL] no API key for provider 'openai'")
+    assert "openai hi" not in out.stdout
+    chosen = run_command("ask", "mock:reasoning", "hi")
+    assert chosen.returncode == 0
+    assert "[thinking]" in chosen.stdout
+    quoted = run_command("ask", "openai hi")  # one quoted word: the prompt as written
+    assert quoted.returncode == 0
+    assert quoted.stdout.startswith("openai hi")
+    plain = run_command("ask", "what", "is", "openai?")  # not the first word: a prompt word
+    assert plain.returncode == 0
+    assert plain.stdout.startswith("what is openai?")
+
+
+def test_help_names_every_command_in_its_summary() -> None:
+    out = run_command("--help")
+    assert out.returncode == 0
+    assert out.stdout.startswith("usage: notebook-llm ")
+    summary = out.stdout.split("\n\n")[1]  # the description, before the list of commands
+    for command in ("demo", "ask", "providers", "check-adapter", "draft-adapter", "export-adapter"):
+        assert command in summary, command
+    ask = run_command("ask", "--help")
+    assert "[PROVIDER[:MODEL]]" in ask.stdout
+    assert "PROVIDER or PROVIDER:MODEL" in ask.stdout
+
+
+def test_a_misspelt_cli_option_gets_did_you_mean() -> None:
+    out = run_command("ask", "--max_tokens", "5", "hi")
+    assert out.returncode == 2
+    assert out.stderr.splitlines()[-1] == (
+        "notebook-llm: error: --max_tokens is not an option: did you mean --max-tokens?"
+    )

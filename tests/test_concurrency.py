@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from waiting import GUARD, HeldServer, until
 
 from notebook_llm import Engine, Event, Finish, TextDelta, assemble, validate_stream
 from notebook_llm.adapters.lua.lua_adapter import LuaAdapter
@@ -77,16 +78,21 @@ async def one(eng: Engine, i: int, marks: dict[int, tuple[float, float]]) -> lis
     return events
 
 
-async def test_fifty_concurrent_streams_keep_their_own_state(srv: MockServer) -> None:
+async def test_fifty_concurrent_streams_keep_their_own_state() -> None:
     adapter = LuaAdapter.from_source(STATEFUL)
     eng = Engine(config_file=False, env_file=False, retries=0)
-    eng.add_provider("s", adapter=adapter, base_url=srv.url + "/v1", model="echo")
     marks: dict[int, tuple[float, float]] = {}
-    start = time.perf_counter()
-    results = await asyncio.wait_for(
-        asyncio.gather(*(one(eng, i, marks) for i in range(N))), timeout=30
-    )
-    wall = time.perf_counter() - start
+    # The server holds every answer until all fifty requests are in: the streams overlap by
+    # construction, not by the luck of the scheduler.
+    with HeldServer(chunk_delay=0.01) as srv:
+        eng.add_provider("s", adapter=adapter, base_url=srv.url + "/v1", model="echo")
+        start = time.perf_counter()
+        streams = asyncio.ensure_future(asyncio.gather(*(one(eng, i, marks) for i in range(N))))
+        await until(lambda: len(srv.requests) == N, "every stream at the server")
+        srv.release()
+        results = await asyncio.wait_for(streams, GUARD)
+        wall = time.perf_counter() - start
+        assert srv.most_requests_at_once == N
     assert len(srv.requests) == N
     for i, events in enumerate(results):
         validate_stream(events)
@@ -102,17 +108,15 @@ async def test_fifty_concurrent_streams_keep_their_own_state(srv: MockServer) ->
         assert m.group(2) == f"{i:02d}"  # the id remembered by this stream's state
         assert int(m.group(3)) == deltas - 1  # its own counter (the last delta is the trailer)
         assert m.group(4) == prompt  # its own buffer, nothing from the others
-    # the streams really overlapped (peak number of streams between first and last event)
+    # how many were in flight between their first and last event (a figure, not a verdict)
     points = sorted([(s, 1) for s, _ in marks.values()] + [(e, -1) for _, e in marks.values()])
     live = peak = 0
     for _, step in points:
         live += step
         peak = max(peak, live)
-    assert peak >= N // 2, peak
     print(
         f"\n{N} concurrent Lua streams: {wall:.2f} s wall, peak {peak} in flight"
     )  # figure for docs/reliability.md
-    assert wall < 20
 
 
 async def test_concurrent_streams_in_threads(srv: MockServer) -> None:

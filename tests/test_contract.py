@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import time
 from typing import Any
 
 import pytest
@@ -528,18 +527,16 @@ def test_bad_field_types_raise_adapter_error() -> None:
     assert info.value.code == ErrorCode.ADAPTER_ERROR
 
 
-def test_hot_path_20000_chunks_is_fast() -> None:
+def test_20000_chunks_map_to_one_block() -> None:
+    # (its speed is measured in bench/, not asserted here)
     mapper = ChunkMapper()
     chunks = [{"content": "tok ", "done": False}] * 20_000
-    start = time.perf_counter()
     n = 0
     for chunk in chunks:
         n += len(mapper.feed(chunk))
     events = mapper.finish()
-    elapsed = time.perf_counter() - start
     assert n == 20_001
     assert len(events[0].block.text) == 80_000  # type: ignore[union-attr]
-    assert elapsed < 0.5, elapsed
 
 
 # --------------------------------------------------------------------------------------------

@@ -18,7 +18,7 @@ from notebook_llm.adapters.mock.server import MockServer
 from notebook_llm.core.timeouts import DEFAULT_TIMEOUTS, Timeouts
 
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
-GUARD = 20.0  # seconds: without the limits these requests never end
+GUARD = 60.0  # seconds, a hang guard: without the limits these requests never end
 
 HEAD = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
 
@@ -85,9 +85,13 @@ async def trickle_head(reader: asyncio.StreamReader, writer: asyncio.StreamWrite
         await asyncio.sleep(1.0)
 
 
+#: Ten events 0.3 s apart: 3 s in all, past the idle limit below, while no gap comes near it.
+WORDS = ("one ", "two ", "three ", "four ", "five ", "six ", "seven ", "eight ", "nine ", "ten")
+
+
 async def slow_events(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
     writer.write(HEAD)
-    for word in ("one ", "two ", "three ", "four ", "five"):
+    for word in WORDS:
         await asyncio.sleep(0.3)
         writer.write(chunk(event(word)))
         await writer.drain()
@@ -134,12 +138,13 @@ async def test_a_server_inside_every_read_timeout_still_times_out(
 
 async def test_the_idle_limit_is_reset_by_each_event_and_a_request_overrides_the_engine() -> None:
     async with server(slow_events) as port:
-        # 1.5 s of events 0.3 s apart: within an idle limit of 1 s, past it as a deadline.
-        text, err = await run(engine_on(port, Timeouts(deadline=None, idle=1.0)))
+        # 3 s of events 0.3 s apart: within an idle limit of 2 s (the gaps leave it a margin
+        # of more than six times, for a busy machine), past it as a deadline.
+        text, err = await run(engine_on(port, Timeouts(deadline=None, idle=2.0)))
         assert err is None
-        assert text == "one two three four five"
+        assert text == "".join(WORDS)
         text, err = await run(
-            engine_on(port, Timeouts(deadline=None, idle=1.0)),
+            engine_on(port, Timeouts(deadline=None, idle=2.0)),
             timeouts=Timeouts(deadline=0.8, idle=None),
         )
         with pytest.raises(LlmError) as caught:  # complete (and amap) take it too

@@ -21,6 +21,7 @@ import pytest
 
 from notebook_llm.__main__ import main
 from notebook_llm.adapters.lua.lua_adapter import LuaAdapter
+from notebook_llm.adapters.lua.runtime import LuaLimits
 from notebook_llm.conformance import check_requests, load_fixture, replay_fixture
 from notebook_llm.conformance.draft import draft_adapter
 from notebook_llm.conformance.draft.lua_text import comment_text, lua_str
@@ -444,7 +445,22 @@ def test_c_the_cli_answers_a_hostile_body_with_one_line_never_a_traceback(
         assert "Traceback" not in err
 
 
-def test_c_a_huge_stream_drafts_a_safe_adapter() -> None:
+def test_c_a_huge_stream_drafts_a_safe_adapter(monkeypatch: pytest.MonkeyPatch) -> None:
+    # What this checks is the mapping: a draft inferred from a sample maps all 20,000 payloads.
+    # The draft's check runs every payload of one network read under one CPU budget, so with
+    # the default 1 s the verdict depended on how the bytes were split and on the machine's
+    # load; the check here gets a budget that cannot be what decides.
+    roomy = LuaLimits(cpu_seconds=300.0)
+    plain = LuaAdapter.from_source.__func__  # type: ignore[attr-defined]
+
+    made: list[str | None] = []
+
+    def with_room(cls: type[LuaAdapter], source: str, name: str | None = None, **kw: Any) -> Any:
+        kw.setdefault("limits", roomy)
+        made.append(name)
+        return plain(cls, source, name, **kw)
+
+    monkeypatch.setattr(LuaAdapter, "from_source", classmethod(with_room))
     body = _ndjson(
         [{"piece": f"word{i} ", "done": False} for i in range(20_000)] + [{"done": True}]
     )
@@ -456,6 +472,7 @@ def test_c_a_huge_stream_drafts_a_safe_adapter() -> None:
     assert draft.check.completion.text == "".join(f"word{i} " for i in range(20_000))
     assert draft.check is not None
     assert draft.check.completion.text.startswith("word0 word1 ")
+    assert "big" in made  # the check ran on the budget given here
 
 
 # ---------------------------------------------------------------- (d) CLI and magic

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import threading
-import time
 from collections.abc import AsyncIterator
 
 import pytest
 from conftest import ScriptedAdapter
+from waiting import GUARD, until, until_sync
 
 from notebook_llm import (
     BlockEnd,
@@ -190,16 +190,16 @@ class Slow(LlmAdapter):
 
     def __init__(self) -> None:
         self.closed = asyncio.Event()
-        self.closed_at: float | None = None
+        self.started = False
 
     async def stream(self, options: GenerateOptions) -> AsyncIterator[Event]:
         try:
             yield BlockStart(0, "text")
             yield TextDelta(0, "partial")
+            self.started = True
             await asyncio.sleep(3600)
             yield STOP
         finally:
-            self.closed_at = time.monotonic()
             self.closed.set()
 
 
@@ -214,13 +214,10 @@ async def test_stop_signal_ends_with_aborted_and_closes_the_adapter(engine: Engi
             events.append(ev)
 
     task = asyncio.create_task(consume())
-    await asyncio.sleep(0.05)
-    t0 = time.monotonic()
+    await until(lambda: slow.started, "the first text")  # the adapter now waits an hour
     threading.Thread(target=stop.set).start()  # a Stop button lives in another thread
-    await asyncio.wait_for(task, 1.0)
+    await asyncio.wait_for(task, GUARD)  # a hang guard: without the Stop, an hour
     assert slow.closed.is_set()
-    assert slow.closed_at is not None
-    assert slow.closed_at - t0 < 1.0
     validate_stream(events)
     finish = events[-1]
     assert isinstance(finish, Finish)
@@ -239,11 +236,11 @@ async def test_cancelling_the_consumer_closes_the_adapter(engine: Engine) -> Non
             pass
 
     task = asyncio.create_task(consume())
-    await asyncio.sleep(0.05)
+    await until(lambda: slow.started, "the adapter's stream")
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
-    await asyncio.wait_for(slow.closed.wait(), 1.0)
+    await asyncio.wait_for(slow.closed.wait(), GUARD)
 
 
 async def test_breaking_out_of_the_iteration_closes_the_adapter(engine: Engine) -> None:
@@ -252,14 +249,19 @@ async def test_breaking_out_of_the_iteration_closes_the_adapter(engine: Engine) 
     async for ev in engine.stream("slow", prompt="x"):
         if isinstance(ev, TextDelta):
             break
-    await asyncio.wait_for(slow.closed.wait(), 1.0)
+    await asyncio.wait_for(slow.closed.wait(), GUARD)
 
 
 def test_complete_sync_stop_from_another_thread(engine: Engine) -> None:
     slow = Slow()
     engine.register_adapter(["slow"], slow)
     stop = StopSignal()
-    threading.Timer(0.1, stop.set).start()
+
+    def stop_once_partial() -> None:  # a Stop button, pressed once the first text is there
+        until_sync(lambda: slow.started, "the first text")
+        stop.set()
+
+    threading.Thread(target=stop_once_partial, daemon=True).start()
     with pytest.raises(LlmError) as info:
         engine.complete_sync("slow", prompt="x", stop_signal=stop)
     assert info.value.code == "ABORTED"
@@ -347,8 +349,9 @@ async def test_reasoning_effort_on_a_model_without_efforts(engine: Engine) -> No
 
 
 async def test_one_stop_signal_stops_every_stream_it_was_given(engine: Engine) -> None:
-    engine.register_adapter(["s1"], Slow())
-    engine.register_adapter(["s2"], Slow())
+    s1, s2 = Slow(), Slow()
+    engine.register_adapter(["s1"], s1)
+    engine.register_adapter(["s2"], s2)
     stop = StopSignal()
 
     async def consume(route: str) -> Event:
@@ -359,9 +362,9 @@ async def test_one_stop_signal_stops_every_stream_it_was_given(engine: Engine) -
         return last
 
     tasks = [asyncio.create_task(consume(r)) for r in ("s1", "s2")]
-    await asyncio.sleep(0.05)
+    await until(lambda: s1.started and s2.started, "both streams")
     stop.set()
-    finishes = await asyncio.wait_for(asyncio.gather(*tasks), 1.0)
+    finishes = await asyncio.wait_for(asyncio.gather(*tasks), GUARD)
     assert all(isinstance(f, Finish) and f.reason.kind == "aborted" for f in finishes)
 
 

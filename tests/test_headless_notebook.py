@@ -80,7 +80,11 @@ def test_headless_notebook_survives_every_mistake(
     nb = nbformat.v4.new_notebook()
     nb.cells = [nbformat.v4.new_code_cell(src) for src in CELLS]
     client = NotebookClient(
-        nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}
+        nb,
+        timeout=600,
+        startup_timeout=300,
+        kernel_name="python3",
+        resources={"metadata": {"path": str(tmp_path)}},
     )
     with client.setup_kernel():
         for index, cell in enumerate(nb.cells):

@@ -244,14 +244,14 @@ RUNNER = textwrap.dedent(
     from notebook_llm.adapters.lua.runtime import LuaLimits, LuaSandbox
 
     cases = json.loads(sys.stdin.read())
-    for name, body in cases.items():
+    for name, (body, budget) in cases.items():
         hook = "transform_stream_chunk" if name.startswith("stream-") else "transform_request"
         src = "return { name = 't', " + hook + " = function(r)\\n" + body + "\\nend }"
-        sb = LuaSandbox(src, limits=LuaLimits(cpu_seconds=0.5))
+        sb = LuaSandbox(src, limits=LuaLimits(cpu_seconds=budget, wall_seconds=300))
         used = resource.getrusage(resource.RUSAGE_SELF)
         used = used.ru_utime + used.ru_stime
-        # a hang is killed by SIGXCPU: 2 s of CPU above what the process used so far
-        limit = math.ceil(used) + 2
+        # a hang is killed by SIGXCPU: 2 s of CPU above the budget and what the process used
+        limit = math.ceil(used + budget) + 2
         resource.setrlimit(resource.RLIMIT_CPU, (limit, resource.RLIM_INFINITY))
         t0 = time.thread_time()
         try:
@@ -343,10 +343,20 @@ def test_a_stop_signal_ends_every_c_function_class() -> None:
     assert not wrong, wrong
 
 
+#: The CPU budget of a case the budget must end; every other case (a memory, size or script
+#: error, or a plain return) gets ``ROOM``, so that what it checks is the only limit that can
+#: fire: filling 64 MiB takes about as long as 0.5 s of CPU, and under load the budget won.
+CPU_BUDGET, ROOM = 0.5, 10.0
+
+
+def budget(code: str) -> float:
+    return CPU_BUDGET if code == T else ROOM
+
+
 @pytest.fixture(scope="module")
 def results() -> dict[str, tuple[str, str, float]]:
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    bodies = {name: body for name, (body, _) in CASES.items()}
+    bodies = {name: (body, budget(code)) for name, (body, code) in CASES.items()}
     proc = subprocess.run(
         [sys.executable, "-c", RUNNER],
         input=json.dumps(bodies),
@@ -469,23 +479,31 @@ def test_patterns_that_cannot_explode_keep_the_c_path() -> None:
 
 EXPLODE = """return { name = "spin", transform_stream_chunk = function(c) return c end,
   transform_request = function(req)
-    return tostring(string.find(string.rep("a", 60), string.rep("a-", 60) .. "b"))
+    log("info", "spinning") return tostring(string.find(string.rep("a", 60), string.rep("a-", 60) .. "b"))
   end }"""
 PATIENT = LuaLimits(cpu_seconds=120, wall_seconds=120)
 
 
-def _later(delay: float, action: Any) -> threading.Timer:
-    timer = threading.Timer(delay, action)
-    timer.daemon = True
-    timer.start()
-    return timer
+def once_running(action: Any) -> Any:
+    """A sandbox ``log`` callback that does ``action`` (in another thread, a moment later) once
+    the hook logs that it is about to spin: the test acts on an event, not after a guessed
+    time (the pattern never ends by itself, so a later action still finds it spinning)."""
+
+    def log(level: str, message: str) -> None:
+        if message == "spinning":
+            timer = threading.Timer(0.1, action)
+            timer.daemon = True
+            timer.start()
+
+    return log
 
 
 def test_a_stop_signal_ends_a_hook_inside_an_exploding_pattern() -> None:
-    sb = LuaSandbox(EXPLODE, limits=PATIENT)
     stop = StopSignal()
+    sb = LuaSandbox(
+        EXPLODE, limits=PATIENT, log=once_running(lambda: stop.set("stopped by the test"))
+    )
     sb.set_stop(stop)
-    _later(0.3, lambda: stop.set("stopped by the test"))
     with pytest.raises(LlmError) as info:
         sb.call("transform_request", "{}")
     assert info.value.code == ErrorCode.ABORTED
@@ -495,9 +513,12 @@ def test_a_stop_signal_ends_a_hook_inside_an_exploding_pattern() -> None:
         sb.call("transform_request", "{}")
 
 
+def interrupt_me() -> None:
+    os.kill(os.getpid(), signal.SIGINT)
+
+
 def test_sigint_in_the_main_thread_is_handed_on_as_keyboard_interrupt() -> None:
-    sb = LuaSandbox(EXPLODE, limits=PATIENT)
-    _later(0.3, lambda: os.kill(os.getpid(), signal.SIGINT))
+    sb = LuaSandbox(EXPLODE, limits=PATIENT, log=once_running(interrupt_me))
     with pytest.raises(KeyboardInterrupt):
         sb.call("transform_request", "{}")
 
@@ -508,8 +529,7 @@ def test_a_sigint_handler_that_only_schedules_a_cancel_still_stops_the_hook() ->
     calls: list[int] = []
     previous = signal.signal(signal.SIGINT, lambda signum, frame: calls.append(signum))
     try:
-        sb = LuaSandbox(EXPLODE, limits=PATIENT)
-        _later(0.3, lambda: os.kill(os.getpid(), signal.SIGINT))
+        sb = LuaSandbox(EXPLODE, limits=PATIENT, log=once_running(interrupt_me))
         with pytest.raises(LlmError) as info:
             sb.call("transform_request", "{}")
         assert info.value.code == ErrorCode.ABORTED
@@ -525,7 +545,9 @@ def test_the_engine_stop_signal_reaches_a_running_lua_hook() -> None:
     adapter = LuaAdapter.from_source(EXPLODE, limits=PATIENT)
     eng.add_provider("spin", adapter=adapter, base_url="http://127.0.0.1:9", model="m")
     stop = StopSignal()
-    _later(0.3, lambda: stop.set("stopped by the test"))
+    # A trigger, not a synchronisation: whenever the Stop comes (before the hook or inside its
+    # pattern, which never ends by itself), the call ends ABORTED.
+    threading.Timer(0.3, lambda: stop.set("stopped by the test")).start()
     with pytest.raises(LlmError) as info:
         eng.complete_sync("spin", prompt="hi", stop_signal=stop)
     assert info.value.code == ErrorCode.ABORTED
@@ -540,7 +562,13 @@ from notebook_llm.adapters.lua.runtime import LuaLimits
 _e = Engine(config_file=False, env_file=False, retries=0)
 _e.add_provider("spin", adapter=LuaAdapter.from_source({src!r},
     limits=LuaLimits(cpu_seconds=300, wall_seconds=300)), base_url="http://127.0.0.1:9", model="m")
-print("RUNNING", flush=True)
+import logging
+class _Tell(logging.Handler):  # the hook's log("info", "spinning"): it is about to spin
+    def emit(self, record):
+        print("SPINNING", flush=True)
+_spin_log = logging.getLogger("notebook_llm.adapter.spin")
+_spin_log.setLevel(logging.INFO)
+_spin_log.addHandler(_Tell())
 try:
     {call}
 except BaseException as err:
@@ -553,7 +581,7 @@ def kernel() -> Iterator[tuple[Any, Any]]:
     from jupyter_client.manager import start_new_kernel
 
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    km, kc = start_new_kernel(kernel_name="python3", env=env)
+    km, kc = start_new_kernel(kernel_name="python3", env=env, startup_timeout=300)
     try:
         yield km, kc
     finally:
@@ -570,15 +598,14 @@ def test_a_kernel_interrupt_stops_a_spinning_hook(kernel: tuple[Any, Any], call:
     km, kc = kernel
     msg_id = kc.execute(KERNEL_CELL.format(src=EXPLODE, call=call))
     texts: list[str] = []
-    while not any("RUNNING" in t for t in texts):
-        msg = kc.get_iopub_msg(timeout=60)
+    while not any("SPINNING" in t for t in texts):  # the hook is inside the pattern
+        msg = kc.get_iopub_msg(timeout=120)
         if msg["msg_type"] == "stream":
             texts.append(msg["content"]["text"])
-    time.sleep(0.5)  # the hook is now inside the exploding pattern
     km.interrupt_kernel()
     started = time.monotonic()
     while True:  # without the fix: no reply for minutes (the CPU budget is 300 s)
-        reply = kc.get_shell_msg(timeout=30)
+        reply = kc.get_shell_msg(timeout=90)
         if reply["parent_header"].get("msg_id") == msg_id:
             break
     elapsed = time.monotonic() - started
@@ -605,7 +632,10 @@ def test_a_kernel_interrupt_stops_a_spinning_hook(kernel: tuple[Any, Any], call:
     ],
 )
 def test_sigint_reaches_c_functions_of_every_kind(body: str) -> None:
-    sb = LuaSandbox("return { transform_request = function(r) " + body + " end }", limits=PATIENT)
-    _later(0.3, lambda: os.kill(os.getpid(), signal.SIGINT))
+    sb = LuaSandbox(
+        'return { transform_request = function(r) log("info", "spinning") ' + body + " end }",
+        limits=PATIENT,
+        log=once_running(interrupt_me),
+    )
     with pytest.raises(KeyboardInterrupt):
         sb.call("transform_request", "{}")

@@ -55,6 +55,8 @@ class Server:
         self.token_body = token_body
         self.token_headers: dict[str, str] = {}
         self.arrived = asyncio.Event()
+        #: When set, the token request is answered once this is set (instead of after ``delay``).
+        self.gate: asyncio.Event | None = None
 
     async def __call__(self, request: httpx.Request) -> httpx.Response:
         body = await request.aread()
@@ -62,6 +64,8 @@ class Server:
         self.arrived.set()
         if request.url.host == "auth.test":
             if request.url.path == "/token":
+                if self.gate is not None:
+                    await asyncio.wait_for(self.gate.wait(), 60)
                 await asyncio.sleep(self.delay)
                 return httpx.Response(200, content=self.token_body, headers=self.token_headers)
             return httpx.Response(201, content=body)
@@ -98,7 +102,10 @@ async def test_the_builtins_go_through_the_engines_transport() -> None:
 
 
 async def test_the_event_loop_runs_while_a_hook_waits_for_its_request() -> None:
-    server = Server(delay=0.3)
+    # The hook's request is answered only after another task of the loop has run five times:
+    # a hook that held the loop while it waited would never get its answer (the gate's guard).
+    server = Server()
+    server.gate = asyncio.Event()
     ticks = 0
 
     async def ticker() -> None:
@@ -106,13 +113,16 @@ async def test_the_event_loop_runs_while_a_hook_waits_for_its_request() -> None:
         while True:
             await asyncio.sleep(0.01)
             ticks += 1
+            if ticks >= 5:
+                server.gate.set()  # type: ignore[union-attr]
 
     task = asyncio.create_task(ticker())
     try:
-        await _engine(server).complete("p", prompt="hello")
+        completion = await _engine(server).complete("p", prompt="hello")
     finally:
         task.cancel()
-    assert ticks >= 5  # a blocking client would have held the loop for the whole request
+    assert completion.text == "hi"
+    assert ticks >= 5
 
 
 async def test_a_request_is_bounded_by_the_hooks_wall_budget() -> None:

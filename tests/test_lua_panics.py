@@ -27,7 +27,14 @@ PRELUDE = textwrap.dedent(
     """
     import json, sys
     from notebook_llm import Engine, LlmError
-    from notebook_llm.adapters.lua.runtime import LuaSandbox
+    from notebook_llm.adapters.lua.runtime import LuaLimits, LuaSandbox as _Sandbox
+    # What is under test is memory and size: the CPU and wall budgets get room enough never to
+    # be what decides (filling 64 MiB in small pieces, or 100,000 events under one budget, took
+    # about as long as the default 1 s of CPU on a busy machine).
+    ROOMY = LuaLimits(cpu_seconds=120.0, wall_seconds=240.0)
+    def LuaSandbox(source, **kw):
+        kw.setdefault("limits", ROOMY)
+        return _Sandbox(source, **kw)
     ECHO = '''return { name = "echo",
       transform_request = function(r) return r end,
       transform_response = function(b) return {content = #b} end,
@@ -65,8 +72,7 @@ PRELUDE = textwrap.dedent(
       return tostring(ok) .. " " .. tostring(e)
     end }'''
     def tight():
-        from notebook_llm.adapters.lua.runtime import LuaLimits
-        return LuaSandbox(TIGHT, limits=LuaLimits(memory_bytes=4 << 20))
+        return LuaSandbox(TIGHT, limits=LuaLimits(120.0, 4 << 20, wall_seconds=120.0))
     def main():
     """
 )

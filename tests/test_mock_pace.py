@@ -158,7 +158,7 @@ def _kernel_pace(allow_stdin: bool) -> Any:
     ``True`` as JupyterLab, Notebook 7 and VS Code send it, ``False`` as nbclient does."""
     from jupyter_client.manager import start_new_kernel
 
-    km, kc = start_new_kernel(kernel_name="python3")
+    km, kc = start_new_kernel(kernel_name="python3", startup_timeout=300)
     try:
         code = "from notebook_llm.adapters.mock.pace import watched_pace; print(watched_pace())"
         out: list[str] = []

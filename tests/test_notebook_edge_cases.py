@@ -15,6 +15,7 @@ import pytest
 from comm.base_comm import BaseComm
 from IPython.core.interactiveshell import InteractiveShell
 from IPython.utils.capture import capture_output
+from waiting import until
 
 from notebook_llm import (
     BlockStart,
@@ -32,10 +33,14 @@ from notebook_llm.core.redaction import redact
 class Endless(LlmAdapter):
     name = "endless"
 
+    #: Deltas sent so far (by every instance; the engine fixture resets it).
+    sent = 0
+
     async def stream(self, options: GenerateOptions) -> AsyncIterator[Event]:
         yield BlockStart(0, "text")
         while True:
             yield TextDelta(0, "more ")
+            Endless.sent += 1
             await asyncio.sleep(0.005)
         yield Finish.stop()  # pragma: no cover
 
@@ -50,6 +55,7 @@ class QuietComm(BaseComm):
 @pytest.fixture
 def engine(monkeypatch: pytest.MonkeyPatch) -> Iterator[Engine]:
     monkeypatch.setattr(comm, "create_comm", lambda **kw: QuietComm(**kw))
+    Endless.sent = 0
     eng = Engine(config_file=False, env_file=False, retries=0)
     eng.add_provider("endless", adapter=Endless(), needs_key=False)
     set_default_engine(eng)
@@ -72,7 +78,7 @@ async def test_interrupting_an_awaited_chat_shows_and_keeps_the_partial_answer(
     chat = Chat("endless", live=True)
     with capture_output() as cap:
         task = asyncio.ensure_future(chat.asend("go"))
-        await asyncio.sleep(0.2)
+        await until(lambda: Endless.sent >= 3, "some streamed text")
         task.cancel()  # a kernel interrupt of the cell that awaits
         with pytest.raises(asyncio.CancelledError):
             await task

@@ -40,7 +40,11 @@ def test_the_tour_runs_in_a_fresh_kernel_as_typed(tmp_path: Path) -> None:
     nb = nbformat.v4.new_notebook()
     nb.cells = [nbformat.v4.new_code_cell(code.rstrip("\n")) for code in blocks]
     client = NotebookClient(
-        nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}
+        nb,
+        timeout=600,
+        startup_timeout=300,
+        kernel_name="python3",
+        resources={"metadata": {"path": str(tmp_path)}},
     )
     client.execute()  # raises CellExecutionError, naming the block, at the first that fails
     for cell in nb.cells:

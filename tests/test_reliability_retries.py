@@ -22,7 +22,7 @@ from notebook_llm.wire.http_errors import backoff_delay
 
 ADAPTERS = Path(__file__).resolve().parent.parent / "adapters"
 PROMPT = "retry me please"
-GUARD = 15.0
+GUARD = 60.0  # seconds of wall clock: a hang guard, never a verdict on speed
 
 
 @pytest.fixture
@@ -38,7 +38,7 @@ def make_engine(
     base: float = 0.01,
     cap: float = 0.05,
     seed: int | None = None,
-    read: float = 0.4,
+    read: float = 2.0,  # a wide margin over the normal gaps between chunks, on a busy machine
 ) -> Engine:
     eng = Engine(config_file=False, env_file=False, retries=retries, retry_base=base, retry_cap=cap)
     if seed is not None:
@@ -106,14 +106,14 @@ async def test_recovers_within_count(srv: MockServer, fails: int) -> None:
         ("rate_limit", {"seconds": 0}),
         ("server_error", {"status": 500}),
         ("disconnect", {"after": 0}),
-        ("stall", {"after": 0, "seconds": 2}),
+        ("stall", {"after": 0, "seconds": 3600}),  # only the read timeout ends it
         ("error_event", {"after": 0}),  # an in-stream server error before any output
     ],
 )
 async def test_each_retryable_fault_is_retried(
     srv: MockServer, fault: str, params: dict[str, float]
 ) -> None:
-    eng = make_engine(srv, retries=1, read=0.3)
+    eng = make_engine(srv, retries=1)
     srv.inject(fault, **params)
     events, _ = await drain(eng)
     assert finish_of(events).reason.kind == "stop"
@@ -180,7 +180,7 @@ async def test_retry_after_is_honoured(srv: MockServer, caplog: pytest.LogCaptur
     assert finish_of(events).reason.kind == "stop"
     assert len(srv.requests) == 3
     assert waits(caplog) == [pytest.approx(0.3, abs=0.006)] * 2
-    assert 0.6 <= elapsed < 2.0
+    assert elapsed >= 0.6
 
 
 async def test_retry_after_beats_the_backoff_cap(
@@ -260,10 +260,9 @@ async def test_stop_during_backoff_wait(srv: MockServer) -> None:
     ``stop.set()`` while the engine sleeps out a ``Retry-After`` does nothing until the sleep
     ends (up to 120 s). Expected: the stream ends ``aborted`` promptly."""
     eng = make_engine(srv, retries=1)
-    srv.inject("rate_limit", seconds=3)
+    srv.inject("rate_limit", seconds=100)  # longer than the hang guard of drain()
     stop = StopSignal()
-    asyncio.get_running_loop().call_later(0.2, stop.set)
-    events, elapsed = await drain(eng, stop_signal=stop)
+    asyncio.get_running_loop().call_later(0.2, stop.set)  # a trigger: any moment will do
+    events, _ = await drain(eng, stop_signal=stop)
     assert finish_of(events).reason.kind == "aborted"
-    assert elapsed < 1.0, f"stop took {elapsed:.2f}s during a 3 s Retry-After wait"
     assert len(srv.requests) == 1

@@ -133,6 +133,7 @@ SAMPLES: dict[
     "schema_retries": ({"schema": STRICT, "schema_retries": 1}, {}, lambda c: len(c) == 2),
     # A signal set before the request: nothing is sent.
     "stop_signal": ({"stop_signal": "set"}, {}, lambda c: c == []),
+    "stream": ({"stream": False}, {}, lambda c: c[0].stream is False),
 }
 
 #: Options an entry point does not take from its caller, and why.

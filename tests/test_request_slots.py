@@ -12,6 +12,7 @@ from collections.abc import Awaitable, Iterator
 from typing import Any
 
 import pytest
+from waiting import GUARD, HeldServer, until, until_sync
 
 from notebook_llm import Completion, Engine, ErrorCode, LlmError, StopSignal
 from notebook_llm.adapters.lua.lua_adapter import LuaAdapter
@@ -46,18 +47,36 @@ def batch_on(srv: MockServer, prompts: int, concurrency: int, **kw: Any) -> Awai
 
 @pytest.mark.parametrize("concurrency", [1, 3, 12])
 async def test_the_server_never_has_more_than_concurrency_requests(concurrency: int) -> None:
-    # The latency is long enough for every slot to be taken before the first answer ends.
-    with MockServer(latency=0.25) as srv:
+    # The answers are held until every slot is taken (and a few more loop turns, in which a
+    # request over the limit would go out), then flow freely.
+    with HeldServer() as srv:
         texts = [f"prompt {i}" for i in range(2 * concurrency + 1)]
-        results = await amap(
-            texts, engine=server_engine(srv), provider="m", concurrency=concurrency, progress=False
+        batch = asyncio.ensure_future(
+            amap(
+                texts,
+                engine=server_engine(srv),
+                provider="m",
+                concurrency=concurrency,
+                progress=False,
+            )
         )
+        await until(lambda: len(srv.requests) >= concurrency, "every slot taken")
+        for _ in range(50):
+            await asyncio.sleep(0)
+        srv.release()
+        results = await asyncio.wait_for(batch, GUARD)
         assert [r.text for r in results if isinstance(r, Completion)] == texts
         assert srv.most_requests_at_once == concurrency
 
 
 def test_the_sync_map_keeps_the_limit_too() -> None:
-    with MockServer(latency=0.1) as srv:
+    with HeldServer() as srv:
+
+        def release_when_full() -> None:
+            until_sync(lambda: len(srv.requests) >= 3, "every slot taken")
+            srv.release()
+
+        threading.Thread(target=release_when_full, daemon=True).start()
         texts = [f"prompt {i}" for i in range(12)]
         results = map_prompts(
             texts, engine=server_engine(srv), provider="m", concurrency=3, progress=False
@@ -77,24 +96,27 @@ async def test_the_next_prompts_are_prepared_while_the_slots_are_taken(
         return original(self, sandbox, options)
 
     monkeypatch.setattr(LuaAdapter, "_prepare", counting)
-    with MockServer(latency=0.4) as srv:
+    with HeldServer() as srv:
         batch = asyncio.ensure_future(batch_on(srv, 10, concurrency=2))
-        await asyncio.sleep(0.2)  # the first two are at the server
+        await until(lambda: len(srv.requests) == 2 and len(prepared) >= 4, "two more prepared")
+        for _ in range(50):  # loop turns in which a third request or a fifth prompt would go
+            await asyncio.sleep(0)
         assert len(srv.requests) == 2
         assert prepared == ["p0", "p1", "p2", "p3"]  # two more, ready to go
-        results = await batch
+        srv.release()
+        results = await asyncio.wait_for(batch, GUARD)
         assert [r.text for r in results if isinstance(r, Completion)] == [
             f"p{i}" for i in range(10)
         ]
 
 
 async def test_a_stop_aborts_the_prompts_waiting_for_a_slot_too() -> None:
-    with MockServer(latency=0.5) as srv:
+    with HeldServer() as srv:  # never answers: the stop alone ends the batch
         stop = StopSignal()
-        asyncio.get_running_loop().call_later(0.15, stop.set)
-        start = time.perf_counter()
-        results = await batch_on(srv, 8, concurrency=2, stop_signal=stop)
-        assert time.perf_counter() - start < 0.45  # nobody waited for an answer
+        batch = asyncio.ensure_future(batch_on(srv, 8, concurrency=2, stop_signal=stop))
+        await until(lambda: len(srv.requests) == 2, "two requests at the server")
+        stop.set()
+        results = await asyncio.wait_for(batch, GUARD)  # nobody waited for an answer
         assert all(isinstance(r, LlmError) and r.code == ErrorCode.ABORTED for r in results)
         assert len(srv.requests) == 2  # the prepared ones were never sent
 
@@ -113,24 +135,22 @@ async def test_after_a_stop_the_remaining_prompts_do_not_wait_for_an_idle_loop()
 
     spinner = asyncio.ensure_future(busy())
     stop = StopSignal()
-    stopped_at: list[float] = []
-
-    def press_stop() -> None:
-        stopped_at.append(time.perf_counter())
-        stop.set()
-
     try:
-        with MockServer(latency=0.3) as srv:
-            asyncio.get_running_loop().call_later(0.1, press_stop)
-            results = await batch_on(srv, 3000, concurrency=2, stop_signal=stop)
-            returned_at = time.perf_counter()
+        with HeldServer() as srv:
+            batch = asyncio.ensure_future(batch_on(srv, 3000, concurrency=2, stop_signal=stop))
+            await until(lambda: len(srv.requests) == 2, "two requests at the server")
+            stopped_at = turns
+            stop.set()
+            results = await asyncio.wait_for(batch, GUARD)
+            after_stop = turns - stopped_at
     finally:
         done.set()
         await spinner
     assert all(isinstance(r, LlmError) and r.code == ErrorCode.ABORTED for r in results)
-    assert returned_at - stopped_at[0] < 1.0
+    # Counted in loop turns, not seconds: waiting for an idle loop would cost each of the
+    # remaining prompts IDLE_TURNS turns of the spinner.
+    assert after_stop < 10 * IDLE_TURNS, after_stop
     assert len(srv.requests) <= 2
-    assert turns > 0
 
 
 async def test_a_failed_request_gives_its_slot_back() -> None:
@@ -154,13 +174,21 @@ async def test_adapters_without_slots_run_concurrency_at_a_time() -> None:
 
 
 async def test_the_lookahead_is_bounded() -> None:
-    with MockServer(latency=0.6) as srv:
+    with HeldServer() as srv:
         batch = asyncio.ensure_future(batch_on(srv, 60, concurrency=20))
-        await asyncio.sleep(0.4)
+
+        def workers() -> int:
+            return len([t for t in asyncio.all_tasks() if "worker" in repr(t.get_coro())])
+
+        await until(
+            lambda: len(srv.requests) == 20 and workers() >= 20 + MAX_LOOKAHEAD, "the lookahead"
+        )
+        for _ in range(50):  # loop turns in which one more worker would start
+            await asyncio.sleep(0)
         assert len(srv.requests) == 20
-        tasks = [t for t in asyncio.all_tasks() if "worker" in repr(t.get_coro())]
-        assert len(tasks) == 20 + MAX_LOOKAHEAD
-        await batch
+        assert workers() == 20 + MAX_LOOKAHEAD
+        srv.release()
+        await asyncio.wait_for(batch, GUARD)
 
 
 # ------------------------------------------------------------------ the primitives
@@ -170,11 +198,9 @@ async def test_outside_a_batch_the_slots_do_nothing() -> None:
     async with request_slot():
         pass
     await yield_slot()
-    start = time.perf_counter()
     busy = asyncio.ensure_future(asyncio.sleep(0))
     await when_idle()  # no waiting for the other task
     assert not busy.done()
-    assert time.perf_counter() - start < 0.05
     await busy
 
 
@@ -305,34 +331,36 @@ HELLO = b'data: {"id":"x","choices":[{"index":0,"delta":{"content":"hello"}}]}\n
 STOP = b'data: {"id":"x","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}\n\n'
 
 
-async def alone_and_batched(url: str) -> tuple[Any, Any, float]:
-    """The same prompt as a single stream and in a batch; and how long the batch took."""
+async def alone_and_batched(url: str) -> tuple[Any, Any]:
+    """The same prompt as a single stream and in a batch (each under the hang guard)."""
     engine = Engine(config_file=False, env_file=False, retries=0)
     engine.add_provider("m", adapter="openai", base_url=url, model="x")
     try:
-        alone: Any = await engine.complete("m", "x", prompt="hi")
+        alone: Any = await asyncio.wait_for(engine.complete("m", "x", prompt="hi"), GUARD)
     except LlmError as err:
         alone = err
-    start = time.perf_counter()
-    [batched] = await amap(["hi"], engine=engine, provider="m", progress=False)
-    return alone, batched, time.perf_counter() - start
+    [batched] = await asyncio.wait_for(
+        amap(["hi"], engine=engine, provider="m", progress=False), GUARD
+    )
+    return alone, batched
 
 
 async def test_an_answer_whose_body_stays_open_after_its_end_is_not_held_in_a_batch() -> None:
     # Only a read that completed the body waits for the end of the exchange: a server that
     # keeps the stream open after [DONE] costs a batch what it costs a single stream.
-    with raw_server(sse_answer(HELLO + STOP + b"data: [DONE]\n\n", end=False), hold=5) as url:
-        alone, batched, took = await alone_and_batched(url)
+    # The server holds the connection for an hour: only the end of the answer can end either.
+    answer = sse_answer(HELLO + STOP + b"data: [DONE]\n\n", end=False)
+    with raw_server(answer, hold=3600) as url:
+        alone, batched = await alone_and_batched(url)
     assert isinstance(batched, Completion)
     assert batched.text == alone.text == "hello"
-    assert took < 3
 
 
 async def test_an_error_in_the_last_read_is_reported_in_a_batch_as_alone() -> None:
     # The last read: a finish, a malformed payload, then an unterminated [DONE].
     body = HELLO + STOP + b'data: {"id": broken\n\ndata: [DONE]'
     with raw_server(sse_answer(body, end=True)) as url:
-        alone, batched, _ = await alone_and_batched(url)
+        alone, batched = await alone_and_batched(url)
     assert isinstance(alone, LlmError)
     assert isinstance(batched, LlmError)
     assert batched.code == alone.code == ErrorCode.MALFORMED_RESPONSE

@@ -49,7 +49,8 @@ def _execute(tmp_path: Path, store_widget_state: bool) -> tuple[nbformat.Noteboo
     try:
         NotebookClient(
             nb,
-            timeout=120,
+            timeout=600,
+            startup_timeout=300,
             kernel_name="python3",
             store_widget_state=store_widget_state,
             resources={"metadata": {"path": str(tmp_path)}},

@@ -13,6 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 from conftest import KEY_VARS
+from waiting import GUARD
 
 from notebook_llm import Engine, Event, Finish, GenerateOptions, LlmError, Message, assemble
 from notebook_llm.adapters.lua.lua_adapter import LuaAdapter
@@ -77,7 +78,7 @@ async def drain(eng: Engine, provider: str, **kw: object) -> list[Event]:
     async def go() -> list[Event]:
         return [ev async for ev in eng.stream(provider, prompt="hi", **kw)]  # type: ignore[arg-type]
 
-    return await asyncio.wait_for(go(), 10)
+    return await asyncio.wait_for(go(), GUARD)
 
 
 @pytest.mark.parametrize("provider", sorted(PRESETS))

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from waiting import GUARD
 
 from notebook_llm import Engine, Event, Finish, LlmError
 from notebook_llm import record as rec
@@ -74,7 +75,7 @@ async def test_a_401_echoing_the_key_after_475_characters() -> None:
     )
     engine.add_provider("o", adapter="openai", base_url="http://x.test/v1", model="m", api_key=KEY)
     with pytest.raises(LlmError) as info:
-        await asyncio.wait_for(engine.complete("o", prompt="hi"), 10)
+        await asyncio.wait_for(engine.complete("o", prompt="hi"), GUARD)
     assert seen == [KEY]
     err = info.value
     assert err.code == "AUTH"
@@ -296,7 +297,7 @@ async def test_every_field_a_log_sink_sees_is_redacted(caplog: pytest.LogCapture
     engine = Engine(config_file=False, env_file=False, retries=0)
     engine.add_provider("l", adapter=adapter, base_url="http://x.test", model="m", api_key=KEY)
     caplog.set_level("DEBUG")
-    await asyncio.wait_for(_drain(engine.stream("l", prompt="hi")), 10)
+    await asyncio.wait_for(_drain(engine.stream("l", prompt="hi")), GUARD)
     assert len(seen) >= 2
     assert_no_piece(repr(seen) + caplog.text)
 
@@ -312,7 +313,7 @@ async def test_the_error_type_and_request_id_a_provider_echoes_are_redacted() ->
     )
     engine.add_provider("o", adapter="openai", base_url="http://x.test/v1", model="m", api_key=KEY)
     with pytest.raises(LlmError) as info:
-        await asyncio.wait_for(engine.complete("o", prompt="hi"), 10)
+        await asyncio.wait_for(engine.complete("o", prompt="hi"), GUARD)
     err = info.value
     everything = f"{err!s} {err!r} {err.code} {err.details} {err.request_id}"
     for form in (KEY, KEY.upper()):

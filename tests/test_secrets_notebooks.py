@@ -44,7 +44,8 @@ def test_a_notebook_run_with_keys_saves_none_of_them(
     )
     client = NotebookClient(
         nb,
-        timeout=120,
+        timeout=600,
+        startup_timeout=300,
         kernel_name="python3",
         resources={"metadata": {"path": str(work)}},
         store_widget_state=True,

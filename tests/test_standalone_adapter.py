@@ -91,7 +91,7 @@ def test_the_command_writes_the_file_and_refuses_what_it_cannot_read(tmp_path: P
         [sys.executable, "-m", "notebook_llm", "export-adapter", "groq", "-o", str(out)],
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=300,
         check=False,
     )
     assert done.returncode == 0, done.stderr
@@ -101,7 +101,7 @@ def test_the_command_writes_the_file_and_refuses_what_it_cannot_read(tmp_path: P
         [sys.executable, "-m", "notebook_llm", "export-adapter", "nosuch"],
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=300,
         check=False,
     )
     assert bad.returncode == 1

@@ -55,7 +55,7 @@ def test_renders_reasoning_text_tools_and_footer(comms: list[tuple[str, str]]) -
         view.handle(event)
     view.flush()
     assert view.text == "Let me *check*.\n\nIt is 3."
-    assert view.reasoning.text == "think"
+    assert view.reasoning == "think"
     card = view._cards[(0, 2)]
     assert "add" in card.html()
     assert "ok" in card.html()
@@ -224,3 +224,34 @@ def test_the_running_token_estimate_counts_characters_when_a_delta_holds_several
         view.handle(TextDelta(index=0, text="forty chars of answer in one delta here."))
     view._update_stats()
     assert view.stats.output_tokens == 100  # 400 characters / 4, not 10 deltas
+
+
+def test_each_reasoning_block_is_its_own_block_of_the_pane(comms: list[tuple[str, str]]) -> None:
+    """Interleaved thinking (reasoning, text, reasoning): each reasoning block gets its own
+    block in the pane and all of its text, not the rest of one shared block."""
+    from live_view_support import pane_ops
+
+    from notebook_llm.core.protocol import ReasoningBlock, ReasoningDelta
+
+    view = StreamView("mock:reasoning")
+    events = [
+        BlockStart(0, "reasoning"),
+        ReasoningDelta(0, "first thought, rather long " * 5),
+        BlockEnd(0, ReasoningBlock("first thought, rather long " * 5)),
+        BlockStart(1, "text"),
+        TextDelta(1, "Partly. "),
+        BlockEnd(1, TextBlock("Partly. ")),
+        BlockStart(2, "reasoning"),
+        ReasoningDelta(2, "second"),
+        BlockEnd(2, ReasoningBlock("second")),
+        Finish.stop(),
+    ]
+    for event in events:
+        view.handle(event)
+    view.flush(final=True)
+    ops = pane_ops(comms)
+    thinks = [op[1] for op in ops if op[0] == "+" and op[2] == "think"]
+    assert len(thinks) == 2
+    sent = {b: "".join(op[1] for op in ops if op[0] == b) for b in thinks}
+    assert sent[thinks[0]] == "first thought, rather long " * 5
+    assert sent[thinks[1]] == "second"

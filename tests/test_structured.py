@@ -207,12 +207,12 @@ async def test_stream_ends_with_schema_mismatch_and_keeps_the_text(engine: Engin
     assert assemble(fine).ok
 
 
-def test_subset_check_without_jsonschema(monkeypatch: pytest.MonkeyPatch) -> None:
-    import sys
-
-    monkeypatch.setitem(sys.modules, "jsonschema", None)  # import fails
+def test_tool_arguments_and_answers_are_checked_by_one_validator() -> None:
+    """The same schema means the same thing for a typed answer and for tool arguments: both
+    go through core/json_schema_check (jsonschema), in the same words."""
     s = as_schema(JSON_SCHEMA)
     assert s.validate('{"n": 2}') == {"n": 2}
-    # the words jsonschema uses, from the package's own check (the one tool arguments use too)
-    with pytest.raises(LlmError, match=r"\$\.n: 9 is greater than the maximum of 5"):
+    assert check({"n": 2}, JSON_SCHEMA) == []
+    with pytest.raises(LlmError, match=r"n: 9 is greater than the maximum of 5"):
         s.validate('{"n": 9}')
+    assert check({"n": 9}, JSON_SCHEMA) == ["$.n: 9 is greater than the maximum of 5"]

@@ -12,6 +12,7 @@ from enum import Enum
 from typing import Annotated, Any, Literal, TypedDict
 
 import pytest
+from waiting import GUARD
 
 from notebook_llm import (
     BlockEnd,
@@ -693,7 +694,7 @@ async def test_stop_while_tools_run(engine: Engine) -> None:
 
     presser = asyncio.ensure_future(press_stop())
     events = await asyncio.wait_for(
-        collect(engine, "s", prompt="go", tools=[hang], stop_signal=stop), 5
+        collect(engine, "s", prompt="go", tools=[hang], stop_signal=stop), GUARD
     )
     await presser
     result = next(e for e in events if isinstance(e, ToolOutcome))

@@ -30,7 +30,7 @@ def _run(code: str, **env: str) -> dict[str, object]:
         capture_output=True,
         text=True,
         env=full,
-        timeout=120,
+        timeout=600,
         check=False,
     )
     assert out.returncode == 0, out.stderr[-3000:]

@@ -7,6 +7,8 @@ import threading
 import time
 from pathlib import Path
 
+from waiting import GUARD, until_sync
+
 from notebook_llm.adapters.lua.lines import line_of, lua_line_of
 from notebook_llm.core.errors import ErrorCode, LlmError
 from notebook_llm.notebook.file_watch import FileWatcher, Signal
@@ -14,7 +16,7 @@ from notebook_llm.notebook.widgets.adapter_view import text_table
 
 
 def _wait(event: threading.Event) -> bool:
-    return event.wait(5)
+    return event.wait(GUARD)
 
 
 def test_file_watcher_emits_changed_and_survives_a_raising_callback(tmp_path: Path) -> None:
@@ -36,11 +38,9 @@ def test_file_watcher_emits_changed_and_survives_a_raising_callback(tmp_path: Pa
     watcher.changed.connect(note)
     watcher.start()
     try:
-        time.sleep(0.05)
+        time.sleep(0.05)  # a later modification time than v1's, however coarse the clock
         path.write_text("v2 longer")
-        deadline = time.monotonic() + 5
-        while not seen and time.monotonic() < deadline:
-            time.sleep(0.01)
+        until_sync(lambda: seen, "the first change")
         path.write_text("v3 even longer")
         assert _wait(second)
     finally:

@@ -147,7 +147,7 @@ def run_case(case: str, tmp: Path) -> dict[str, object]:
         [sys.executable, __file__, case, str(bomb), str(tmp)],
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=600,
         env=env,
         check=True,
     )

@@ -5,7 +5,6 @@ from __future__ import annotations
 import itertools
 import json
 import re
-import time
 from pathlib import Path
 
 import pytest
@@ -271,14 +270,12 @@ def test_invalid_limit() -> None:
         SSEDecoder(0)
 
 
-def test_twenty_thousand_chunks_is_fast() -> None:
+def test_twenty_thousand_chunks_decode_as_the_whole_body() -> None:
+    # (its speed is measured in bench/, not asserted here)
     body = (WIRE / "groq" / "stream_text.sse").read_bytes()
     chunks = [body[i : i + 9] for i in range(0, len(body), 9)]
     assert len(chunks) >= 20_000
-    start = time.perf_counter()
-    events = decode(*chunks)
-    assert time.perf_counter() - start < 2.0  # ~20 ms on a laptop
-    assert events == decode(body)
+    assert decode(*chunks) == decode(body)
 
 
 # --- non-SSE bodies ------------------------------------------------------------------------

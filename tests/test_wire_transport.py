@@ -15,6 +15,7 @@ from typing import Any
 import httpx
 import pytest
 import trustme
+from waiting import HeldServer
 
 from notebook_llm import Completion, Engine, Finish, LlmError, StopSignal, TextDelta
 from notebook_llm.adapters.mock.server import MockServer
@@ -64,7 +65,7 @@ async def read_request(reader: asyncio.StreamReader) -> bytes:
     return await reader.readexactly(length)
 
 
-async def until(condition: Callable[[], object], seconds: float = 10.0) -> None:
+async def until(condition: Callable[[], object], seconds: float = 60.0) -> None:
     """Wait until ``condition()`` holds (the machine may be slow: no fixed sleeps)."""
     deadline = asyncio.get_running_loop().time() + seconds
     while not condition():
@@ -124,10 +125,15 @@ async def test_the_transport_and_a_batch_pool_run_on_aiohttp() -> None:
 
 
 async def test_keep_alive_reuses_one_connection_and_replaces_one_the_server_closed() -> None:
+    closed = [0]
+
     async def one_answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         await read_request(reader)
         writer.write(response(b"once"))  # no "Connection: close": the client keeps it ...
         await writer.drain()  # ... and the server closes it anyway (idle timeout)
+        writer.close()
+        await writer.wait_closed()
+        closed[0] += 1
 
     async with tiny_server(keep_alive) as (port, opened):
         async with httpx.AsyncClient(transport=network_transport()) as client:
@@ -136,10 +142,11 @@ async def test_keep_alive_reuses_one_connection_and_replaces_one_the_server_clos
         assert opened[0] == 1
     async with tiny_server(one_answer) as (port, opened):
         async with httpx.AsyncClient(transport=network_transport()) as client:
-            for _ in range(3):
+            for i in range(3):
                 resp = await client.get(f"http://127.0.0.1:{port}/")
                 assert resp.text == "once"
-                await asyncio.sleep(0.05)  # the server's close arrives
+                await until(lambda i=i: closed[0] == i + 1)  # the server closed it
+                await asyncio.sleep(0.01)  # (a few loop turns: the client reads the close)
         assert opened[0] == 3
 
 
@@ -223,13 +230,17 @@ async def test_a_batch_opens_one_connection_per_concurrent_request(
     # request and a new TCP connection opened for the next one. (The latency keeps every
     # slot busy: a batch prepares its prompts one at a time, ~2 ms each, and with quick answers
     # it needs fewer connections.)
-    with MockServer(latency=0.3) as srv:
+    # (The server holds its answers until every slot has a request out, then answers freely.)
+    with HeldServer() as srv:
         engine = Engine(config_file=False, env_file=False)
         engine.add_provider("m", adapter="openai", base_url=srv.url + "/v1", model="echo")
         texts = [f"prompt {i}" for i in range(prompts)]
-        results = await amap(
-            texts, engine=engine, provider="m", concurrency=concurrency, progress=False
+        batch = asyncio.ensure_future(
+            amap(texts, engine=engine, provider="m", concurrency=concurrency, progress=False)
         )
+        await until(lambda: len(srv.requests) >= concurrency)
+        srv.release()
+        results = await asyncio.wait_for(batch, 60)
         assert [r.text for r in results if isinstance(r, Completion)] == texts
         assert srv.connections_opened == concurrency
 
@@ -298,7 +309,7 @@ def test_a_stopped_stream_has_closed_its_socket_when_it_ends(
             if texts == 3:
                 loop.call_soon(stop.set)
         assert isinstance(last, Finish)
-        deadline = time.monotonic() + 5  # blocking: the loop does not run while we wait
+        deadline = time.monotonic() + 60  # blocking: the loop does not run while we wait
         while server.open_connections and time.monotonic() < deadline:
             time.sleep(0.01)  # noqa: ASYNC251 - blocking the loop is the point
         return last.reason.kind
@@ -332,13 +343,16 @@ async def test_a_cancelled_request_gives_its_connection_back() -> None:
         slow.cancel()
         with pytest.raises(asyncio.CancelledError):
             await slow
-        resp = await client.post(url, content=b"next", timeout=httpx.Timeout(5, pool=1))
+        # (the pool timeout is a hang guard: the slot comes back at the cancel, or never)
+        resp = await client.post(url, content=b"next", timeout=httpx.Timeout(30, pool=30))
         assert resp.text == "next"
         assert opened[0] == 2  # the cancelled request's connection was closed, not reused
 
 
 async def test_an_idle_connection_older_than_the_keep_alive_expiry_is_replaced() -> None:
-    limits = httpx.Limits(keepalive_expiry=0.05)
+    # An expiry with room for two requests in a row on a busy machine; the wait after them is
+    # longer than it, whatever the machine's speed.
+    limits = httpx.Limits(keepalive_expiry=1.0)
     async with (
         tiny_server(keep_alive) as (port, opened),
         httpx.AsyncClient(transport=NetworkTransport(limits)) as client,
@@ -347,7 +361,7 @@ async def test_an_idle_connection_older_than_the_keep_alive_expiry_is_replaced()
         assert (await client.post(url, content=b"1")).text == "1"
         assert (await client.post(url, content=b"2")).text == "2"
         assert opened[0] == 1
-        await asyncio.sleep(0.1)
+        await asyncio.sleep(1.5)
         assert (await client.post(url, content=b"3")).text == "3"
         assert opened[0] == 2
 

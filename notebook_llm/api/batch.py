@@ -25,14 +25,16 @@ import dataclasses
 import hashlib
 import json
 import logging
+import math
 import os
-from collections.abc import Callable
-from typing import Any, Unpack
+from collections.abc import Callable, Sequence
+from typing import Any, Unpack, cast
 
 from ..core.background_loop import run_sync
 from ..core.cancel import StopSignal
 from ..core.completion import Completion
 from ..core.errors import ErrorCode, LlmError
+from ..core.protocol import ToolSchema
 from ..core.response_schema import as_schema
 from ..engine.engine import Engine
 from ..engine.pricing import price_of
@@ -40,10 +42,12 @@ from ..engine.request import OPTION_NAMES, Request, TurnOptions, refuse_unknown_
 from .batch_inputs import source_of
 from .batch_run import MAX_LOOKAHEAD, BatchRun, BatchSettings
 from .batch_store import BatchStore, batch_definition
+from .cost_cap import CostCap
 from .dask_map import is_dask, map_dask
-from .estimate import CostEstimate, cap_value, check_cap, estimate_request
+from .estimate import cap_value, estimate_request, money
 from .observers import BatchProgress, batch_progress
 from .rate_limits import RateGate, RateLimits, rate_limits_of
+from .tool_calling.loop import ToolSpec, resolve_tools
 
 __all__ = [
     "MAX_LOOKAHEAD",
@@ -120,6 +124,9 @@ class MapOptions(TurnOptions, total=False):
     tpm: float | None
     rate_limits: RateLimits | None
     partition: int
+    allow_unpriced: bool
+    tools: Sequence[ToolSpec] | Sequence[ToolSchema]
+    max_steps: int
     batch_api: Any
 
 
@@ -139,6 +146,9 @@ _MAP_OPTIONS = (
     "tpm",
     "rate_limits",
     "partition",
+    "allow_unpriced",
+    "tools",
+    "max_steps",
     "batch_api",
     *(name for name in OPTION_NAMES if name not in ("prompt", "messages")),
 )
@@ -230,6 +240,13 @@ async def amap(prompts: Any, **options: Unpack[MapOptions]) -> Any:
     model, concurrency = options.pop("model", None), options.pop("concurrency", 8)
     progress, stop_signal = options.pop("progress", None), options.pop("stop_signal", None)
     template, max_cost = options.pop("template", None), options.pop("max_cost", None)
+    allow_unpriced = bool(options.pop("allow_unpriced", False))
+    given, max_steps = options.pop("tools", ()), options.pop("max_steps", 8)
+    tool_specs: Sequence[ToolSpec] = ()
+    if given and all(isinstance(t, ToolSchema) for t in given):
+        options["tools"] = given  # schemas only: offered to the model, not run
+    else:
+        tool_specs = cast(Sequence[ToolSpec], given)
     store_path = options.pop("store", None)
     resend_changed = _flag(options, "resend_changed")  # type: ignore[arg-type]
     retry_failed = _flag(options, "retry_failed")  # type: ignore[arg-type]
@@ -273,11 +290,20 @@ async def amap(prompts: Any, **options: Unpack[MapOptions]) -> Any:
             ErrorCode.INVALID_OPTIONS,
         )
     try:
+        cap = (
+            CostCap(max_cost, eng, allow_unpriced=allow_unpriced) if max_cost is not None else None
+        )
+        # what the progress report shows as spent: the cap's count, else the same uncapped
+        meter = cap or CostCap(math.inf, eng, allow_unpriced=True, tell_unpriced=False)
+        if store is not None:
+            meter.spent = store.spent()  # what earlier runs spent: a cap holds across restarts
+        priced = meter.price(request) is not None
         if max_cost is not None and not source.streamed:
             items = next(source.chunks)
             source.chunks = iter([items])
             factor = 1.0 if batch_api is None else _batch_price_factor()
-            _check_cap(request, eng, items, max_cost, provider, store, factor)
+            _check_cap(request, eng, items, max_cost, allow_unpriced, store, factor)
+        tools = await resolve_tools(tool_specs, eng, stop_signal) if tool_specs else []
         settings = BatchSettings(
             engine=eng,
             request=request,
@@ -291,6 +317,11 @@ async def amap(prompts: Any, **options: Unpack[MapOptions]) -> Any:
             store=store,
             part=part,
             retry_failed=retry_failed,
+            cap=cap,
+            meter=meter,
+            priced=priced,
+            tools=tools,
+            max_steps=max_steps,
         )
         if batch_api is not None:
             from .batch_api import run_batch_api
@@ -318,33 +349,38 @@ def _check_cap(
     engine: Engine,
     items: list[Any],
     max_cost: float,
-    provider: str,
+    allow_unpriced: bool,
     store: BatchStore | None,
     price_factor: float = 1.0,
 ) -> None:
-    """Refuse, before anything is sent, a batch whose estimate is over ``max_cost`` (with a
-    journal: the rows still to send, on top of what earlier runs spent). ``price_factor``: the
-    share of the price the rows pay (a provider's batch API: half)."""
-    if store is None:
-        check_cap(
-            _priced(estimate_request(request, engine, items), price_factor), max_cost, provider
-        )
+    """Refuse, before anything is sent, a batch whose estimate is over ``max_cost``
+    (:meth:`CostCap.check_batch`); with a journal, the rows still to send against what is left
+    of the cap after what earlier runs spent. ``price_factor``: the share of the price the rows
+    pay (a provider's batch API: half)."""
+    left, rest = items, max_cost
+    if store is not None:
+        counts = store.counts()
+        left = items[: max(len(items) - counts["done"] - counts["failed"], 0)]
+        rest = max(max_cost - store.spent(), 0.0)
+    cap = CostCap(rest, engine, allow_unpriced=allow_unpriced, tell_unpriced=False)
+    if price_factor == 1.0:
+        cap.check_batch(request, left)
         return
-    counts = store.counts()
-    left = max(len(items) - counts["done"] - counts["failed"], 0)
-    estimate = _priced(
-        estimate_request(request, engine, items[:left] if left else []), price_factor
-    )
-    spent = store.spent()
-    check_cap(estimate, max(max_cost - spent, 0.0), provider)
-
-
-def _priced(estimate: CostEstimate, factor: float) -> CostEstimate:
-    """``estimate`` at ``factor`` times its price."""
-    if factor == 1.0 or estimate.price is None:
-        return estimate
-    price = (estimate.price[0] * factor, estimate.price[1] * factor)
-    return dataclasses.replace(estimate, price=price)
+    price = cap.price(request)
+    if price is None:
+        return
+    estimate = estimate_request(request, engine, left)
+    usd = price_factor * (estimate.input_tokens * price[0] + estimate.output_tokens * price[1])
+    usd /= 1_000_000
+    if usd > rest:
+        raise LlmError(
+            f"not sent: the estimated cost {money(usd)} at the batch price ({estimate.prompts:,} "
+            f"prompts) is over what max_cost leaves ({money(rest)}); raise max_cost=, lower "
+            "max_tokens= or send fewer prompts",
+            ErrorCode.BUDGET_EXCEEDED,
+            provider=request.provider,
+            details={"estimate": usd, "max_cost": max_cost},
+        )
 
 
 def _batch_price_factor() -> float:

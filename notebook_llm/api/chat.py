@@ -33,6 +33,7 @@ from ..engine.session import default_engine, set_default_engine
 from .observers import turn_display
 from .tool_calling import as_tool, stream_tools
 from .tool_calling.events import LoopEvent
+from .tool_calling.loop import ToolSpec
 from .turn import Turn
 from .turn_runner import TurnRunner
 
@@ -119,7 +120,8 @@ class _Default(Generic[T]):
 class Chat:
     """A conversation with one model, rendered live like ``%%llm``.
 
-    ``Chat(provider="openai", model="gpt-4o-mini", system="Be brief.", tools=[f, g])``;
+    ``Chat(provider="openai", model="gpt-4o-mini", system="Be brief.", tools=[f, g])``
+    (``"mcp:SERVER"`` in ``tools`` offers an MCP server's tools);
     ``chat.send(text)`` returns the :class:`~notebook_llm.Completion` (also when it failed or
     was stopped: check ``completion.error``); ``await chat.asend(text)`` in async code.
     ``live=None`` shows the widget view only where a person watches (a kernel driven by an
@@ -143,7 +145,7 @@ class Chat:
         provider: str | None = None,
         model: str | None = None,
         *,
-        tools: Sequence[Callable[..., Any]] = (),
+        tools: Sequence[ToolSpec] = (),
         engine: Engine | None = None,
         live: bool | None = None,
         max_rate: float = 20.0,

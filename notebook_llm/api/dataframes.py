@@ -24,7 +24,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..core.errors import ErrorCode, LlmError
-from ..core.response_schema import ResponseSchema, as_schema, fields_of
+from ..core.response_schema import ResponseSchema, as_schema, columns_of
 
 __all__ = ["error_column_of", "is_pandas", "prompts_of", "to_frame", "unparsed_reason"]
 
@@ -186,7 +186,7 @@ def to_frame(results: Sequence[Any], index: Any, schema: Any) -> Any:
     errors = [e if e is not None else _unparsed(r) for e, r in zip(errors, results, strict=True)]
     rows: list[dict[str, Any]] = []
     for r in results:
-        fields = None if isinstance(r, LlmError) else fields_of(r.parsed)
+        fields = None if isinstance(r, LlmError) else columns_of(r.parsed, checked)
         if fields is None and not isinstance(r, LlmError) and checked.fields == []:
             fields = {"value": r.parsed}
         rows.append({c: (fields or {}).get(c) for c in columns})

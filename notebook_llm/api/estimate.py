@@ -7,16 +7,18 @@ tokens a message, :data:`IMAGE_TOKENS` an image, and the schema's JSON if one is
 with :func:`notebook_llm.engine.pricing.price_of`. An estimate is an upper-leaning guess, not a bill:
 the provider's tokenizer decides the real counts.
 
-Two caps use it, both refusing with ``LlmError(BUDGET_EXCEEDED)`` in one line that gives the
+Two caps use it, both through :class:`notebook_llm.api.cost_cap.CostCap` (the cap's rules
+live there), both refusing with ``LlmError(BUDGET_EXCEEDED)`` in one line that gives the
 estimate, the cap and how to raise it:
 
-* ``map(..., max_cost=USD)`` (:func:`check_cap`) sends nothing when the estimate is over the
-  cap, and stops sending once the cost spent reaches it;
-* ``%llm budget USD`` (:class:`Budget`) caps the session's ``%%llm`` cells: a cell whose
-  estimate would take the spent cost over the cap is refused; each answer's cost is added.
+* ``map(..., max_cost=USD)`` sends nothing when the estimate is over the cap, and stops sending
+  once the cost spent reaches it;
+* ``%llm budget USD`` (:class:`~notebook_llm.api.cost_cap.Budget`) caps the session's ``%%llm`` cells: a cell whose
+  worst case would take the spent cost over the cap is refused; each answer's cost is added.
 
-A model without a known price cannot be estimated: a cap then refuses too, and says how to set
-a price (``notebook_llm.set_price``).
+A free model (the mock, a server on this machine) passes any cap. A model without a known price
+cannot be estimated: a cap then refuses, and says how to set a price
+(``notebook_llm.set_price``) or, for ``map``, to run it uncapped (``allow_unpriced=True``).
 """
 
 from __future__ import annotations
@@ -33,17 +35,13 @@ from ..engine.pricing import Price, cost, price_of
 from ..engine.request import Request, TurnOptions, request_of
 
 if TYPE_CHECKING:
-    from ..core.completion import Completion
     from ..engine.engine import Engine
-    from .turn import Turn
 
 __all__ = [
     "DEFAULT_OUTPUT_TOKENS",
     "IMAGE_TOKENS",
-    "Budget",
     "CostEstimate",
     "cap_value",
-    "check_cap",
     "estimate_cost",
     "estimate_request",
     "estimate_tokens",
@@ -181,16 +179,6 @@ def _is_frame(obj: Any) -> bool:
     return type(obj).__module__.startswith("pandas") and hasattr(obj, "columns")
 
 
-def _no_price(estimate: CostEstimate, provider: str, what: str) -> LlmError:
-    model = estimate.model or "?"
-    return LlmError(
-        f"{what}: no price is known for {provider}:{model}, so the cost cannot be capped; set one "
-        f'with notebook_llm.set_price("{model}", INPUT_USD_PER_M, OUTPUT_USD_PER_M)',
-        ErrorCode.BUDGET_EXCEEDED,
-        provider=provider,
-    )
-
-
 def cap_value(value: Any, what: str = "max_cost") -> float:
     """``value`` as a cap in dollars: a number, not negative, not NaN (a NaN compares false with
     everything, so it would cap nothing); ``inf`` is allowed and caps nothing, knowingly."""
@@ -205,54 +193,3 @@ def cap_value(value: Any, what: str = "max_cost") -> float:
             ErrorCode.INVALID_OPTIONS,
         )
     return float(value) + 0.0  # -0.0 shows as $0.0000
-
-
-def check_cap(estimate: CostEstimate, max_cost: float, provider: str) -> None:
-    """Refuse (``BUDGET_EXCEEDED``) a batch whose estimate is over ``max_cost`` dollars."""
-    usd = estimate.usd
-    if usd is None:
-        raise _no_price(estimate, provider, "max_cost")
-    if usd > max_cost:
-        raise LlmError(
-            f"not sent: the estimated cost {money(usd)} ({estimate.prompts:,} prompts, "
-            f"~{estimate.input_tokens:,} input + {estimate.output_tokens:,} output tokens) is "
-            f"over max_cost={money(max_cost)}; raise max_cost=, lower max_tokens= or send "
-            "fewer prompts",
-            ErrorCode.BUDGET_EXCEEDED,
-            provider=provider,
-            details={"estimate": usd, "max_cost": max_cost},
-        )
-
-
-class Budget:
-    """The session's cost cap for ``%%llm`` cells (``%llm budget USD``)."""
-
-    def __init__(self, cap: float, engine: Engine) -> None:
-        self.cap = cap_value(cap, "a budget")
-        self.spent = 0.0
-        self.engine = engine
-
-    def check_turn(self, turn: Turn) -> None:
-        """Refuse a turn whose estimate would take the spent cost over the cap."""
-        estimate = estimate_request(turn.request, self.engine)
-        usd = estimate.usd
-        if usd is None:
-            raise _no_price(estimate, turn.provider, "%llm budget")
-        if self.spent + usd > self.cap:
-            raise LlmError(
-                f"not sent: this cell's estimated cost {money(usd)} would take the spent "
-                f"{money(self.spent)} over the budget of {money(self.cap)}; raise it with "
-                f"%llm budget {max(self.cap * 2, self.spent + usd):.2f} (or lower --max-tokens)",
-                ErrorCode.BUDGET_EXCEEDED,
-                provider=turn.provider,
-            )
-
-    def add(self, completion: Completion, turn: Turn) -> None:
-        """Count what a finished turn cost."""
-        price = price_of(self.engine, turn.provider, turn.model)
-        if completion.usage is not None and price is not None:
-            self.spent += cost(completion.usage, price)
-
-    def note(self) -> str:
-        """The footer's part: ``spent $0.0012 of $1.00 budget``."""
-        return f"spent {money(self.spent)} of {money(self.cap)} budget"

@@ -8,6 +8,7 @@ from typing import Any
 
 from ..core.protocol import Message
 from ..engine.request import Request
+from .tool_calling.loop import ToolSpec
 
 __all__ = ["Turn"]
 
@@ -20,8 +21,9 @@ class Turn:
     images to show and the session's budget."""
 
     request: Request
-    #: The functions the model may call (the tool loop runs them; the request has no ``tools``).
-    tools: Sequence[Callable[..., Any]] = ()
+    #: The functions the model may call, and ``"mcp:SERVER"`` specs (the tool loop runs them;
+    #: the request has no ``tools``).
+    tools: Sequence[ToolSpec] = ()
     #: ``False``, ``True`` (ask through the view's Run/Skip) or a ``confirm(call)`` of its own.
     confirm: bool | Callable[..., Any] = False
     max_steps: int = 8

@@ -19,9 +19,11 @@ import re
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 from urllib.parse import urlsplit
 
 from ..adapters.lua.lua_adapter import LuaAdapter
+from ..core.linear_re import compile_linear, escape
 from .fixtures import Fixture
 from .requests import check_requests, request_cases
 
@@ -61,11 +63,14 @@ def _where(fx: Fixture) -> str:
     return f"{parts.netloc}{parts.path}" if parts.netloc else parts.path or "?"
 
 
-def _endpoint_pattern(endpoint: str) -> re.Pattern[str]:
+def _endpoint_pattern(endpoint: str) -> Any:
+    """The paths an endpoint template (``/models/{model}:stream``) stands for, as an RE2
+    pattern: a recording's path is the file's, and two ``[^/]*`` in a row backtrack
+    polynomially in Python's ``re``."""
     path = endpoint.split("?", 1)[0]
     pieces = re.split(r"(\{model\}|\{api_key\})", path)
-    body = "".join("[^/]*" if p in ("{model}", "{api_key}") else re.escape(p) for p in pieces)
-    return re.compile(f"{body}/?$")
+    body = "".join("[^/]*" if p in ("{model}", "{api_key}") else escape(p) for p in pieces)
+    return compile_linear(f"{body}/?$")
 
 
 def _probe_keys(adapter: LuaAdapter) -> frozenset[str] | None:

@@ -103,7 +103,11 @@ class Completion:
         return json.dumps(self.to_dict(), ensure_ascii=False)
 
     def __str__(self) -> str:
-        return self.text
+        """The answer's text, redacted as :meth:`__repr__` is (``print(completion)`` reaches a
+        cell or a log; ``completion.text`` is the text as the model sent it)."""
+        from .redaction import redact
+
+        return redact(self.text)
 
     def __repr__(self) -> str:
         from .redaction import redact, shorten

@@ -24,7 +24,8 @@ Codes (``ErrorCode``) and where they come from:
     registry             NO_ADAPTER, DUPLICATE_ADAPTER, INVALID_ADAPTER
     Lua adapters         ADAPTER_ERROR, ADAPTER_TIMEOUT, ADAPTER_MEMORY
     protocol             INVARIANT (a stream broke one of the five rules)
-    tools                TOOL_STEP_LIMIT
+    tools                TOOL_STEP_LIMIT, MCP_SERVER (an MCP server that cannot be used: it is
+                         not configured, failed to start, or crashed while starting)
     record/replay        REPLAY_MISS (a request with no recorded answer), REPLAY_FILE (a
                          recording that is missing, unreadable or not JSON; with its line)
     batch APIs           BATCH_PENDING (a row still in a provider's batch: the same call
@@ -74,6 +75,7 @@ class ErrorCode(StrEnum):
     ADAPTER_MEMORY = "ADAPTER_MEMORY"
     INVARIANT = "INVARIANT"
     TOOL_STEP_LIMIT = "TOOL_STEP_LIMIT"
+    MCP_SERVER = "MCP_SERVER"
     REPLAY_MISS = "REPLAY_MISS"
     REPLAY_FILE = "REPLAY_FILE"
     STORE_UNAVAILABLE = "STORE_UNAVAILABLE"

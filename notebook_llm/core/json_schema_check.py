@@ -1,168 +1,417 @@
-"""The package's one small JSON Schema validator: a tool call's arguments, and a typed answer
-when ``jsonschema`` is not installed.
+"""The package's one JSON Schema validator: a tool call's arguments, and a typed answer whose
+schema is a JSON Schema dict. A pydantic model's answer is validated by pydantic, a dataclass's
+by pydantic or against its type hints: neither gets here.
 
-Why not always the ``jsonschema`` package: the core dependencies are deliberately few (httpx,
-lupa, platformdirs); ``jsonschema`` (the ``schema`` extra) brings ``attrs``, ``referencing`` and
-the compiled ``rpds-py``. The schemas checked here are almost always the ones the tool decorator
-generates (:mod:`notebook_llm.api.tool_calling.type_schema`) or a pydantic model's, which use a
-small subset of the language; where ``jsonschema`` is installed, an answer's schema is checked
-with it (:mod:`notebook_llm.core.response_schema`). Supported keywords: ``type`` (string or list),
-``enum``, ``const``, ``properties``, ``required``, ``additionalProperties`` (bool or schema),
-``items``, ``prefixItems``, ``minItems``, ``maxItems``, ``minimum``, ``maximum``,
-``exclusiveMinimum``, ``exclusiveMaximum``, ``minLength``, ``maxLength``, ``anyOf``, ``oneOf``
-(checked like ``anyOf``), ``allOf``. Other keywords (``$ref``, ``pattern``, ``format``...) are
-ignored, i.e. accepted, so a hand-written schema never rejects valid arguments because of a
-keyword this validator does not know.
+Why ``jsonschema`` (the reference implementation): it means what the specification means, in
+every draft (a ``$ref`` beside other keywords adds to them from 2019-09 on; ``$defs``,
+``prefixItems``...), it resolves ``$ref`` without inlining (``referencing``), it is pure Python
+(a fault is an exception, never a crash of the kernel), and a keyword's implementation can be
+replaced. Three are replaced here, because the answer and the arguments are untrusted:
+
+* ``pattern``, ``patternProperties`` and ``additionalProperties`` (which reads the patterns)
+  run on RE2 (:mod:`notebook_llm.core.linear_re`): linear in the text, where ``re`` can
+  backtrack for hours on a pattern such as ``^(a+)+$``. A pattern RE2 cannot run (a
+  lookaround, a backreference) is refused with the schema (:func:`schema_problem`), as is
+  ``unevaluatedProperties`` beside ``patternProperties`` (jsonschema reads those patterns with
+  ``re`` there);
+* ``$ref`` and ``$dynamicRef`` spend a step budget proportional to the value's size, so a schema
+  whose references branch (``A0 = anyOf[A1, A1]``, ...) ends with a one-line problem instead of
+  2^depth evaluations.
+
+A value holding NaN or an infinity (JSON has neither; Python's parser reads ``NaN`` and
+``1e999`` into them) is refused before validation: NaN compares false with every ``minimum``.
+``format`` is an annotation (not checked), as the specification says by default.
+
+Not fastjsonschema: it knows drafts 4 to 7 only (a ``$ref`` there hides its siblings; no
+``$defs`` or ``prefixItems``), and it builds Python source from the schema and runs it. Not
+jsonschema-rs, though it imports in tens of milliseconds: it offers no hook for a step budget
+(it too evaluates ``A0 = anyOf[A1, A1]`` 2^depth times), it fetches a remote ``$ref`` over the
+network unless told not to, and it crashed the interpreter (a segmentation fault, not an
+exception) on a value nested 200,000 levels deep: a kernel must not die of an answer.
+
+Cost of the import: jsonschema is imported on the first check, not before. In an environment
+where JupyterLab is installed, ``import jsonschema`` also imports the optional format checkers
+it finds (``rfc3987_syntax`` builds a grammar: about two seconds, ``bench/bench_typed_start.py``);
+that is paid by the first JSON Schema dict or tool call of a process, never by a pydantic or
+dataclass answer.
 """
 
 from __future__ import annotations
 
+import contextvars
+import functools
 import json
-from collections.abc import Mapping
+import math
+from collections.abc import Iterator, Mapping
 from typing import Any
 
-__all__ = ["check"]
+from .linear_re import PatternError, compile_linear
+
+__all__ = [
+    "MAX_SCHEMA_DEPTH",
+    "MAX_SCHEMA_NODES",
+    "check",
+    "schema_problem",
+    "subschemas",
+]
 
 _MAX_ERRORS = 5
+#: Characters of one problem line.
+_MAX_PROBLEM = 300
+#: Schemas nested deeper than this many JSON levels are refused (an object's property is two:
+#: ``properties``, then the property): providers allow far less (OpenAI: 10 object levels).
+MAX_SCHEMA_DEPTH = 64
+#: JSON values a schema may hold (a schema is a few kilobytes; a megabyte-sized one is refused).
+MAX_SCHEMA_NODES = 100_000
+#: Values nested deeper than this are refused before validation (the validator recurses, some
+#: ten frames a level; an answer or arguments nest a few levels).
+MAX_VALUE_DEPTH = 64
+#: ``$ref`` steps a check may take: this many, plus :data:`REF_STEPS_PER_NODE` per value node.
+BASE_REF_STEPS = 2_000
+REF_STEPS_PER_NODE = 4
+
+#: Keywords whose value is one schema, a list of schemas, or a map of names to schemas.
+SCHEMA_KEYWORDS = frozenset(
+    {
+        "items",
+        "additionalItems",
+        "additionalProperties",
+        "unevaluatedItems",
+        "unevaluatedProperties",
+        "contains",
+        "propertyNames",
+        "not",
+        "if",
+        "then",
+        "else",
+        "contentSchema",
+    }
+)
+SCHEMA_LIST_KEYWORDS = frozenset({"allOf", "anyOf", "oneOf", "prefixItems", "items"})
+SCHEMA_MAP_KEYWORDS = frozenset(
+    {"properties", "patternProperties", "$defs", "definitions", "dependentSchemas", "dependencies"}
+)
 
 
-def _type_ok(value: Any, name: str) -> bool:
-    if name == "string":
-        return isinstance(value, str)
-    if name == "integer":
-        return (isinstance(value, int) and not isinstance(value, bool)) or (
-            isinstance(value, float) and value.is_integer()
+def subschemas(node: Any) -> Iterator[tuple[tuple[str, ...], Any]]:
+    """The schemas directly inside schema ``node``, each with its path from ``node``: only
+    where the keywords put schemas (a property *named* ``$defs`` or ``$ref`` is a name, and an
+    ``enum`` or ``default`` value is data, never a schema)."""
+    if not isinstance(node, Mapping):
+        return
+    for key, value in node.items():
+        if key in SCHEMA_KEYWORDS and isinstance(value, Mapping | bool):
+            yield (key,), value
+        elif key in SCHEMA_LIST_KEYWORDS and isinstance(value, list):
+            for i, sub in enumerate(value):
+                if isinstance(sub, Mapping | bool):
+                    yield (key, str(i)), sub
+        elif key in SCHEMA_MAP_KEYWORDS and isinstance(value, Mapping):
+            for name, sub in value.items():
+                if isinstance(sub, Mapping | bool):
+                    yield (key, str(name)), sub
+
+
+# ------------------------------------------------------------------------------ schemas
+
+
+def schema_problem(schema: Any) -> str | None:
+    """Why ``schema`` cannot be used (one line), or ``None``: deeper than
+    :data:`MAX_SCHEMA_DEPTH`, bigger than :data:`MAX_SCHEMA_NODES`, a ``pattern`` RE2 cannot
+    run, ``unevaluatedProperties`` beside ``patternProperties``, or not a valid JSON Schema
+    (the metaschema of its ``$schema``, 2020-12 by default, says where)."""
+    if isinstance(schema, bool):
+        return None
+    if not isinstance(schema, Mapping):
+        return f"a JSON Schema is an object, not {type(schema).__name__}"
+    found = _structure_problem(schema)
+    if found is not None:
+        return found
+    jsonschema = _jsonschema()
+    cls = _base_class(schema)
+    errors = cls(cls.META_SCHEMA).iter_errors(schema)
+    error = jsonschema.exceptions.best_match(errors)
+    if error is None:
+        return None
+    where = "/".join(str(p) for p in error.absolute_path) or "(root)"
+    return _short(f"it is not a valid JSON Schema at {where}: {error.message}")
+
+
+def _structure_problem(schema: Mapping[str, Any]) -> str | None:
+    nodes = 0
+    values: list[tuple[Any, int]] = [(schema, 0)]  # iterative: the depth is what is checked
+    while values:
+        node, depth = values.pop()
+        nodes += 1
+        if nodes > MAX_SCHEMA_NODES:
+            return f"it holds more than {MAX_SCHEMA_NODES:,} values"
+        if depth > MAX_SCHEMA_DEPTH:
+            return f"it nests deeper than {MAX_SCHEMA_DEPTH} levels"
+        if isinstance(node, Mapping):
+            values.extend((v, depth + 1) for v in node.values())
+        elif isinstance(node, list):
+            values.extend((v, depth + 1) for v in node)
+    pattern_properties = unevaluated = False
+    schemas: list[Any] = [schema]
+    while schemas:
+        node = schemas.pop()
+        if not isinstance(node, Mapping):
+            continue
+        for pattern in _patterns_of(node):
+            try:
+                _regex(pattern)
+            except PatternError as exc:
+                return _short(
+                    f"the pattern {pattern[:80]!r} cannot run in linear time ({exc}): "
+                    "lookarounds and backreferences are not supported"
+                )
+        pattern_properties |= "patternProperties" in node
+        unevaluated |= "unevaluatedProperties" in node
+        schemas.extend(sub for _, sub in subschemas(node))
+    if pattern_properties and unevaluated:
+        return (
+            "unevaluatedProperties beside patternProperties is not supported (its patterns "
+            "would be matched by a backtracking engine)"
         )
-    if name == "number":
-        return isinstance(value, int | float) and not isinstance(value, bool)
-    if name == "boolean":
-        return isinstance(value, bool)
-    if name == "null":
-        return value is None
-    if name == "array":
-        return isinstance(value, list)
-    if name == "object":
-        return isinstance(value, dict)
-    return True  # unknown type names are not ours to reject
+    return None
 
 
-def _describe(value: Any) -> str:
+def _patterns_of(node: Mapping[str, Any]) -> list[str]:
+    found = [node["pattern"]] if isinstance(node.get("pattern"), str) else []
+    props = node.get("patternProperties")
+    if isinstance(props, Mapping):
+        found.extend(p for p in props if isinstance(p, str))
+    return found
+
+
+@functools.lru_cache(maxsize=512)
+def _regex(pattern: str) -> Any:
+    """A schema's pattern compiled by RE2 (ECMA-262's common syntax is RE2's; ``\\d``, ``\\w``
+    are ASCII in both)."""
+    return compile_linear(pattern)
+
+
+# ------------------------------------------------------------------------------ values
+
+
+def check(value: Any, schema: Mapping[str, Any] | bool, path: str = "$") -> list[str]:
+    """Problems of ``value`` against ``schema``, as ``"<path>: <problem>"`` lines (``[]``: valid).
+
+    At most a handful of problems are reported; the first ones are the useful ones. A schema
+    that cannot be used at all (see :func:`schema_problem`) is one problem at ``path``. With
+    ``path=""`` the places are written as a typed answer's messages write them (``a.0.b``)."""
+    bad = _value_problem(value, path)
+    if bad is not None:
+        return [bad]
+    root = path or "(root)"
+    problem = schema_problem(schema)
+    if problem is not None:
+        return [f"{root}: the schema cannot be used: {problem}"]
+    steps = _Steps(BASE_REF_STEPS + REF_STEPS_PER_NODE * _count_nodes(value))
+    token = _STEPS.set(steps)
+    try:
+        validator = _validator_class(_base_class(schema))(schema)
+        errors = []
+        for error in validator.iter_errors(value):
+            errors.append(error)
+            if len(errors) >= _MAX_ERRORS:
+                break
+    except _TooCostly:
+        return [
+            f"{root}: checking this value took more than {steps.limit:,} $ref steps: the "
+            "schema's references branch too much to check (simplify its anyOf/oneOf of $refs)"
+        ]
+    except RecursionError:
+        return [f"{root}: the schema and the value nest too deeply to check"]
+    finally:
+        _STEPS.reset(token)
+    jsonschema = _jsonschema()
+    errors.sort(key=jsonschema.exceptions.relevance)
+    return [_describe(error, path) for error in errors]
+
+
+def _describe(error: Any, root: str) -> str:
+    """One problem line: where, then what, in the words a model fixes arguments by (the usual
+    keywords get a plain sentence; the others keep jsonschema's message)."""
+    return _short(f"{_where(root, list(error.absolute_path))}: {_message(error)}")
+
+
+def _where(root: str, keys: list[Any]) -> str:
+    """``$.a[0].b`` under root ``$``; under root ``""`` the dotted form a typed answer's
+    messages use (``a.0.b``, ``(root)``)."""
+    if not root:
+        return ".".join(str(k) for k in keys) or "(root)"
+    return root + "".join(f"[{k}]" if isinstance(k, int) else f".{k}" for k in keys)
+
+
+def _message(error: Any) -> str:
+    value, keyword, expected = error.instance, error.validator, error.validator_value
+    if keyword == "type":
+        names = [expected] if isinstance(expected, str) else list(expected)
+        return f"expected {' or '.join(names)}, got {_kind(value)} {_json(value)}"
+    if keyword == "enum" and isinstance(expected, list):
+        return f"{_json(value)} is not one of {', '.join(_json(v) for v in expected)}"
+    if keyword == "const":
+        return f"expected {_json(expected)}, got {_json(value)}"
+    if keyword == "required" and isinstance(value, Mapping):
+        missing = [r for r in expected if r not in value]
+        return f"missing required {', '.join(repr(m) for m in missing)}"
+    if error.context and keyword in ("anyOf", "oneOf"):
+        best = _jsonschema().exceptions.best_match(error.context)
+        if best is not None:
+            return f"matches none of the allowed forms ({_message(best)})"
+    return str(error.message)
+
+
+def _kind(value: Any) -> str:
+    kinds = ((bool, "boolean"), (int, "integer"), (float, "number"), (str, "string"))
+    if value is None:
+        return "null"
+    for kind, name in kinds:
+        if isinstance(value, kind):
+            return name
+    return "array" if isinstance(value, list) else "object" if isinstance(value, Mapping) else ""
+
+
+def _json(value: Any) -> str:
     text = json.dumps(value, ensure_ascii=False, default=str)
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def _kind(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int):
-        return "integer"
-    if isinstance(value, float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    if isinstance(value, dict):
-        return "object"
-    return type(value).__name__
+def _short(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= _MAX_PROBLEM else text[: _MAX_PROBLEM - 3] + "..."
 
 
-def check(value: Any, schema: Mapping[str, Any], path: str = "$") -> list[str]:
-    """Problems of ``value`` against ``schema``, as ``"<path>: <problem>"`` lines (``[]``: valid).
+def _value_problem(value: Any, path: str) -> str | None:
+    """NaN or an infinity anywhere in ``value``, or nesting deeper than :data:`MAX_VALUE_DEPTH`
+    (iterative, so a deep value cannot exhaust the stack here)."""
+    # (node, depth, key, parent entry): the path is spelled out only for a problem
+    stack: list[tuple[Any, int, Any, Any]] = [(value, 0, None, None)]
+    while stack:
+        entry = stack.pop()
+        node, depth = entry[0], entry[1]
+        problem = None
+        if isinstance(node, float) and not math.isfinite(node):
+            problem = f"{node!r} is not a number JSON can carry (NaN or infinite)"
+        elif depth > MAX_VALUE_DEPTH:
+            problem = f"the value nests deeper than {MAX_VALUE_DEPTH} levels"
+        if problem is not None:
+            keys = []
+            while entry[3] is not None:
+                keys.append(entry[2])
+                entry = entry[3]
+            return f"{_where(path, list(reversed(keys)))}: {problem}"
+        if isinstance(node, Mapping):
+            stack.extend((v, depth + 1, k, entry) for k, v in node.items())
+        elif isinstance(node, list | tuple):
+            stack.extend((v, depth + 1, i, entry) for i, v in enumerate(node))
+    return None
 
-    At most a handful of problems are reported; the first ones are the useful ones.
-    """
-    errors: list[str] = []
-    _check(value, schema, path, errors)
-    return errors[:_MAX_ERRORS]
+
+def _count_nodes(value: Any) -> int:
+    count = 0
+    stack = [value]
+    while stack:
+        node = stack.pop()
+        count += 1
+        if isinstance(node, Mapping):
+            stack.extend(node.values())
+        elif isinstance(node, list | tuple):
+            stack.extend(node)
+    return count
 
 
-def _check(value: Any, schema: Any, path: str, errors: list[str]) -> None:
-    if len(errors) >= _MAX_ERRORS or not isinstance(schema, Mapping):
-        return
-    typ = schema.get("type")
-    if typ is not None:
-        names = [typ] if isinstance(typ, str) else list(typ)
-        if not any(_type_ok(value, n) for n in names):
-            errors.append(
-                f"{path}: expected {' or '.join(names)}, got {_kind(value)} {_describe(value)}"
-            )
+# ------------------------------------------------------------------------------ the validator
+
+
+class _TooCostly(Exception):
+    """The step budget of one check is spent."""
+
+
+class _Steps:
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.taken = 0
+
+    def take(self) -> None:
+        self.taken += 1
+        if self.taken > self.limit:
+            raise _TooCostly
+
+
+_STEPS: contextvars.ContextVar[_Steps | None] = contextvars.ContextVar(
+    "notebook_llm_json_schema_steps", default=None
+)
+
+
+def _jsonschema() -> Any:
+    import jsonschema  # here, not at import: see the module docstring
+
+    return jsonschema
+
+
+def _base_class(schema: Any) -> Any:
+    """The validator class of the schema's ``$schema`` (2020-12 when it names none)."""
+    jsonschema = _jsonschema()
+    return jsonschema.validators.validator_for(
+        schema, default=jsonschema.validators.Draft202012Validator
+    )
+
+
+@functools.cache
+def _validator_class(base: Any) -> Any:
+    """``base`` with the keywords of the module docstring replaced (built once per draft)."""
+    jsonschema = _jsonschema()
+    error = jsonschema.exceptions.ValidationError
+    original = base.VALIDATORS
+
+    def pattern(validator: Any, patrn: str, instance: Any, schema: Any) -> Iterator[Any]:
+        if validator.is_type(instance, "string") and not _regex(patrn).search(instance):
+            yield error(f"{_preview(instance)} does not match {patrn!r}")
+
+    def pattern_properties(validator: Any, props: Any, instance: Any, schema: Any) -> Iterator[Any]:
+        if not validator.is_type(instance, "object"):
             return
-    if "enum" in schema and value not in schema["enum"]:
-        allowed = ", ".join(_describe(v) for v in schema["enum"])
-        errors.append(f"{path}: {_describe(value)} is not one of {allowed}")
-        return
-    if "const" in schema and value != schema["const"]:
-        errors.append(f"{path}: expected {_describe(schema['const'])}, got {_describe(value)}")
-        return
-    for key in ("anyOf", "oneOf"):
-        options = schema.get(key)
-        if isinstance(options, list) and options:
-            branch_errors = [
-                check(value, o, path) if isinstance(o, Mapping) else [] for o in options
-            ]
-            if all(branch_errors):
-                best = min(branch_errors, key=len)
-                errors.append(f"{path}: matches none of the allowed forms ({best[0]})")
-                return
-    for sub in schema.get("allOf") or []:
-        _check(value, sub, path, errors)
-    if isinstance(value, bool):
-        return
-    if isinstance(value, int | float):
-        _check_number(value, schema, path, errors)
-    elif isinstance(value, str):
-        if "minLength" in schema and len(value) < schema["minLength"]:
-            errors.append(f"{path}: shorter than {schema['minLength']} characters")
-        if "maxLength" in schema and len(value) > schema["maxLength"]:
-            errors.append(f"{path}: longer than {schema['maxLength']} characters")
-    elif isinstance(value, list):
-        _check_array(value, schema, path, errors)
-    elif isinstance(value, dict):
-        _check_object(value, schema, path, errors)
+        for patrn, subschema in props.items():
+            regex = _regex(patrn)
+            for key, item in instance.items():
+                if regex.search(key):
+                    yield from validator.descend(item, subschema, path=key, schema_path=patrn)
+
+    def additional_properties(validator: Any, extra: Any, instance: Any, schema: Any) -> Any:
+        if not validator.is_type(instance, "object"):
+            return
+        props = schema.get("properties", {})
+        regexes = [_regex(p) for p in schema.get("patternProperties", {})]
+        extras = [k for k in instance if k not in props and not any(r.search(k) for r in regexes)]
+        if validator.is_type(extra, "object"):
+            for key in extras:
+                yield from validator.descend(instance[key], extra, path=key)
+        elif not extra and extras:
+            allowed = ", ".join(repr(k) for k in props) or "none"
+            for key in extras[:5]:
+                yield error(f"unexpected property {key!r} (allowed: {allowed})")
+
+    def counted(keyword: Any) -> Any:
+        def run(validator: Any, value: Any, instance: Any, schema: Any) -> Iterator[Any]:
+            steps = _STEPS.get()
+            if steps is not None:
+                steps.take()
+            yield from keyword(validator, value, instance, schema)
+
+        return run
+
+    replaced: dict[str, Any] = {
+        "pattern": pattern,
+        "patternProperties": pattern_properties,
+        "additionalProperties": additional_properties,
+    }
+    for name in ("$ref", "$dynamicRef", "$recursiveRef"):
+        if name in original:
+            replaced[name] = counted(original[name])
+    return jsonschema.validators.extend(base, replaced)
 
 
-def _check_number(value: float, schema: Mapping[str, Any], path: str, errors: list[str]) -> None:
-    if "minimum" in schema and value < schema["minimum"]:
-        errors.append(f"{path}: {value} is less than the minimum of {schema['minimum']}")
-    if "maximum" in schema and value > schema["maximum"]:
-        errors.append(f"{path}: {value} is greater than the maximum of {schema['maximum']}")
-    if "exclusiveMinimum" in schema and value <= schema["exclusiveMinimum"]:
-        errors.append(f"{path}: {value} must be more than {schema['exclusiveMinimum']}")
-    if "exclusiveMaximum" in schema and value >= schema["exclusiveMaximum"]:
-        errors.append(f"{path}: {value} must be less than {schema['exclusiveMaximum']}")
-
-
-def _check_array(value: list[Any], schema: Mapping[str, Any], path: str, errors: list[str]) -> None:
-    if "minItems" in schema and len(value) < schema["minItems"]:
-        errors.append(f"{path}: has {len(value)} items, at least {schema['minItems']} needed")
-    if "maxItems" in schema and len(value) > schema["maxItems"]:
-        errors.append(f"{path}: has {len(value)} items, at most {schema['maxItems']} allowed")
-    prefix = schema.get("prefixItems") or []
-    for i, sub in enumerate(prefix[: len(value)]):
-        _check(value[i], sub, f"{path}[{i}]", errors)
-    items = schema.get("items")
-    if isinstance(items, Mapping):
-        for i in range(len(prefix), len(value)):
-            _check(value[i], items, f"{path}[{i}]", errors)
-
-
-def _check_object(
-    value: dict[str, Any], schema: Mapping[str, Any], path: str, errors: list[str]
-) -> None:
-    props = schema.get("properties") or {}
-    missing = [r for r in schema.get("required") or [] if r not in value]
-    if missing:
-        errors.append(f"{path}: missing required {', '.join(repr(m) for m in missing)}")
-    extra = schema.get("additionalProperties", True)
-    for key, item in value.items():
-        where = f"{path}.{key}"
-        if key in props:
-            _check(item, props[key], where, errors)
-        elif extra is False:
-            allowed = ", ".join(repr(p) for p in props) or "none"
-            errors.append(f"{path}: unexpected property {key!r} (allowed: {allowed})")
-        elif isinstance(extra, Mapping):
-            _check(item, extra, where, errors)
+def _preview(value: str) -> str:
+    return repr(value) if len(value) <= 60 else repr(value[:57] + "...")

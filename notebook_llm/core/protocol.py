@@ -482,6 +482,10 @@ class GenerateOptions:
     #: The request's time limits (deadline, longest wait for an event); ``None``: the defaults
     #: of :mod:`notebook_llm.wire.deadline`.
     timeouts: Timeouts | None = None
+    #: ``False``: ask the server for one whole body (``"stream": false``, the script's
+    #: ``transform_response``) instead of a stream; the events are the same. An adapter that
+    #: sends no HTTP request has nothing to ask and may ignore it.
+    stream: bool = True
 
     def __repr__(self) -> str:  # never show the key
         return (

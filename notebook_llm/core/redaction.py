@@ -1,20 +1,29 @@
 """Keeping API keys out of everything the package shows, logs or saves.
 
 Every key the engine reads (from the environment, a ``.env`` file, the config file or
-``%llm key``) is registered here with :func:`register_secret`. :func:`redact` replaces each
-known value, and anything that looks like an auth header or a ``key=`` query parameter, with
-``***``. Errors, reprs, log records, widget state and displayed requests pass through it.
+``%llm key``) is registered here with :func:`register_secret`. :func:`redact` replaces with
+``***`` each known value, a bearer token, the user and password of a URL
+(``https://user:pass@host``) and the value of every query parameter that carries a credential
+(``?key=``, ``access_token=``, a signed URL's ``X-Amz-Signature=``, ``X-Amz-Credential=``,
+``X-Goog-Signature=``, ``sig=``...: see :func:`is_credential_name`). Errors, reprs, log
+records, widget state, displayed requests and recordings pass through it.
+
+Every pattern here runs on untrusted text (answers, server bodies), so each is compiled by RE2
+(:mod:`notebook_llm.core.linear_re`), whose time is linear in the text. A replacement never
+takes a backslash or a quote with it, so redacting the raw text of a JSON body keeps it JSON
+(recordings redact the decoded values anyway: :func:`notebook_llm.wire.cassette.redact_body`).
 """
 
 from __future__ import annotations
 
 import base64
 import logging
-import re
 import threading
 import urllib.parse
 from collections.abc import Mapping
 from typing import Any
+
+from .linear_re import compile_linear, escape
 
 REDACTED = "***"
 
@@ -23,13 +32,13 @@ _secrets: set[str] = set()
 #: The registered values themselves (not their quoted or base64 forms): what fragments and
 #: escaped spellings are looked for.
 _raw: set[str] = set()
-_pattern: re.Pattern[str] | None = None
+_pattern: Any = None
 #: The base64 forms of the secrets: the whole base64 word that holds one is hidden.
 _b64_cores: set[str] = set()
-_base64: re.Pattern[str] | None = None
+_base64: Any = None
 #: Each secret spelled with any of its characters escaped (JSON ``\uXXXX``, ``\/``, URL
 #: ``%XX``, HTML ``&#NN;``): text that decodes back to the key.
-_encoded: re.Pattern[str] | None = None
+_encoded: Any = None
 #: The shortest piece of a key hidden when it sits where a text was cut (see ``_cut_pieces``).
 MIN_FRAGMENT = 6
 #: Longer values are not keys (a stray ``.env`` value, a pasted file) and are not registered.
@@ -42,10 +51,63 @@ MAX_SPELLED = 512
 SENSITIVE_HEADERS = frozenset(
     {"authorization", "x-api-key", "api-key", "x-goog-api-key", "proxy-authorization", "cookie"}
 )
-_QUERY_KEY = re.compile(r"(?i)([?&](?:key|api_key|apikey|access_token|token)=)[^&#\s\"']+")
-_BEARER = re.compile(r"(?i)(bearer\s+)[A-Za-z0-9._~+/=-]{8,}")
-#: Text ending where a bearer token may follow (what ``_BEARER`` needs before the token).
-_BEARER_OPEN = re.compile(r"(?i)bearer\s+$")
+#: A query parameter: ``?`` or ``&``, a name, ``=``, the value (up to the next separator, white
+#: space, quote, backslash or angle bracket: a JSON or HTML text around it stays intact).
+_QUERY_PARAM = compile_linear(r"([?&]([A-Za-z0-9_.~-]{1,64})=)([^&#\s\"'\\<>]+)")
+#: The user information of a URL: scheme, ``://``, then what comes before ``@`` in the host part.
+_USERINFO = compile_linear(r"([A-Za-z][A-Za-z0-9+.-]{0,31}://)([^/?#@\s\"'\\<>]+)@")
+_BEARER = compile_linear(r"(bearer\s+)[A-Za-z0-9._~+/=-]{8,}", ignore_case=True)
+
+#: Words of a query parameter's name that mark its value as a credential (``api_key``,
+#: ``X-Amz-Signature``, ``X-Goog-Credential``, ``sig``, ``access_token``, ``client_secret``).
+_CREDENTIAL_WORDS = frozenset(
+    {
+        "key",
+        "apikey",
+        "token",
+        "sig",
+        "signature",
+        "secret",
+        "password",
+        "passwd",
+        "pwd",
+        "credential",
+        "credentials",
+        "auth",
+        "jwt",
+        "session",
+        "sessionid",
+    }
+)
+#: Endings of a name written without separators that mark a credential (``accesstoken``,
+#: ``clientsecret``, ``apikey``); ``key`` alone is not one (``monkey``), only these compounds.
+_CREDENTIAL_ENDINGS = ("token", "secret", "signature", "password", "credential", "credentials")
+_KEY_COMPOUNDS = frozenset(
+    {"apikey", "accesskey", "secretkey", "privatekey", "subscriptionkey", "authkey", "signingkey"}
+)
+
+
+def is_credential_name(name: str) -> bool:
+    """Whether a query parameter (or field) called ``name`` carries a credential: one of its
+    words (split at ``-``, ``_``, ``.`` and camelCase) is a credential word (``key``, ``token``,
+    ``sig``, ``signature``, ``secret``, ``password``, ``credential``, ``auth``...), or the name
+    run together ends in one (``accesstoken``, ``apikey``)."""
+    words: list[str] = []
+    current = ""
+    for i, ch in enumerate(name):
+        if not ch.isalnum():
+            words.append(current)
+            current = ""
+            continue
+        if ch.isupper() and current and (name[i - 1].islower() or name[i - 1].isdigit()):
+            words.append(current)
+            current = ""
+        current += ch.lower()
+    words.append(current)
+    if any(w in _CREDENTIAL_WORDS for w in words):
+        return True
+    joined = "".join(words)
+    return joined.endswith(_CREDENTIAL_ENDINGS) or joined in _KEY_COMPOUNDS
 
 
 def register_secret(value: str | None) -> None:
@@ -68,15 +130,15 @@ def register_secret(value: str | None) -> None:
         # Longest first so that a key containing another key is replaced whole.
         ordered = sorted(_secrets, key=len, reverse=True)
         # in any case: an upper-cased key (a provider code made ours) is still the key
-        _pattern = re.compile("|".join(re.escape(s) for s in ordered), re.IGNORECASE)
-        cores = "|".join(re.escape(c) for c in sorted(_b64_cores, key=len, reverse=True))
-        _base64 = re.compile(cores) if cores else None
+        _pattern = compile_linear("|".join(escape(s) for s in ordered), ignore_case=True)
+        cores = "|".join(escape(c) for c in sorted(_b64_cores, key=len, reverse=True))
+        _base64 = compile_linear(cores) if cores else None
         spelled = sorted(_raw, key=len, reverse=True)
         _encoded = (
             None
             if not spelled
-            else re.compile(
-                "|".join("".join(_any_spelling(c) for c in s) for s in spelled), re.IGNORECASE
+            else compile_linear(
+                "|".join("".join(_any_spelling(c) for c in s) for s in spelled), ignore_case=True
             )
         )
 
@@ -101,7 +163,7 @@ def _any_spelling(char: str) -> str:
     """A regex for one character of a secret, literal or escaped the ways text is decoded:
     JSON ``\\uXXXX`` (either case, surrogate pairs too) and ``\\/``, URL ``%XX``, HTML
     character references. Redaction hides what decodes to a key, not only the key as typed."""
-    forms = [re.escape(char)]
+    forms = [escape(char)]
     units = char.encode("utf-16-be")
     json_escape = "".join(
         "\\\\u" + "".join(f"[{d.lower()}{d.upper()}]" for d in f"{unit:04x}")
@@ -109,7 +171,7 @@ def _any_spelling(char: str) -> str:
     )
     forms.append(json_escape)
     if char in '/"\\':
-        forms.append(re.escape("\\" + char))
+        forms.append(escape("\\" + char))
     forms.append(
         "".join(
             "%" + "".join(f"[{d.lower()}{d.upper()}]" for d in f"{byte:02x}")
@@ -137,16 +199,25 @@ def redact(text: str) -> str:
             text = encoded.sub(REDACTED, text)
         text = _cut_pieces(text)
     if "=" in text:
-        text = _QUERY_KEY.sub(lambda m: m.group(1) + REDACTED, text)
-    if "earer" in text:
+        text = _QUERY_PARAM.sub(_hide_credential_param, text)
+    if "://" in text and "@" in text:
+        text = _USERINFO.sub(lambda m: m.group(1) + REDACTED + "@", text)
+    if "earer" in text or "EARER" in text:
         text = _BEARER.sub(lambda m: m.group(1) + REDACTED, text)
     return text
+
+
+def _hide_credential_param(m: Any) -> str:
+    whole: str = m.group(0)
+    if m.group(3) == REDACTED or not is_credential_name(m.group(2)):
+        return whole
+    return str(m.group(1)) + REDACTED
 
 
 _BASE64_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/_-")
 
 
-def _hide_base64_words(cores: re.Pattern[str], text: str) -> str:
+def _hide_base64_words(cores: Any, text: str) -> str:
     """``text`` with each base64 word that holds a key's base64 core replaced whole (its first
     and last characters encode the key's first and last bytes too). Why not one regex with
     ``[A-Za-z0-9+/]*`` around the cores: on a long base64 run it backtracks quadratically."""
@@ -243,16 +314,14 @@ def redaction_spans(text: str) -> list[tuple[int, int]]:
     """Where :func:`redact` hides something in ``text``: the ``(start, end)`` of each match of
     its patterns (a streamed text must not be cut inside one, or neither half is hidden)."""
     spans: list[tuple[int, int]] = []
-    for pattern in (_base64, _pattern, _encoded, _QUERY_KEY, _BEARER):
+    for pattern in (_base64, _pattern, _encoded, _USERINFO, _BEARER):
         if pattern is not None:
             spans.extend(m.span() for m in pattern.finditer(text))
+    if "=" in text:
+        spans.extend(
+            m.span() for m in _QUERY_PARAM.finditer(text) if is_credential_name(m.group(2))
+        )
     return spans
-
-
-def opens_bearer(text: str) -> bool:
-    """Whether ``text`` ends in ``bearer`` and white space, where a token may follow: a
-    streamed text cut there would leave the token without the word that marks it."""
-    return _BEARER_OPEN.search(text) is not None
 
 
 def redact_headers(headers: Mapping[str, str]) -> dict[str, str]:
@@ -308,7 +377,8 @@ class RedactingFilter(logging.Filter):
     INFO, with the URL, which holds the key for ``{api_key}`` endpoints such as Gemini's)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        if _pattern is not None or "=" in str(record.msg) or record.args:
+        msg = str(record.msg)
+        if _pattern is not None or "=" in msg or "@" in msg or record.args:
             message = record.getMessage()
             hidden = redact(message)
             if hidden != message:  # a record with nothing to hide keeps its args

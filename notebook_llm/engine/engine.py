@@ -97,6 +97,8 @@ class Engine:
         self.transport = transport
         self.timeouts = timeouts
         self._tap: Tap | None = None
+        #: The session's engine (``notebook_llm.session_engine()``): its errors name it so.
+        self.is_session_engine = False
         if config_file is False:
             self.file_config = FileConfig()
         else:
@@ -139,7 +141,18 @@ class Engine:
 
     def adapter(self, name: str) -> LlmAdapter:
         """The adapter called ``name``: session-loaded or registered first, then resolvers."""
-        return self.catalog.get(name)
+        try:
+            return self.catalog.get(name)
+        except LlmError as err:
+            if err.code == ErrorCode.NO_ADAPTER and not self.is_session_engine:
+                # The usual way here: a %%adapter cell loaded it into the session's engine,
+                # and this is an Engine() of the user's own.
+                err.message += (
+                    "; an adapter loaded by a %%adapter cell is in the session's engine: "
+                    f'bind it there with notebook_llm.session_engine().add_provider("{name}", '
+                    f'adapter="{name}", ...)'
+                )
+            raise
 
     def load_adapter(
         self, path_or_source: str | Path, *, name: str | None = None, origin: str | None = None
@@ -267,16 +280,22 @@ class Engine:
         if config is None and name in self.adapter_names():
             raise LlmError(
                 f"{name!r} is an adapter, not a provider: bind it to a server first with "
-                f'default_engine().add_provider("{name}", adapter="{name}", base_url="https://...", '
-                f'api_key_env="..."), from notebook_llm.engine.session, or a [providers.{name}] table '
-                f'with adapter = "{name}" and base_url in config.toml',
+                f'{self._called}.add_provider("{name}", adapter="{name}", base_url="https://...", '
+                f'api_key_env="..."){self._whose}, or a [providers.{name}] table with '
+                f'adapter = "{name}" and base_url in config.toml',
                 ErrorCode.NO_ADAPTER,
                 provider=name,
             )
         if config is None:
+            also = (
+                f"; a provider added to an Engine() of your own is not one of these: add it with "
+                f'{self._called}.add_provider("{name}", ...){self._whose}'
+                if self.is_session_engine
+                else ""
+            )
             raise LlmError(
                 f"no provider or adapter route named {name!r}; known providers: "
-                f"{', '.join(self.provider_names())}",
+                f"{', '.join(self.provider_names())}{also}",
                 ErrorCode.NO_ADAPTER,
                 provider=name,
             )
@@ -284,6 +303,19 @@ class Engine:
         if self.registry.get(name) is None:
             self._bind_provider(config, instance)
         return instance
+
+    @property
+    def _called(self) -> str:
+        """How a message names this engine: the session's by its public accessor."""
+        return "notebook_llm.session_engine()" if self.is_session_engine else "engine"
+
+    @property
+    def _whose(self) -> str:
+        return (
+            " (the engine %%llm, Chat and map use; an Engine() you make is another one)"
+            if self.is_session_engine
+            else ""
+        )
 
     # ------------------------------------------------------------------ keys
 

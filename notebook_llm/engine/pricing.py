@@ -7,14 +7,17 @@ Prices are US dollars per million tokens, ``(input, output)``. Lookup order, fir
 3. the config file's top-level ``[prices]`` table;
 4. the small built-in table :data:`BUILTIN_PRICES` below.
 
-An unknown model has no price and the view shows no cost (never a made-up one).
+An unknown model has no price and the view shows no cost (never a made-up one). A price is a
+pair of finite, non-negative numbers (:func:`checked_price`): ``set_price`` and the config file
+refuse anything else, and a table that holds one anyway (a provider made in code) is ignored.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..core.protocol import TokenUsage
+from .providers import price_problem
 
 if TYPE_CHECKING:
     from .engine import Engine
@@ -34,13 +37,20 @@ BUILTIN_PRICES: dict[str, Price] = {
 _session: dict[tuple[str | None, str], Price] = {}
 
 
+def checked_price(pair: Any) -> Price:
+    """``pair`` as a :data:`Price`; ``ValueError`` (saying why) when it is not one."""
+    problem = price_problem(pair)
+    if problem is not None:
+        raise ValueError(problem)
+    return (float(pair[0]) + 0.0, float(pair[1]) + 0.0)
+
+
 def set_price(
     model: str, input_per_million: float, output_per_million: float, *, provider: str | None = None
 ) -> None:
-    """Set the price of ``model`` (optionally only on ``provider``) for this session."""
-    if input_per_million < 0 or output_per_million < 0:
-        raise ValueError("prices must not be negative")
-    _session[(provider, model)] = (float(input_per_million), float(output_per_million))
+    """Set the price of ``model`` (optionally only on ``provider``) for this session; a NaN,
+    infinite or negative price is refused (``ValueError``)."""
+    _session[(provider, model)] = checked_price((input_per_million, output_per_million))
 
 
 def price_for(
@@ -57,10 +67,11 @@ def price_for(
             table = engine.provider(provider).prices
         except Exception:  # an unknown provider simply has no price
             table = {}
-        if model in table:
+        if model in table and price_problem(table[model]) is None:
             return table[model]
-        if model in engine.file_config.prices:
-            return engine.file_config.prices[model]
+        found = engine.file_config.prices.get(model)
+        if found is not None and price_problem(found) is None:
+            return found
     return BUILTIN_PRICES.get(model)
 
 
@@ -77,7 +88,14 @@ def price_of(engine: Engine, provider: str, model: str | None) -> Price | None:
 
 def cost(usage: TokenUsage, price: Price) -> float:
     """Dollars for ``usage`` at ``price`` (reasoning tokens are part of the output tokens)."""
-    return (usage.input_tokens * price[0] + usage.output_tokens * price[1]) / 1_000_000
+    # a count a server sent that is not one (negative, NaN) costs nothing rather than less
+    tokens_in = usage.input_tokens if _is_count(usage.input_tokens) else 0
+    tokens_out = usage.output_tokens if _is_count(usage.output_tokens) else 0
+    return (tokens_in * price[0] + tokens_out * price[1]) / 1_000_000
+
+
+def _is_count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
 def format_cost(dollars: float) -> str:

@@ -30,6 +30,7 @@ because OpenAI's own API refuses ``max_tokens`` for its reasoning models.
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import sys
@@ -264,6 +265,27 @@ def _check_type(path: Path, section: str, key: str, value: Any, want: Any) -> No
     )
 
 
+def price_problem(pair: Any) -> str | None:
+    """Why ``pair`` is not a price (``None``: it is one): two numbers of US dollars per million
+    tokens, each finite and not negative (a NaN compares false with every cap, a negative
+    price lowers what is spent)."""
+    if not isinstance(pair, list | tuple) or len(pair) != 2:
+        return "a price is two numbers, [input, output] US dollars per million tokens"
+    for value in pair:
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            return f"a price is a number, not {value!r}"
+        if not math.isfinite(value) or value < 0:
+            return f"a price must be a finite number, not negative: got {value!r}"
+    return None
+
+
+def _check_price(path: Path, section: str, model: str, pair: Any) -> None:
+    """A price of the file that is NaN, infinite or negative is one line naming it."""
+    problem = price_problem(pair)
+    if problem is not None:
+        raise LlmError(f"{path}: {section} {model}: {problem}", ErrorCode.INVALID_OPTIONS)
+
+
 _noticed: set[str] = set()
 
 
@@ -347,6 +369,7 @@ def _load_file_config(path: Path) -> FileConfig:
         _check_type(path, "[defaults]", key, defaults.get(key), str)
     for model, pair in data.get("prices", {}).items():
         _check_type(path, "[prices]", model, pair, "price")
+        _check_price(path, "[prices]", model, pair)
     providers = data.get("providers", {})
     if not isinstance(providers, dict):
         raise LlmError(f"{path}: [providers] must be a table", ErrorCode.INVALID_OPTIONS)
@@ -384,6 +407,8 @@ def _load_file_config(path: Path) -> FileConfig:
             )
         for key, value in table.items():
             _check_type(path, f"[providers.{name}]", key, value, _KEY_TYPES.get(key))
+        for model, pair in (table.get("prices") or {}).items():
+            _check_price(path, f"[providers.{name}] prices", model, pair)
         _check_request_parts(path, name, table)
     prices = {
         str(model): (float(v[0]), float(v[1]))

@@ -88,6 +88,8 @@ class Request:
     retries: int | None = None
     #: How many times an answer that does not validate is sent back with why (``complete``).
     schema_retries: int = 0
+    #: ``False``: ask for the answer as one whole body (``"stream": false``), not a stream.
+    stream: bool = True
     #: Set it to end the running stream.
     stop_signal: StopSignal | None = None
 
@@ -125,7 +127,10 @@ class Request:
         shown = []
         for f in dataclasses.fields(self):
             value = getattr(self, f.name)
-            if value is not None and not (f.name == "schema_retries" and value == 0):
+            if value is not None and (f.name, value) not in (
+                ("schema_retries", 0),
+                ("stream", True),
+            ):
                 shown.append(f"{f.name}={value!r}")
         return f"Request({', '.join(shown)})"
 
@@ -151,6 +156,8 @@ def _checked_shapes(request: Request) -> dict[str, Any]:
         value = getattr(request, name)
         if value is not None and not isinstance(value, str):
             raise _bad_shape(f"{name}=", "a str", value)
+    if not isinstance(request.stream, bool):
+        raise _bad_shape("stream=", "True or False", request.stream)
     for name in ("temperature", "max_tokens"):
         value = getattr(request, name)
         if value is not None and (isinstance(value, bool) or not isinstance(value, numbers.Real)):
@@ -211,6 +218,7 @@ class TurnOptions(TypedDict, total=False):
     timeouts: Timeouts | None
     retries: int | None
     schema_retries: int
+    stream: bool
     stop_signal: StopSignal | None
 
 
@@ -329,6 +337,7 @@ def build_options(
         api_key=api_key,
         make_transport=make_transport,
         timeouts=timeouts,
+        stream=request.stream,
     )
 
 

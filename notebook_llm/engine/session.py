@@ -25,7 +25,11 @@ _lock = threading.Lock()
 
 
 def default_engine() -> Engine:
-    """The engine shared by the magics, ``Chat``, ``map`` and the CLI (made on first use)."""
+    """The engine shared by the magics, ``Chat``, ``map`` and the CLI (made on first use).
+
+    Public as ``notebook_llm.session_engine()``: what a user binds there (``add_provider``,
+    ``load_adapter``, ``set_key``) is what ``%%llm`` sees; an ``Engine()`` of one's own is a
+    separate engine."""
     global _engine
     with _lock:
         if _engine is None:
@@ -36,6 +40,7 @@ def default_engine() -> Engine:
                 # that says what to fix, then the session runs on the built-in presets.
                 notice(f"{err.message}; the config file is ignored until you fix it and restart")
                 _engine = Engine(config_file=False)
+            _engine.is_session_engine = True
         return _engine
 
 
@@ -43,4 +48,6 @@ def set_default_engine(engine: Engine | None) -> None:
     """Replace the shared engine (tests; ``None`` makes a fresh one on next use)."""
     global _engine
     with _lock:
+        if engine is not None:
+            engine.is_session_engine = True
         _engine = engine

@@ -1,6 +1,14 @@
 """The recording file (a "cassette"): one :class:`Exchange` per HTTP request and response,
 redacted before it is written, read back for replay. No engine, no globals.
 
+Redaction works on values, not on the JSON text that carries them (:func:`redact_body`): each
+JSON document of a body (the whole body, or each line or SSE ``data:`` payload of a stream) is
+decoded, its strings redacted, and written back only if something was hidden, so a recorded
+body stays byte for byte what the server sent unless it held a secret, and stays JSON when it
+did. A ``.json`` recording stays one JSON array that grows in place: each exchange is written
+over the closing bracket, so the writes are proportional to what is added (``.jsonl`` files
+are appended to line by line).
+
 The format and what is never written are described in :mod:`notebook_llm.api.recording`; the
 transports that fill and read a cassette are in :mod:`notebook_llm.wire.tap`.
 """
@@ -187,6 +195,47 @@ def _request_body(request: httpx.Request) -> Any:
         return redact(text)
 
 
+def redact_body(body: bytes) -> bytes:
+    """``body`` with secrets hidden in its values (see the module docstring); a body that is
+    not UTF-8 is redacted as latin-1 text (one character per byte, so it maps back)."""
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError:
+        return redact(body.decode("latin-1")).encode("latin-1")
+    whole = _redact_json_document(text)
+    if whole is not None:
+        return whole.encode("utf-8")
+    lines = text.split("\n")
+    for i, line in enumerate(lines):
+        end = "\r" if line.endswith("\r") else ""
+        content = line[: len(line) - len(end)]
+        field, colon, payload = content.partition(":")
+        if colon and field == "data":  # an SSE payload: "data:" and one optional space
+            lead = " " if payload.startswith(" ") else ""
+            document = _redact_json_document(payload[len(lead) :])
+            if document is not None:
+                lines[i] = f"data:{lead}{document}{end}"
+                continue
+        document = _redact_json_document(content)
+        lines[i] = (document + end) if document is not None else redact(line)
+    return "\n".join(lines).encode("utf-8")
+
+
+def _redact_json_document(text: str) -> str | None:
+    """``text`` with the strings of the JSON document it holds redacted (itself when nothing
+    was hidden), or ``None`` when it is not a JSON document."""
+    if not text.strip() or text.lstrip()[:1] not in ("{", "[", '"'):
+        return None
+    try:
+        value = json.loads(text)
+        hidden = redact_obj(value)
+    except (ValueError, RecursionError):
+        return None
+    if hidden == value:
+        return text
+    return json.dumps(hidden, ensure_ascii=False)
+
+
 def _redacted_url(url: httpx.URL) -> tuple[str, str]:
     return redact(str(url)), redact(url.path)
 
@@ -286,7 +335,8 @@ def _read_recording(p: Path) -> tuple[list[Exchange], list[str]]:
 
 
 class _Writer:
-    """Appends exchanges to the recording file as they end (thread-safe)."""
+    """Writes exchanges to the recording file as they end (thread-safe): a line each to a
+    JSON-lines file; into the one array of a ``.json`` file, over its closing bracket."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -296,18 +346,24 @@ class _Writer:
         path.parent.mkdir(parents=True, exist_ok=True)
         header = {"notebook_llm_recording": FORMAT_VERSION}
         if self.as_array:
-            path.write_text("[]\n", encoding="utf-8")
+            path.write_text("[\n]\n", encoding="utf-8")
+            self._end = len("[\n")  # where the closing bracket starts
         else:
             path.write_text(json.dumps(header) + "\n", encoding="utf-8")
 
     def write(self, exchange: Exchange) -> None:
         with self._lock:
+            first = not self.exchanges
             self.exchanges.append(exchange)
             if self.as_array:
-                data = [e.to_json() for e in self.exchanges]
-                self.path.write_text(
-                    json.dumps(data, ensure_ascii=False, indent=1) + "\n", encoding="utf-8"
-                )
+                item = json.dumps(exchange.to_json(), ensure_ascii=False, indent=1)
+                piece = ("" if first else ",\n") + item + "\n"
+                with self.path.open("r+b") as fh:
+                    fh.seek(self._end)
+                    data = piece.encode("utf-8")
+                    fh.write(data + b"]\n")
+                    fh.truncate()
+                self._end += len(data)
             else:
                 with self.path.open("a", encoding="utf-8") as fh:
                     fh.write(json.dumps(exchange.to_json(), ensure_ascii=False) + "\n")

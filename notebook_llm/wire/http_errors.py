@@ -23,6 +23,7 @@ import json
 import math
 import random
 import re
+import string
 import time
 from collections.abc import Mapping
 from datetime import UTC
@@ -49,7 +50,6 @@ REQUEST_ID_HEADERS = (
     "x-amzn-requestid",
 )
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)s\s*$")
-_HTML_TITLE = re.compile(r"<title[^>]*>(.*?)</title>", re.IGNORECASE | re.DOTALL)
 _WHITESPACE = re.compile(r"\s+")
 
 
@@ -186,10 +186,29 @@ def provider_error_message(body: bytes | str) -> str | None:
         if found:
             return _truncate(found)
     elif text.lstrip().startswith("<"):
-        title = _HTML_TITLE.search(text)
-        if title and title.group(1).strip():
-            return _truncate(title.group(1))
+        title = html_title(text)
+        if title is not None and title.strip():
+            return _truncate(title)
     return _truncate(text)
+
+
+#: ``str.translate`` table that lower-cases ASCII letters only (so the length stays the same).
+_ASCII_LOWER = str.maketrans(string.ascii_uppercase, string.ascii_lowercase)
+
+
+def html_title(text: str) -> str | None:
+    """The text of an HTML page's first ``<title ...>...</title>`` (tag names in any case), or
+    ``None``. Found with ``str.find``: the lazy regex this replaces scanned to the end of the
+    body from every ``<title>`` of a page that never closes one, quadratic in the body."""
+    low = text.translate(_ASCII_LOWER)
+    start = low.find("<title")
+    if start < 0:
+        return None
+    opened = low.find(">", start + 6)
+    if opened < 0:
+        return None
+    end = low.find("</title>", opened + 1)
+    return text[opened + 1 : end] if end >= 0 else None
 
 
 def _gemini_retry_delay(obj: dict[str, Any] | None) -> float | None:

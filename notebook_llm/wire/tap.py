@@ -30,6 +30,7 @@ from .cassette import (
     _request_body,
     _response_headers,
     _Writer,
+    redact_body,
 )
 
 log = logging.getLogger("notebook_llm.api.recording")
@@ -96,13 +97,7 @@ class Recorder:
         complete: bool,
     ) -> None:
         url, path = _redacted_url(request.url)
-        text = body.decode("utf-8", errors="strict") if _is_utf8(body) else None
-        # not UTF-8: redacted as latin-1, which maps every byte to one character and back
-        stored = (
-            redact(text).encode("utf-8")
-            if text is not None
-            else redact(body.decode("latin-1")).encode("latin-1")
-        )
+        stored = redact_body(body)  # values redacted, so a JSON body stays JSON
         self._writer.write(
             Exchange(
                 method=request.method,
@@ -122,14 +117,6 @@ class Recorder:
     def describe(self) -> str:
         n = len(self._writer.exchanges)
         return f"recording to {self.path} ({n} exchange{'s' if n != 1 else ''} so far)"
-
-
-def _is_utf8(body: bytes) -> bool:
-    try:
-        body.decode("utf-8")
-    except UnicodeDecodeError:
-        return False
-    return True
 
 
 class _RecordingTransport(httpx.AsyncBaseTransport):

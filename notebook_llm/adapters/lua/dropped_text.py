@@ -26,14 +26,13 @@ was open yet, normally none.
 from __future__ import annotations
 
 import json
-import re
 from typing import Any
 
 from ...core.errors import ErrorCode, LlmError
 from ...core.protocol import BlockStart, Event, Finish
 from ...core.redaction import redact
 
-__all__ = ["CONTENT_KEYS", "DroppedText", "has_block", "judge_events"]
+__all__ = ["CONTENT_KEYS", "DroppedText", "has_block", "has_two_words", "judge_events"]
 
 #: Keys whose non-blank string is answer content (text, reasoning, tool-call arguments),
 #: whatever the API: OpenAI/Mistral/Groq ``content``, ``reasoning``, ``arguments``; Anthropic
@@ -91,7 +90,6 @@ _NOT_ANSWER = frozenset(
         "refusal",
     }
 )
-_TWO_WORDS = re.compile(r"[^\W\d_][\W_]*\s+\W*[^\W\d_]")
 _MAX_DEPTH = 24
 _MAX_PAYLOADS = 2000  # past this many payloads with nothing mapped, the verdict is settled
 
@@ -137,7 +135,7 @@ class DroppedText:
         found: list[tuple[int, str, str]] = []
         for path, pieces in self._joined.items():
             joined = "".join(pieces)
-            if self._content_key[path] or _TWO_WORDS.search(joined):
+            if self._content_key[path] or has_two_words(joined):
                 found.append((len(joined), path, joined))
         if not found:
             return None
@@ -161,6 +159,27 @@ class DroppedText:
             hook=hook,
             details={"field": path},
         )
+
+
+def has_two_words(text: str) -> bool:
+    """Whether ``text`` holds two words: a letter, then a gap of characters that are neither
+    letters nor digits holding white space (and no ``_`` after its last white space), then a
+    letter. What the regex ``[^\\W\\d_][\\W_]*\\s+\\W*[^\\W\\d_]`` finds, in one pass:
+    that regex backtracked cubically on a long run of spaces, and the text is the server's."""
+    letter_before = False  # the last letter-or-digit was a letter
+    space = False  # the gap since it holds white space...
+    underscore = False  # ...and a "_" after its last white space
+    for ch in text:
+        if ch.isalnum():
+            is_letter = not ch.isdecimal()
+            if is_letter and letter_before and space and not underscore:
+                return True
+            letter_before, space, underscore = is_letter, False, False
+        elif ch.isspace():
+            space, underscore = True, False
+        elif ch == "_":
+            underscore = True
+    return False
 
 
 def judge_events(

@@ -92,6 +92,16 @@ def _request_of(
     streaming = "transform_stream_chunk" in meta["hooks"]
     if stream is not None:
         streaming = streaming and stream
+    if not options.stream and "transform_response" in meta["hooks"]:
+        streaming = False  # the caller asked for one whole body, and the script can read one
+    elif not options.stream:
+        raise LlmError(
+            f"adapter {meta.get('name') or options.provider!r} can only stream (it has no "
+            "transform_response to read a whole body): ask with streaming (drop --no-stream / "
+            "stream=False)",
+            ErrorCode.INVALID_OPTIONS,
+            provider=options.provider,
+        )
     request = build_request(options, stream=streaming)
     return meta, streaming, json.dumps(request, ensure_ascii=False)
 

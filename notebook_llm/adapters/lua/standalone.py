@@ -23,7 +23,9 @@ from .runtime import library_names, library_text
 __all__ = ["required_libraries", "standalone_source"]
 
 #: ``require("name")``, ``require 'name'`` and the like with a literal name.
-_REQUIRE = re.compile(r"""\brequire\s*\(?\s*(["'])([A-Za-z_][A-Za-z0-9_]*)\1""")
+# (white space on one side of the optional "(" only: two adjacent \s* backtracked quadratically
+# on "require" followed by a long run of spaces)
+_REQUIRE = re.compile(r"""\brequire\s*(?:\(\s*)?(["'])([A-Za-z_][A-Za-z0-9_]*)\1""")
 
 #: A leading long comment (``--[[ ... ]]``, ``--[==[ ... ]==]``), kept at the top.
 _HEADER = re.compile(r"\A(\s*--\[(=*)\[.*?\]\2\][^\n]*\n)", re.DOTALL)

@@ -369,8 +369,16 @@ def _truncate(reply: MockReply, max_tokens: int) -> MockReply:
 
 
 def _last_user_index(messages: Sequence[Mapping[str, Any]]) -> int:
+    """The user's last message. A user message without text right after tool results is not a
+    new prompt: it carries what the tools gave back that a tool message cannot (an image)."""
     for i in range(len(messages) - 1, -1, -1):
-        if messages[i].get("role") == "user":
+        message = messages[i]
+        attachment = (
+            i > 0
+            and messages[i - 1].get("role") == "tool"
+            and not _content_text(message.get("content")).strip()
+        )
+        if message.get("role") == "user" and not attachment:
             return i
     return -1
 
@@ -484,6 +492,8 @@ _QUOTED = re.compile(r'"([^"]+)"|“([^”]+)”|(?:(?<=\s)|^)\'([^\']+)\'(?=[\s
 _WORD = re.compile(r"[^\W\d_][\w'’.-]*", re.UNICODE)
 _NEGATION = re.compile(r"\b(?:no|not|without|don't|dont|never)\s+(?:\w+\s+){0,2}$", re.I)
 _SHORT_WORDS = 8
+#: Enum values longer than this are not looked for in a prompt (see ``_Prompt.enum``).
+_MAX_ENUM_CHARS = 200
 
 
 def _name_words(name: str) -> list[str]:
@@ -565,8 +575,12 @@ class _Prompt:
 
     def enum(self, values: Sequence[Any]) -> Any:
         for value in values:
-            if isinstance(value, str) and re.search(
-                rf"(?<!\w){re.escape(value)}(?!\w)", self.text, re.IGNORECASE
+            # (a literal search costs the prompt's length times the value's: values past a
+            # sentence are not looked for, so the prompt's length alone bounds it)
+            if (
+                isinstance(value, str)
+                and len(value) <= _MAX_ENUM_CHARS
+                and re.search(rf"(?<!\w){re.escape(value)}(?!\w)", self.text, re.IGNORECASE)
             ):
                 return value
         return _MISSING
@@ -624,6 +638,12 @@ def _from_prompt(schema: Any, name: str, prompt: _Prompt) -> Any:
             ]
             prompt.used.update(found)
             return found or _MISSING
+        if _schema_type(items) in ("integer", "number") and prompt.numbers:
+            integer = _schema_type(items) == "integer"
+            found = []
+            while prompt.numbers:
+                found.append(prompt.number(items, integer))
+            return found
         return _MISSING
     if typ == "object":  # optional: only what the prompt gives
         props = schema.get("properties") or {}
@@ -689,8 +709,8 @@ def tool_arguments(tool: Mapping[str, Any], text: str) -> dict[str, Any]:
     (for ``query``/``text``-like names: quoted text, else that phrase). Numbers: the digits of
     the prompt in order, clamped to ``minimum``/``maximum``. Enums: the value the prompt names,
     else the default, else the first. Booleans: named in the prompt (``"... without forecast"``
-    is false), else the default, else false. Arrays of strings: the proper nouns. Objects are
-    filled recursively.
+    is false), else the default, else false. Arrays of strings: the proper nouns; arrays of
+    numbers: the prompt's numbers. Objects are filled recursively.
     """
     fn = tool.get("function", tool)
     params = fn.get("parameters") or fn.get("input_schema") or {}

@@ -20,12 +20,12 @@ from dataclasses import dataclass, field
 __all__ = ["ParsedDocstring", "parse_docstring"]
 
 _GOOGLE_PARAM_HEADERS = {"args", "arguments", "parameters", "params", "attributes", "keyword args"}
-_GOOGLE_ITEM = re.compile(r"^\*{0,2}(\w+)\s*(?:\(([^)]*)\))?\s*:\s*(.*)$")
+# Each pattern below is matched against one line, anchored, with no two quantifiers that can
+# take the same characters: linear in the line (docs/reliability.md).
+_GOOGLE_ITEM = re.compile(r"^\*{0,2}(\w+)(?:\s*\(([^)]*)\))?\s*:\s*(.*)$")
 _GOOGLE_HEADER = re.compile(r"^([A-Za-z][A-Za-z ]*):\s*$")
 _UNDERLINE = re.compile(r"^\s*-{3,}\s*$")
-_SPHINX_PARAM = re.compile(
-    r"^:(?:param|parameter|arg|argument|key|keyword)\s+(?:[^:]*\s)?(\w+)\s*:\s*(.*)$"
-)
+_SPHINX_PARAM_WORDS = frozenset({"param", "parameter", "arg", "argument", "key", "keyword"})
 _SPHINX_FIELD = re.compile(r"^:\w[^:]*:")
 
 
@@ -109,20 +109,36 @@ def parse_docstring(doc: str | None) -> ParsedDocstring:
         # Sphinx fields.
         if _SPHINX_FIELD.match(stripped):
             in_intro = False
-            param = _SPHINX_PARAM.match(stripped)
+            param = _sphinx_param(stripped)
             i += 1
-            text = [param.group(2)] if param else []
+            text = [param[1]] if param else []
             while i < len(lines) and lines[i].strip() and _indent(lines[i]) > 0:
                 text.append(lines[i])
                 i += 1
             if param:
-                out.params[param.group(1)] = _join(text)
+                out.params[param[0]] = _join(text)
             continue
         if in_intro:
             intro.append(line)
         i += 1
     out.description = _join(intro)
     return out
+
+
+def _sphinx_param(line: str) -> tuple[str, str] | None:
+    """``(name, text)`` of a ``:param [type] name: text`` line, or ``None``. Split by hand: a
+    regex for "a keyword, maybe a type, the name" had three quantifiers over the same spaces
+    and backtracked cubically on a long line with no second colon."""
+    head, colon, text = line[1:].partition(":")
+    words = head.split()
+    if not colon or len(words) < 2 or words[0] not in _SPHINX_PARAM_WORDS:
+        return None
+    if head[:1].isspace() or not head[len(words[0]) :][:1].isspace():
+        return None  # the keyword right after the colon, then white space
+    name = words[-1]
+    if not all(ch.isalnum() or ch == "_" for ch in name):
+        return None
+    return name, text.lstrip()
 
 
 def _google_items(body: list[str], params: dict[str, str]) -> None:

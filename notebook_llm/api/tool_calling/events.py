@@ -8,10 +8,10 @@ A tool loop is a sequence of generations ("steps"). ``stream_tools`` yields, in 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
 
-from ...core.protocol import Event
+from ...core.protocol import Event, ImageBlock
 
 
 @dataclass(slots=True)
@@ -25,20 +25,25 @@ class StepStart:
 
 @dataclass(slots=True)
 class ToolRun:
-    """A tool call is about to run (after confirmation, if asked for)."""
+    """A tool call is about to run (after confirmation, if asked for). ``source`` says where
+    the tool lives: empty for a Python function, ``mcp:NAME`` for a tool of MCP server NAME."""
 
     call_id: str
     name: str
     arguments: str
     type: Literal["tool-run"] = "tool-run"
+    source: str = ""
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out = {
             "type": "tool-run",
             "callId": self.call_id,
             "name": self.name,
             "arguments": self.arguments,
         }
+        if self.source:
+            out["source"] = self.source
+        return out
 
 
 @dataclass(slots=True)
@@ -47,7 +52,8 @@ class ToolOutcome:
 
     Not :class:`~notebook_llm.core.protocol.ToolResultBlock` (the message block that carries a result
     back to the model): this is the loop telling a view how a run ended. Its JSON ``type`` stays
-    ``"tool-result"``."""
+    ``"tool-result"``. ``images``: what the tool gave back as images (an MCP tool can), which
+    the model receives after the results; ``source`` as for :class:`ToolRun`."""
 
     call_id: str
     name: str
@@ -56,9 +62,11 @@ class ToolOutcome:
     status: Literal["ok", "error", "skipped"] = "ok"
     duration: float = 0.0
     type: Literal["tool-result"] = "tool-result"
+    source: str = ""
+    images: list[ImageBlock] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "type": "tool-result",
             "callId": self.call_id,
             "name": self.name,
@@ -67,6 +75,11 @@ class ToolOutcome:
             "status": self.status,
             "duration": self.duration,
         }
+        if self.source:
+            out["source"] = self.source
+        if self.images:
+            out["images"] = [image.to_dict() for image in self.images]
+        return out
 
 
 LoopEvent: TypeAlias = Event | StepStart | ToolRun | ToolOutcome

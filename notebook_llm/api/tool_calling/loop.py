@@ -39,12 +39,13 @@ from collections.abc import (
 )
 from contextlib import aclosing
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, Required, Unpack, cast
+from typing import TYPE_CHECKING, Any, Literal, Required, Unpack, cast
 
 from ...core.cancel import StopSignal, until_stopped
 from ...core.completion import Completion, assemble
 from ...core.errors import ErrorCode, LlmError
 from ...core.protocol import (
+    Block,
     Event,
     Finish,
     FinishReason,
@@ -55,12 +56,20 @@ from ...core.protocol import (
 )
 from ...engine.request import Request, TurnOptions, check_request, request_of
 from .events import LoopEvent, StepStart, ToolOutcome, ToolRun
-from .tools import Tool, as_tool, error_text, result_text, run_user_code
+from .tools import Tool, ToolReply, as_tool, error_text, result_text, run_user_code
 
 if TYPE_CHECKING:
     from ...engine.engine import Engine
 
-__all__ = ["DECLINED", "ConfirmFn", "ToolLoopOptions", "run_tools", "stream_tools"]
+__all__ = [
+    "DECLINED",
+    "ConfirmFn",
+    "ToolLoopOptions",
+    "ToolSpec",
+    "resolve_tools",
+    "run_tools",
+    "stream_tools",
+]
 
 log = logging.getLogger("notebook_llm.api.tool_calling")
 
@@ -72,14 +81,48 @@ DECLINED = "the user declined to run this tool"
 STOPPED = "not run: the tool loop was stopped"
 
 
-def _tool_table(tools: Iterable[Tool | Callable[..., Any]]) -> dict[str, Tool]:
+#: What ``tools=`` takes: Python functions (or :class:`Tool` s) and ``"mcp:NAME"`` /
+#: ``"mcp:NAME/TOOL"`` strings for the tools of a configured MCP server.
+ToolSpec = Tool | Callable[..., Any] | str
+
+
+async def _tool_table(
+    tools: Iterable[ToolSpec], engine: Engine, stop: StopSignal | None
+) -> dict[str, Tool]:
+    """The tools by the name the model calls them. ``mcp:`` strings are resolved to the tools
+    of their server (which starts it, or reads its listing from the recording when replaying)."""
+    items = list(tools)
+    specs = [obj for obj in items if isinstance(obj, str)]
+    groups: list[list[Tool]] = []
+    if specs:
+        from ..mcp.tools import resolve_specs
+
+        groups = await resolve_specs(specs, engine, stop)
+    resolved = iter(groups)
     table: dict[str, Tool] = {}
-    for obj in tools:
-        t = as_tool(obj)
-        if t.name in table:
-            raise LlmError(f"two tools are named {t.name!r}", ErrorCode.INVALID_OPTIONS)
-        table[t.name] = t
+    for obj in items:
+        for t in next(resolved) if isinstance(obj, str) else [as_tool(obj)]:
+            if t.name in table:
+                prior = table[t.name]
+                same = getattr(t, "remote_name", None) == getattr(prior, "remote_name", None)
+                if t.source and t.source == prior.source and same:
+                    continue  # the same MCP tool asked for twice (mcp:S and mcp:S/T)
+                other = prior.source or "a Python function"
+                raise LlmError(
+                    f"two tools are named {t.name!r} ({other} and {t.source or 'a Python function'})"
+                    + ("; offer one of them, e.g. mcp:SERVER/TOOL" if t.source else ""),
+                    ErrorCode.INVALID_OPTIONS,
+                )
+            table[t.name] = t
     return table
+
+
+async def resolve_tools(
+    tools: Iterable[ToolSpec], engine: Engine, stop: StopSignal | None = None
+) -> list[Tool]:
+    """``tools`` as :class:`Tool` s, ``mcp:`` specs resolved once (a batch that runs the loop
+    for every prompt lists each server once, not once per prompt)."""
+    return list((await _tool_table(tools, engine, stop)).values())
 
 
 #: How long a stopped step waits for its tasks to wind down before it leaves them behind: a
@@ -145,45 +188,38 @@ class _StepRunner:
             return
         kwargs, problem = t.prepare(call.arguments)
         if kwargs is None:
-            self.queue.put_nowait(ToolRun(call.id, call.name, call.arguments))
+            self.queue.put_nowait(ToolRun(call.id, call.name, call.arguments, source=t.source))
             text = problem or "invalid arguments"
-            self._finish(call, ToolOutcome(call.id, call.name, text, True, "error"))
+            self._finish(call, _outcome(t, call, ToolReply(text, is_error=True)))
             return
         if self.confirm is not None:
             try:
                 ok = await _confirmed(self.confirm, call)
             except Exception as exc:
                 text = f"the confirmation failed: {error_text(exc)}"
-                self._finish(call, ToolOutcome(call.id, call.name, text, True, "error"))
+                self._finish(call, _outcome(t, call, ToolReply(text, is_error=True)))
                 return
             if not ok:
-                self._finish(call, ToolOutcome(call.id, call.name, DECLINED, True, "skipped"))
+                skipped = ToolOutcome(
+                    call.id, call.name, DECLINED, True, "skipped", source=t.source
+                )
+                self._finish(call, skipped)
                 return
         await self.semaphore.acquire()
-        self.queue.put_nowait(ToolRun(call.id, call.name, call.arguments))
+        self.queue.put_nowait(ToolRun(call.id, call.name, call.arguments, source=t.source))
         task = asyncio.ensure_future(self._run(t, call, kwargs))
         self.tasks.add(task)
 
     async def _run(self, t: Tool, call: ToolCallBlock, kwargs: dict[str, Any]) -> None:
         started = time.perf_counter()
         try:
-            text, is_error = await self._call(t, kwargs)
+            reply = await self._call(t, kwargs)
         finally:
             self.semaphore.release()
-        self._finish(
-            call,
-            ToolOutcome(
-                call.id,
-                call.name,
-                text,
-                is_error,
-                "error" if is_error else "ok",
-                time.perf_counter() - started,
-            ),
-        )
+        self._finish(call, _outcome(t, call, reply, time.perf_counter() - started))
 
-    async def _call(self, t: Tool, kwargs: dict[str, Any]) -> tuple[str, bool]:
-        """The call's ``(text, is_error)``. The call runs as a task of its own, so a stop or the
+    async def _call(self, t: Tool, kwargs: dict[str, Any]) -> ToolReply:
+        """What the call gave back. The call runs as a task of its own, so a stop or the
         timeout ends the wait at once, even for a tool that ignores its cancellation."""
         work = asyncio.ensure_future(t.call(kwargs))
         try:
@@ -193,30 +229,52 @@ class _StepRunner:
             raise
         if not done:
             work.cancel()
-            return (
+            return ToolReply(
                 f"tool {t.name!r} did not finish within {self.tool_timeout:g} s "
                 f"(tool_timeout={self.tool_timeout:g}) and was abandoned",
-                True,
+                is_error=True,
             )
         try:
             value = work.result()
         except asyncio.CancelledError:
             # the call's own task was cancelled from inside (the tool cancelled itself)
-            return f"tool {t.name!r} was cancelled", True
+            return ToolReply(f"tool {t.name!r} was cancelled", is_error=True)
         except Exception as exc:
-            return error_text(exc), True
-        return result_text(t.name, value)
+            return ToolReply(error_text(exc), is_error=True)
+        if isinstance(value, ToolReply):
+            return value
+        text, is_error = result_text(t.name, value)
+        return ToolReply(text, is_error=is_error)
 
-    def result_blocks(self) -> list[ToolResultBlock]:
-        """The results in the model's order; calls that never finished are reported as stopped."""
-        blocks = []
+    def result_message(self) -> Message:
+        """The results in the model's order (calls that never finished are reported as
+        stopped), then the images the tools gave back: the adapter contract carries text in a
+        tool result, so an image goes to the model right after the results, in the same turn,
+        and each result's text says which images are its own."""
+        blocks: list[Block] = []
+        images: list[Block] = []
         for call in self.calls:
             r = self.results.get(call.id)
             if r is None:
                 blocks.append(ToolResultBlock.of(call.id, STOPPED, is_error=True))
             else:
                 blocks.append(ToolResultBlock.of(call.id, r.content, is_error=r.is_error))
-        return blocks
+                images += r.images
+        return Message("user", blocks + images)
+
+
+def _outcome(t: Tool, call: ToolCallBlock, reply: ToolReply, duration: float = 0.0) -> ToolOutcome:
+    status: Literal["ok", "error"] = "error" if reply.is_error else "ok"
+    return ToolOutcome(
+        call.id,
+        call.name,
+        reply.text,
+        reply.is_error,
+        status,
+        duration,
+        source=t.source,
+        images=list(reply.images),
+    )
 
 
 class ToolLoopOptions(TurnOptions, total=False):
@@ -224,7 +282,7 @@ class ToolLoopOptions(TurnOptions, total=False):
     the request's (:class:`~notebook_llm.engine.request.Request`; ``tools`` here are the
     functions, their schemas are the request's)."""
 
-    tools: Required[Iterable[Tool | Callable[..., Any]]]
+    tools: Required[Iterable[ToolSpec]]
     max_steps: int
     concurrency: int
     confirm: ConfirmFn | bool | None
@@ -300,7 +358,7 @@ async def _loop(
     request: Request,
     *,
     state: _LoopState,
-    tools: Iterable[Tool | Callable[..., Any]],
+    tools: Iterable[ToolSpec],
     max_steps: int = 8,
     concurrency: int = 4,
     confirm: ConfirmFn | bool | None = None,
@@ -322,9 +380,9 @@ async def _loop(
         )
     if request.tools:
         raise LlmError("tools= given twice", ErrorCode.INVALID_OPTIONS)
-    table = _tool_table(tools)
-    schemas = [t.schema for t in table.values()]
     provider, model, stop_signal = request.provider, request.model, request.stop_signal
+    table = await _tool_table(tools, engine, stop_signal)
+    schemas = [t.schema for t in table.values()]
     conversation = check_request(request)  # the prompt and images join the messages, once
     request = replace(request, prompt=None, images=None, tools=schemas)
 
@@ -339,8 +397,9 @@ async def _loop(
                 reason = FinishReason(
                     "error",
                     LlmError(
-                        f"the model still asked for tools after {max_steps} steps (max_steps="
-                        f"{max_steps}); the tool results so far are in the transcript",
+                        f"the model still asked for tools after {max_steps} "
+                        f"step{'' if max_steps == 1 else 's'} (max_steps={max_steps}); the "
+                        "tool results so far are in the transcript",
                         ErrorCode.TOOL_STEP_LIMIT,
                         provider=provider,
                         details={"max_steps": max_steps},
@@ -391,8 +450,10 @@ async def _loop(
                     await asyncio.wait(pending, timeout=_CANCEL_GRACE)
         for call in runner.calls:
             if call.id not in runner.results:
-                yield ToolOutcome(call.id, call.name, STOPPED, True, "error")
-        results = Message.tool_results(runner.result_blocks())
+                known = table.get(call.name)
+                source = known.source if known is not None else ""
+                yield ToolOutcome(call.id, call.name, STOPPED, True, "error", source=source)
+        results = runner.result_message()
         conversation.append(results)
         state.transcript.append(results)
 

@@ -17,11 +17,11 @@ from typing import Any, overload
 
 from ...core.errors import ErrorCode, LlmError
 from ...core.json_schema_check import check
-from ...core.protocol import ToolSchema
+from ...core.protocol import ImageBlock, ToolSchema
 from .docstrings import parse_docstring
 from .type_schema import coerce, schema_for_type
 
-__all__ = ["Tool", "as_tool", "format_result", "function_schema", "tool"]
+__all__ = ["Tool", "ToolReply", "as_tool", "format_result", "function_schema", "tool"]
 
 JsonSchema = dict[str, Any]
 
@@ -117,6 +117,20 @@ def function_schema(
     return (description if description is not None else doc.description), schema, param_hints
 
 
+@dataclasses.dataclass
+class ToolReply:
+    """What a tool gives back when it is more than one value: the text the model reads, the
+    images it is shown after the tool results, and whether the text is the tool's own error.
+
+    An MCP tool answers this way (the protocol's text, images and ``isError``); a Python tool
+    may return one too. The loop passes it on as it is, never through :func:`format_result`.
+    """
+
+    text: str
+    images: list[ImageBlock] = dataclasses.field(default_factory=list)
+    is_error: bool = False
+
+
 class Tool:
     """A Python callable the model can call.
 
@@ -131,6 +145,10 @@ class Tool:
     >>> t.schema.parameters["required"]
     ['a']
     """
+
+    #: Where the tool lives, as tool cards show it: empty for a Python function, ``mcp:NAME``
+    #: for a tool of the MCP server NAME.
+    source: str = ""
 
     def __init__(
         self,

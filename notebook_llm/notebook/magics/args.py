@@ -6,6 +6,7 @@ option raises ``UsageError`` with a short message; the magic prints it with the 
 
 from __future__ import annotations
 
+import difflib
 import keyword
 import shlex
 from dataclasses import dataclass, field
@@ -14,7 +15,7 @@ from typing import Any
 from IPython.core import magic_arguments as _ma
 from IPython.core.error import UsageError
 
-from ...core.dash_options import single_dash_long_option
+from ...core.dash_options import option_hint
 
 # IPython's magic_arguments is untyped: use it through Any-typed names.
 argument: Any = _ma.argument
@@ -34,21 +35,15 @@ _CELL_ARGUMENTS: list[tuple[tuple[str, ...], dict[str, Any]]] = [
             "help": "PROVIDER or PROVIDER:MODEL (default: the session default, else mock)",
         },
     ),
+    (("-s", "--system"), {"default": None, "help": "system prompt (quote it)"}),
     (
-        (
-            "-s",
-            "--system",
-        ),
-        {"default": None, "help": "system prompt (quote it)"},
+        ("-t", "--temperature"),
+        {"type": float, "default": None, "metavar": "T", "help": "sampling temperature, 0..2"},
     ),
     (
-        (
-            "-t",
-            "--temperature",
-        ),
-        {"type": float, "default": None, "help": "sampling temperature, 0..2"},
+        ("--max-tokens",),
+        {"type": int, "default": None, "metavar": "N", "help": "limit on output tokens"},
     ),
-    (("--max-tokens",), {"type": int, "default": None, "help": "limit on output tokens"}),
     (
         ("--reasoning",),
         {"default": None, "metavar": "EFFORT", "help": "reasoning effort, e.g. low, medium, high"},
@@ -58,7 +53,8 @@ _CELL_ARGUMENTS: list[tuple[tuple[str, ...], dict[str, Any]]] = [
         {
             "default": None,
             "metavar": "F,G",
-            "help": "functions from the namespace the model may call",
+            "help": "functions from the namespace the model may call, and MCP tools: "
+            "mcp:SERVER (all its tools) or mcp:SERVER/TOOL",
         },
     ),
     (("--confirm",), {"action": "store_true", "help": "ask before each tool call runs"}),
@@ -67,8 +63,8 @@ _CELL_ARGUMENTS: list[tuple[tuple[str, ...], dict[str, Any]]] = [
         {
             "default": None,
             "metavar": "NAME",
-            "help": "a pydantic model, dataclass or JSON Schema dict from the namespace: the "
-            "answer is validated into it (with -o VAR: VAR.parsed)",
+            "help": "validate the answer into this pydantic model, dataclass or JSON Schema "
+            "dict (with -o VAR: VAR.parsed)",
         },
     ),
     (
@@ -77,7 +73,7 @@ _CELL_ARGUMENTS: list[tuple[tuple[str, ...], dict[str, Any]]] = [
             "type": int,
             "default": 0,
             "metavar": "N",
-            "help": "send an answer that does not fit the schema back, with why, up to N times",
+            "help": "send an answer that does not fit the schema back with why, up to N times",
         },
     ),
     (
@@ -85,11 +81,19 @@ _CELL_ARGUMENTS: list[tuple[tuple[str, ...], dict[str, Any]]] = [
         {
             "default": None,
             "metavar": "NAME[,NAME]",
-            "help": "images from the namespace (a path, bytes, PIL image, matplotlib Figure or "
-            "URL; a path or URL may be written directly)",
+            "help": "send images: a path, bytes, PIL image, Figure or URL from the namespace, "
+            "or a path or URL as written",
         },
     ),
-    (("--max-steps",), {"type": int, "default": 8, "help": "tool loop step limit"}),
+    (
+        ("--max-steps",),
+        {
+            "type": int,
+            "default": 8,
+            "metavar": "N",
+            "help": "with --tools: at most N model requests in the tool loop (default 8)",
+        },
+    ),
     (
         ("--chat",),
         {
@@ -102,22 +106,25 @@ _CELL_ARGUMENTS: list[tuple[tuple[str, ...], dict[str, Any]]] = [
     ),
     (("--new",), {"action": "store_true", "help": "start the conversation over (with --chat)"}),
     (
-        (
-            "-f",
-            "--format",
-        ),
-        {"default": None, "choices": FORMATS, "help": "how to show the answer"},
+        ("-f", "--format"),
+        {
+            "default": None,
+            "choices": FORMATS,
+            "metavar": "FORMAT",
+            "help": "show the answer as markdown (default), text, json or code (code: also "
+            "offered as the next cell)",
+        },
     ),
     (
-        (
-            "-o",
-            "--out",
-        ),
+        ("-o", "--out"),
         {"default": None, "metavar": "VAR", "help": "store the Completion in VAR"},
     ),
     (
         ("--no-stream",),
-        {"action": "store_true", "help": "no live view: show only the final result"},
+        {
+            "action": "store_true",
+            "help": 'ask for one whole answer ("stream": false), shown when it is complete',
+        },
     ),
     (("--no-interpolate",), {"action": "store_true", "help": "send {braces} as written"}),
 ]
@@ -187,7 +194,7 @@ def parse_cell_line(line: str) -> CellArgs:
     """Parse the ``%%llm`` line; raises ``UsageError`` for a wrong option (a long option typed
     with one dash, ``-temperature``, is named as such, not read as ``-t emperature``)."""
     try:
-        hint = single_dash_long_option(shlex.split(line), _LONG_OPTIONS, _VALUED)
+        hint = option_hint(shlex.split(line), _LONG_OPTIONS, _VALUED)
     except ValueError:
         hint = None  # parse_argstring below says what is wrong with the quoting
     if hint is not None:
@@ -230,34 +237,81 @@ def parse_cell_line(line: str) -> CellArgs:
     )
 
 
+def _option_form(names: tuple[str, ...], kw: dict[str, Any]) -> str:
+    """How an option is written: ``-s, --system SYSTEM``, ``--chat [NAME]``, ``--confirm``."""
+    if not names[0].startswith("-"):
+        return "PROVIDER[:MODEL]"
+    written = ", ".join(names)
+    if "action" in kw:
+        return written
+    metavar = kw.get("metavar") or names[-1].lstrip("-").replace("-", "_").upper()
+    return f"{written} [{metavar}]" if kw.get("nargs") == "?" else f"{written} {metavar}"
+
+
 def usage() -> str:
-    """The short usage of ``%%llm`` (``%%llm?`` shows the full help)."""
-    return (
-        "usage: %%llm [PROVIDER[:MODEL]] [-s SYSTEM] [-t TEMPERATURE] [--max-tokens N] "
-        "[--reasoning EFFORT] [--tools F,G] [--confirm] [--schema NAME [--schema-retries N]] "
-        "[--image NAME[,NAME]] "
-        "[--chat [NAME]] [--new] "
-        "[-f markdown|text|code|json] [-o VAR] [--no-stream] [--no-interpolate]"
+    """The usage line of ``%%llm``: every option, in the order of the help."""
+    parts = []
+    for names, kw in _CELL_ARGUMENTS:
+        form = _option_form(names[:1], kw)
+        parts.append(f"[{form}]")
+    return "usage: %%llm " + " ".join(parts) + " [-h]"
+
+
+def cell_help() -> str:
+    """One line for each ``%%llm`` option (``%%llm --help``, and part of ``%llm help``)."""
+    rows = [(_option_form(names, kw), str(kw["help"])) for names, kw in _CELL_ARGUMENTS]
+    width = max(len(form) for form, _ in rows) + 2
+    return "\n".join(
+        [
+            "%%llm [PROVIDER[:MODEL]] [options]: the cell body is the prompt; {name} in it is "
+            "the value of name (--no-interpolate sends braces as written)",
+            *(f"  {form:{width}}{text}" for form, text in rows),
+            f"  {'-h, --help':{width}}this help",
+        ]
     )
 
 
+def wants_help(line: str) -> bool:
+    """``%%llm --help`` / ``%%llm -h``: show the options instead of sending the cell."""
+    try:
+        words = shlex.split(line)
+    except ValueError:
+        return False
+    return any(w in ("-h", "--help") for w in words)
+
+
+#: ``%llm COMMAND``: (the arguments, what it does), in the order ``%llm help`` lists them.
 LINE_COMMANDS = {
-    "use": "use PROVIDER[:MODEL]   set the session default",
-    "providers": "providers              list providers (never keys)",
-    "models": "models [PROVIDER]      list a provider's models",
-    "history": "history [NAME]         show a conversation",
-    "reset": "reset [NAME]           forget a conversation",
-    "key": "key PROVIDER           enter a key for this session (asked with getpass)",
-    "record": "record PATH | stop      record provider HTTP exchanges to a file (no keys)",
-    "replay": "replay PATH [--strict]  answer requests from a recording (no key, no network)",
-    "budget": "budget [USD | off]      cap the cost of this session's %%llm cells",
-    "pace": "pace [TOKENS_PER_S]     how fast the mock streams where someone watches (0 = at once)",
+    "use": ("PROVIDER[:MODEL]", "set the session default"),
+    "providers": ("", "list providers (never keys)"),
+    "models": ("[PROVIDER]", "list a provider's models"),
+    "history": ("[NAME]", "show a conversation"),
+    "reset": ("[NAME]", "forget a conversation"),
+    "key": ("PROVIDER", "enter a key for this session (asked with getpass)"),
+    "record": ("PATH | stop", "record provider HTTP exchanges to a file (no keys)"),
+    "replay": ("PATH [--strict]", "answer requests from a recording (no key, no network)"),
+    "budget": ("[USD | off]", "cap the cost of this session's %%llm cells"),
+    "pace": ("[TOKENS_PER_S]", "how fast the mock streams where someone watches (0 = at once)"),
+    "mcp": ("[restart NAME | stop [NAME] | load PATH]", "MCP servers and their tools"),
+    "help": ("", "this help: the commands, then the %%llm cell options"),
 }
 
 
+def command_usage(command: str) -> str:
+    """``usage: %llm reset [NAME]`` of one line command."""
+    args = LINE_COMMANDS[command][0]
+    return f"usage: %llm {command}{' ' + args if args else ''}"
+
+
 def line_help() -> str:
-    """The help text of the ``%llm`` line magic."""
-    return "%llm commands:\n" + "\n".join(f"  %llm {v}" for v in LINE_COMMANDS.values())
+    """``%llm help``: every line command, then every ``%%llm`` cell option (one line each)."""
+    forms = [f"%llm {c}{' ' + a if a else ''}" for c, (a, _) in LINE_COMMANDS.items()]
+    width = max(len(f) for f in forms) + 2
+    lines = [
+        f"  {form:{width}}{text}"
+        for form, (_, text) in zip(forms, LINE_COMMANDS.values(), strict=True)
+    ]
+    return "%llm commands:\n" + "\n".join(lines) + "\n\n" + cell_help()
 
 
 def parse_line(line: str) -> tuple[str, list[str]]:
@@ -272,7 +326,9 @@ def parse_line(line: str) -> tuple[str, list[str]]:
     if command in ("help", "-h", "--help"):
         return "help", []
     if command not in LINE_COMMANDS:
-        raise UsageError(f"unknown command {command!r}")
+        close = difflib.get_close_matches(command, list(LINE_COMMANDS), n=1)
+        hint = f": did you mean {close[0]}?" if close else ""
+        raise UsageError(f"unknown command {command!r}{hint}")
     limits = {
         "use": (1, 1),
         "providers": (0, 0),
@@ -284,8 +340,9 @@ def parse_line(line: str) -> tuple[str, list[str]]:
         "replay": (0, 2),
         "budget": (0, 1),
         "pace": (0, 1),
+        "mcp": (0, 2),
     }
     low, high = limits[command]
     if not low <= len(rest) <= high:
-        raise UsageError(LINE_COMMANDS[command])
+        raise UsageError(command_usage(command))
     return command, rest

@@ -84,11 +84,13 @@ class LlmMagics(Magics):
         try:
             if cell is None:
                 self._line(line)
+            elif margs.wants_help(line):
+                print(margs.cell_help())
             else:
                 self._cell(line, cell)
         except UsageError as exc:
-            usage = margs.usage() if cell is not None else margs.line_help()
-            print(f"UsageError: {redact(str(exc))}\n{usage}", file=sys.stderr)
+            usage = margs.usage() if cell is not None else _line_usage(line, str(exc))
+            print(f"UsageError: {redact(str(exc))}\n{usage}".rstrip("\n"), file=sys.stderr)
         except LlmError as exc:
             self._show(_error_box(exc))
 
@@ -117,9 +119,14 @@ class LlmMagics(Magics):
         ns = self.shell.user_ns if self.shell is not None else {}
         found = []
         for name in names:
+            if name.startswith("mcp:"):  # an MCP server's tools, resolved when the turn runs
+                found.append(name)
+                continue
             fn = ns.get(name)
             if not callable(fn):
-                raise UsageError(f"--tools: {name!r} is not a function in the namespace")
+                raise UsageError(
+                    f"--tools: {name!r} is not a function in the namespace (MCP tools: mcp:SERVER)"
+                )
             found.append(fn)
         return found
 
@@ -188,6 +195,8 @@ class LlmMagics(Magics):
             "images": self._images(opts.images),
             "budget": self.budget,
         }
+        if not opts.stream:  # --no-stream: one whole body; the default stays the engine's
+            kwargs["stream"] = False
         return chat, prompt, opts, kwargs
 
     def _confirm_for(self, wanted: bool) -> Any:
@@ -240,6 +249,9 @@ class LlmMagics(Magics):
         task, which stops the stream and keeps the partial answer, marked as stopped.
         """
         warmup.wait()
+        if margs.wants_help(line):
+            print(margs.cell_help())
+            return
         try:
             chat, prompt, opts, kwargs = self._prepare(line, cell)
             try:
@@ -274,7 +286,7 @@ class LlmMagics(Magics):
         elif command == "use":
             provider, model = margs.split_target(rest[0])
             if provider is None:
-                raise UsageError(margs.LINE_COMMANDS["use"])
+                raise UsageError(margs.command_usage("use"))
             self.engine.provider(provider)  # raises NO_ADAPTER for an unknown name
             note = self._check_model(provider, model) if model else ""
             self.default_provider, self.default_model = provider, model
@@ -286,23 +298,22 @@ class LlmMagics(Magics):
         elif command == "models":
             self._models(rest[0] if rest else (self.default_provider or "mock"))
         elif command == "history":
-            self._history(rest[0] if rest else margs.DEFAULT_CHAT)
+            self._history(self._named_chat(rest))
         elif command == "reset":
-            name = rest[0] if rest else margs.DEFAULT_CHAT
+            name = self._named_chat(rest)
             if name in self.chats:
                 self.chats[name].reset()
-                print(f"conversation {name!r} reset")
-            elif rest:
-                known = ", ".join(sorted(self.chats)) or "none yet"
-                raise UsageError(f"no conversation named {name!r} (conversations: {known})")
-            else:
-                print(f"conversation {name!r} reset")
+            print(f"conversation {name!r} reset")
         elif command == "key":
             self._key(rest[0])
         elif command == "budget":
             self._budget(rest[0] if rest else None)
         elif command == "pace":
             self._pace(rest[0] if rest else None)
+        elif command == "mcp":
+            from .mcp_command import mcp_command
+
+            mcp_command(rest, self._show)
         elif command in ("record", "replay"):
             from ...api.recording import magic_command
 
@@ -359,6 +370,17 @@ class LlmMagics(Magics):
         for info in models:
             print(redact(f"{info.id}" + (f"  {info.description}" if info.description else "")))
 
+    def _named_chat(self, rest: list[str]) -> str:
+        """The conversation ``%llm history`` / ``%llm reset`` act on: the one named (which must
+        exist: a typo is said, for both the same way), else the default one (empty or not)."""
+        if not rest:
+            return margs.DEFAULT_CHAT
+        name = rest[0]
+        if name not in self.chats:
+            known = ", ".join(sorted(self.chats)) or "none yet"
+            raise UsageError(f"no conversation named {name!r} (conversations: {known})")
+        return name
+
     def _history(self, name: str) -> None:
         chat = self.chats.get(name)
         if chat is None or not chat.messages:
@@ -370,7 +392,7 @@ class LlmMagics(Magics):
                 print(redact(line))
 
     def _budget(self, value: str | None) -> None:
-        from ...api.estimate import Budget
+        from ...api.cost_cap import Budget
 
         if value is None:
             print(self.budget.note() if self.budget is not None else "no budget set")
@@ -382,11 +404,11 @@ class LlmMagics(Magics):
         try:
             cap = float(value.lstrip("$"))
         except ValueError:
-            raise UsageError(margs.LINE_COMMANDS["budget"]) from None
+            raise UsageError(f"%llm budget takes an amount in USD or off, not {value!r}") from None
         try:
             budget = Budget(cap, self.engine)  # refuses NaN and negative caps
         except LlmError as err:
-            raise UsageError(f"{err.message} ({margs.LINE_COMMANDS['budget'].strip()})") from None
+            raise UsageError(err.message) from None
         spent = self.budget.spent if self.budget is not None else 0.0
         self.budget = budget
         self.budget.spent = spent
@@ -409,6 +431,18 @@ class LlmMagics(Magics):
             return
         self.engine.set_key(config.name, key.strip())
         print(f"key for {provider} set for this session")
+
+
+def _line_usage(line: str, error: str) -> str:
+    """What follows a ``%llm`` line's error: its command's usage when the command is known
+    (nothing when the error is that usage), else every command (``%llm help``'s first part)."""
+    command = line.split(maxsplit=1)[0] if line.strip() else ""
+    if command in margs.LINE_COMMANDS:
+        usage = margs.command_usage(command)
+        if usage.removeprefix("usage: ") in error:
+            return ""
+        return usage + "   (%llm help: every command and option)"
+    return margs.line_help().split("\n\n", 1)[0]
 
 
 def _skip_call(call: Any) -> bool:

@@ -135,11 +135,18 @@ def excerpt_html(rows: Sequence[tuple[int, str, bool]]) -> str:
     return f'<pre style="margin:4px 0">{divs}</pre>'
 
 
+#: Every cell of our tables reads from the left: JupyterLab right-aligns the cells of an HTML
+#: output's tables (``:not(.jp-RenderedMarkdown).jp-RenderedHTMLCommon td``), which suits
+#: numbers, not event names and JSON.
+_LEFT = "style='text-align:left'"
+
+
 def html_table(headers: list[str], rows: list[list[str]]) -> str:
-    """``rows`` under ``headers`` as an HTML table (cells escaped)."""
-    head = "".join(f"<th style='text-align:left'>{html.escape(h)}</th>" for h in headers)
+    """``rows`` under ``headers`` as an HTML table (cells escaped), read from the left."""
+    head = "".join(f"<th {_LEFT}>{html.escape(h)}</th>" for h in headers)
     body = "".join(
-        "<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>" for row in rows
+        "<tr>" + "".join(f"<td {_LEFT}>{html.escape(c)}</td>" for c in row) + "</tr>"
+        for row in rows
     )
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 

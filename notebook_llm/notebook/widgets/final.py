@@ -49,6 +49,8 @@ class ToolCallInfo:
     result: str | None = None
     status: str = "called"  # "ok", "error", "skipped", or "called" (never run)
     is_error: bool = False
+    #: Where the tool lives: empty for a Python function, ``mcp:SERVER`` for an MCP tool.
+    source: str = ""
 
 
 def _text(text: str) -> str:
@@ -65,7 +67,8 @@ def card_html(call: ToolCallInfo) -> str:
         '<div class="notebook-llm-tool" style="border:1px solid #8885;border-radius:4px;'
         'padding:4px 8px;margin:2px 0">'
         f"<div>🔧 <b>{_text(call.name or '?')}</b> "
-        f'<span style="color:{color}">{escape(status)}</span></div>'
+        + (f'<span style="opacity:.7">{_text(call.source)}</span> ' if call.source else "")
+        + f'<span style="color:{color}">{escape(status)}</span></div>'
         f'<pre style="{pre}">{_text(call.arguments)}</pre>'
     )
     if call.result is not None:
@@ -76,7 +79,8 @@ def card_html(call: ToolCallInfo) -> str:
 
 def card_text(call: ToolCallInfo) -> str:
     status = {"called": "not run"}.get(call.status, call.status)
-    line = f"[tool {call.name or '?'}({call.arguments}) {status}]"
+    where = f" {call.source}" if call.source else ""
+    line = f"[tool {call.name or '?'}({call.arguments}) {status}{where}]"
     if call.result is not None:
         line += f"\n  → {call.result}"
     return redact(line)
@@ -89,17 +93,27 @@ def footer_line(
     cost: float | None = None,
     *,
     finished: bool = True,
+    estimated_output: int | None = None,
 ) -> str:
     """``provider:model · finish · 12 in · 40 out (8 reasoning) · $0.0001`` (no timings).
 
     A finished answer whose provider sent no token counts gets "usage not reported": no zeros
-    and no cost. A failed or stopped turn just has no counts (nothing more to say)."""
+    and no cost. A turn that did not finish (stopped, failed) keeps what the live view counted:
+    ``estimated_output``, shown as ``~N out`` where the provider's own count is missing or
+    smaller (it counts at the end, which a stopped stream never reaches)."""
     parts = [label, status]
+    approximate = not finished and estimated_output is not None and estimated_output > 0
     if usage is None:
         if finished:
             parts.append(USAGE_NOT_REPORTED)
+        elif approximate:
+            parts.append(f"~{estimated_output} out")
     else:
-        out = f"{usage.output_tokens} out"
+        shown = usage.output_tokens
+        if approximate and estimated_output is not None and estimated_output > shown:
+            out = f"~{estimated_output} out"
+        else:
+            out = f"{shown} out"
         if usage.reasoning_tokens:
             out += f" ({usage.reasoning_tokens} reasoning)"
         parts += [f"{usage.input_tokens} in", out]

@@ -40,7 +40,7 @@ import anywidget
 import ipywidgets as w
 import traitlets
 
-from ...core.redaction import opens_bearer, redact, redaction_spans
+from ...core.redaction import redact, redaction_spans
 from .sparse import Sparse
 
 STATIC = Path(__file__).parent / "static"
@@ -98,24 +98,27 @@ class RedactedStream:
 
     @staticmethod
     def _cut(tail: str) -> int:
+        """Where ``tail`` may be cut now (see the class docstring); linear in ``tail``: a run of
+        ``bearer`` words is stepped over whole, and the spans are walked once, from the end."""
         end, cut = len(tail), 0
         while end > 0:
             space = max(tail.rfind(" ", 0, end), tail.rfind("\n", 0, end))
             if space < 0:
                 break
-            if not opens_bearer(tail[: space + 1]):
+            word_end = space
+            while word_end > 0 and tail[word_end - 1].isspace():
+                word_end -= 1
+            if tail[max(0, word_end - 6) : word_end].lower() != "bearer":
                 cut = space + 1
                 break
-            end = space
+            end = word_end - 6  # a cut in this white space would part "bearer" from its token
         if not cut and len(tail) >= HOLD_MAX:
             cut = len(tail) - HOLD_TAIL
-        spans = redaction_spans(tail)
-        moved = True
-        while moved:  # moving back out of one match may land inside another (they overlap)
-            moved = False
-            for start, stop in spans:
-                if start < cut < stop:
-                    cut, moved = start, True
+        # moving back out of one match may land inside another (they overlap): walked from
+        # the last start down, each span that holds the cut moves it to its start
+        for start, stop in sorted(redaction_spans(tail), reverse=True):
+            if start < cut < stop:
+                cut = start
         return cut
 
 

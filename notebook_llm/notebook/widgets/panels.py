@@ -49,6 +49,7 @@ class ToolCard:
         self.id = block_id
         self.call_id = ""
         self.name = ""
+        self.source = ""
         self.arguments = ""
         self.status = "calling"
         self.result: str | None = None
@@ -72,7 +73,9 @@ class ToolCard:
             self._more.push(delta)
 
     def html(self) -> str:
-        return tool_card_html(self.name, self.status, self.arguments, self.result, self.is_error)
+        return tool_card_html(
+            self.name, self.status, self.arguments, self.result, self.is_error, self.source
+        )
 
     def take(self, final: bool = False) -> tuple[str | None, str]:
         """The card's HTML if it changed since the last call (it holds all the arguments), else

@@ -44,7 +44,7 @@ from ...core.protocol import Event
 from ...core.redaction import redact, shorten
 from ...engine.engine import Engine
 from ...engine.routing.lua_files import ADAPTER_TEMPLATE as TEMPLATE
-from .adapter_view import Rich, error_view, report_html
+from .adapter_view import Rich, error_view, html_table, report_html
 
 __all__ = ["MOCK", "AdapterPlayground"]
 
@@ -213,12 +213,8 @@ class AdapterPlayground:
 
 
 def _events_table(events: Sequence[Event]) -> str:
-    rows = "".join(
-        f"<tr><td>{p}</td><td>{html.escape(t)}</td><td>{html.escape(i)}</td>"
-        f"<td>{html.escape(shorten(d, 200))}</td></tr>"
-        for p, t, i, d in event_rows(events)
-    )
+    rows = [[str(p), t, i, shorten(d, 200)] for p, t, i, d in event_rows(events)]
     return (
-        "<table><thead><tr><th>#</th><th>event</th><th>index</th><th>detail</th></tr></thead>"
-        f"<tbody>{rows}</tbody></table><div>{html.escape(redact(summarize(assemble(events))))}</div>"
+        html_table(["#", "event", "index", "detail"], rows)
+        + f"<div>{html.escape(redact(summarize(assemble(events))))}</div>"
     )

@@ -25,14 +25,14 @@ from ...api.turn_runner import all_text
 from ...core.cancel import StopSignal
 from ...core.completion import Completion
 from ...core.errors import ErrorCode, LlmError
-from ...core.protocol import ToolCallBlock
+from ...core.protocol import ReasoningDelta, TextDelta, ToolCallBlock
 from ...core.redaction import redact
 from ...engine.pricing import cost, price_of
 from ..watching import interactive
 from .adapter_view import adapter_excerpt
 from .final import FinalView, ToolCallInfo, footer_line
-from .kernel_poll import ui_poller
-from .render import ErrorBox, parse_json_answer, strip_fences
+from .kernel_poll import clicks_on_arrival, ui_poller
+from .render import ErrorBox, estimated_tokens, parse_json_answer, strip_fences
 from .stream_view import StreamView
 from .typed_view import ImageStrip, typed_text
 
@@ -140,10 +140,16 @@ class Presenter(TurnObserver):
 
     @contextmanager
     def waiting(self) -> Iterator[None]:
-        """A blocking run: let the kernel dispatch the Stop click meanwhile, or, where it
-        cannot (ipykernel 7), replace Stop by what to do instead."""
+        """A blocking run: let the kernel dispatch the Stop click meanwhile (ipykernel < 7), or
+        see it as it arrives (ipykernel 7), or, where neither can be, replace Stop by what to
+        do instead (see :mod:`.kernel_poll`)."""
         with ui_poller(self.view is not None and self.poll is None) as kernel_poll:
-            if self.view is not None and self.poll is None and kernel_poll is None:
+            if (
+                self.view is not None
+                and self.poll is None
+                and kernel_poll is None
+                and not clicks_on_arrival(self.view.stop_button, self.stop.set)
+            ):
                 self.view.stop_unavailable(
                     "interrupt the kernel (■) to stop, or use await chat.asend(...)"
                 )
@@ -240,6 +246,9 @@ class Presenter(TurnObserver):
             self._handle = None
         else:
             show_output(final)
+        tool_images = [i for e in self.events if isinstance(e, ToolOutcome) for i in e.images]
+        if tool_images:  # what tools gave back as images (an MCP tool can), as thumbnails
+            show_output(ImageStrip(tool_images))
         if self.view is not None:
             self.view.close()
         return parsed
@@ -254,7 +263,7 @@ class Presenter(TurnObserver):
                     result = results.get(block.id)
                     if result is not None:
                         info.result, info.status = result.content, result.status
-                        info.is_error = result.is_error
+                        info.is_error, info.source = result.is_error, result.source
                     calls.append(info)
         return calls
 
@@ -263,8 +272,14 @@ class Presenter(TurnObserver):
         usage = completion.usage
         price = price_of(self.engine, self.turn.provider, self.turn.model)
         amount = cost(usage, price) if usage is not None and price is not None else None
+        deltas = [e for e in self.events if isinstance(e, TextDelta | ReasoningDelta)]
         line = footer_line(
-            self.turn.label, status, usage, amount, finished=completion.error is None
+            self.turn.label,
+            status,
+            usage,
+            amount,
+            finished=completion.error is None,
+            estimated_output=estimated_tokens(len(deltas), sum(len(d.text) for d in deltas)),
         )
         return f"{line} · {self.turn.budget.note()}" if self.turn.budget is not None else line
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import html
 import json
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -24,6 +23,13 @@ STOPPED_MARK = "[stopped]"
 EMPTY_ANSWER = "(empty answer)"
 #: Shown in the footer of a finished stream whose provider sent no token counts.
 USAGE_NOT_REPORTED = "usage not reported"
+
+
+def estimated_tokens(deltas: int, chars: int) -> int:
+    """Output tokens before (or without) the provider's count: a delta is at least one token,
+    and a token is about four characters of English (a server that sends several tokens per
+    delta, as the mock does, would otherwise show a fraction of its rate)."""
+    return max(deltas, -(-chars // 4))
 
 
 @dataclass
@@ -101,18 +107,61 @@ def reasoning_html(reasoning: str) -> str:
     )
 
 
-_FENCE = re.compile(r"^\s*(```|~~~)[^\n]*\n(.*?)\n?\1\s*$", re.DOTALL)
-_INNER_FENCE = re.compile(r"(```|~~~)[^\n]*\n(.*?)\n\1", re.DOTALL)
+_FENCES = ("```", "~~~")
 
 
 def strip_fences(text: str) -> str:
     """The body of a fenced answer (```json ... ```); the first fenced block if there is prose
-    around it; else the text stripped."""
-    m = _FENCE.match(text)
-    if m:
-        return m.group(2)
-    m = _INNER_FENCE.search(text)
-    return m.group(2) if m else text.strip()
+    around it; else the text stripped.
+
+    Scanned with ``str.find`` (the answer is untrusted): the regexes this replaces backtracked
+    quadratically on long answers with many fence marks and no closing fence."""
+    whole = _whole_fence(text)
+    if whole is not None:
+        return whole
+    first = _first_fence(text)
+    return first if first is not None else text.strip()
+
+
+def _whole_fence(text: str) -> str | None:
+    """The body when all of ``text`` (but white space around it) is one fenced block: a fence
+    line, the body, the same fence (the newline before it is not part of the body)."""
+    start = len(text) - len(text.lstrip())
+    fence = text[start : start + 3]
+    if fence not in _FENCES:
+        return None
+    newline = text.find("\n", start + 3)
+    if newline < 0:
+        return None
+    body_start = newline + 1
+    closing = len(text.rstrip()) - 3
+    if closing < body_start or text[closing : closing + 3] != fence:
+        return None
+    if closing > body_start and text[closing - 1] == "\n":
+        closing -= 1
+    return text[body_start:closing]
+
+
+def _first_fence(text: str) -> str | None:
+    """The body of the first fenced block in ``text``: a fence, the rest of its line, the body,
+    a newline and the same fence. A fence kind with no closing line after its first opening has
+    none after a later one either, so each kind is looked for once: linear in the text."""
+    failed: set[str] = set()
+    pos = 0
+    while True:
+        found = [(text.find(f, pos), f) for f in _FENCES if f not in failed]
+        found = [(at, f) for at, f in found if at >= 0]
+        if not found:
+            return None
+        at, fence = min(found)
+        newline = text.find("\n", at + 3)
+        if newline < 0:
+            return None
+        closing = text.find("\n" + fence, newline + 1)
+        if closing >= 0:
+            return text[newline + 1 : closing]
+        failed.add(fence)
+        pos = at + 1
 
 
 def parse_json_answer(text: str) -> Any:
@@ -189,16 +238,23 @@ class ErrorBox:
 
 
 def tool_card_html(
-    name: str, status: str, arguments: str, result: str | None, is_error: bool
+    name: str,
+    status: str,
+    arguments: str,
+    result: str | None,
+    is_error: bool,
+    source: str = "",
 ) -> str:
-    """One tool call card: name, status, the arguments as they stream, then the result."""
+    """One tool call card: name (and where the tool lives: ``mcp:SERVER``), status, the
+    arguments as they stream, then the result."""
     e = html.escape
     color = {"ok": "#2a7", "error": "#d33", "skipped": "#888"}.get(status, "#47c")
     out = (
         '<div class="notebook-llm-tool" style="border:1px solid rgba(128,128,128,.35);'
         'border-radius:4px;padding:4px 8px;margin:2px 0">'
         f"<div>🔧 <b>{e(redact(name) or '…')}</b> "
-        f'<span style="color:{color}">{e(status)}</span></div>'
+        + (f'<span style="opacity:.7">{e(redact(source))}</span> ' if source else "")
+        + f'<span style="color:{color}">{e(status)}</span></div>'
         f'<pre style="margin:2px 0;white-space:pre-wrap">{e(redact(arguments))}</pre>'
     )
     if result is not None:

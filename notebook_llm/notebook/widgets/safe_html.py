@@ -140,8 +140,10 @@ _CLASS = re.compile(
     r"notebook-llm-[a-z]+(?:-[a-z]+)*|language-[\w+-]+|tex2jax_ignore|mathjax_ignore"
 )
 # A declaration's value: colours, lengths, keywords. No "(" (no url(), var(), expression()),
-# no backslash or quote (no CSS escapes or strings).
-_DECLARATION = re.compile(r"\s*[a-z-]+\s*:\s*[#\w .,%-]+\s*")
+# no backslash or quote (no CSS escapes or strings). Checked by hand (_declaration_ok): the
+# regex for it had white space in two adjacent quantifiers and backtracked quadratically.
+_PROPERTY_NAME = re.compile(r"[a-z-]+")
+_VALUE_PUNCTUATION = frozenset("#_ .,%-")
 _STYLE_PROPERTIES = {
     "color", "background", "background-color", "font-weight", "font-style", "font-size",
     "text-decoration", "text-align", "border", "border-left", "border-radius", "padding",
@@ -155,8 +157,19 @@ def _attribute(tag: str, name: str, value: str) -> str | None:
         return " ".join(kept) or None
     if name == "style":
         declarations = [d for d in value.split(";") if d.strip()]
-        return value if all(_DECLARATION.fullmatch(d) for d in declarations) else None
+        return value if all(_declaration_ok(d) for d in declarations) else None
     return value
+
+
+def _declaration_ok(declaration: str) -> bool:
+    """``name: value`` with a lower-case property name and a value of plain characters."""
+    name, colon, value = declaration.partition(":")
+    value = value.strip()
+    return (
+        bool(colon and value)
+        and _PROPERTY_NAME.fullmatch(name.strip()) is not None
+        and all(ch in _VALUE_PUNCTUATION or ch.isalnum() for ch in value)
+    )
 
 
 _CLEANER = nh3.Cleaner(

@@ -21,6 +21,7 @@ The view never raises into the stream and never shows a key: all text passes ``r
 
 from __future__ import annotations
 
+import html
 import time
 from collections.abc import Callable
 from typing import Any
@@ -42,10 +43,11 @@ from ...core.protocol import (
     ToolCallDelta,
     Usage,
 )
+from ...core.redaction import redact
 from ...engine.pricing import Price, cost
 from .live import LivePane
 from .panels import TextBlock, ToolCard
-from .render import ErrorBox, ViewStats, tool_card_html
+from .render import ErrorBox, ViewStats, estimated_tokens, tool_card_html
 from .sparse import (
     SparseHBox,
     SparseLayout,
@@ -106,7 +108,9 @@ class StreamView:
         self._layout = SparseLayout()
         # Made when first needed (each widget is a model a saved notebook may keep): the
         # Run / Skip question of ``--confirm``, the error box, the hint.
-        self._reasoning: TextBlock | None = None
+        #: Each reasoning block of each step: its own block of the pane (a later block must not
+        #: continue an earlier one's text, nor be measured against it).
+        self._thoughts: dict[tuple[int, int], TextBlock] = {}
         self.confirm_bar: w.HBox | None = None
         self._question: w.HTML | None = None
         self._error: w.HTML | None = None
@@ -129,11 +133,17 @@ class StreamView:
         return "\n\n".join(p.text for p in self._texts.values() if p.text)
 
     @property
-    def reasoning(self) -> TextBlock:
-        """The reasoning, shown collapsed above the answer (made on first use)."""
-        if self._reasoning is None:
-            self._reasoning = self._new_block("think")
-        return self._reasoning
+    def reasoning(self) -> str:
+        """The reasoning so far (every reasoning block, across steps)."""
+        return "\n\n".join(b.text for b in self._thoughts.values() if b.text)
+
+    def _thought(self, index: int) -> TextBlock:
+        """Reasoning block ``index`` of this step, shown collapsed above the answer (made on
+        first use)."""
+        block = self._thoughts.get((self.step, index))
+        if block is None:
+            block = self._thoughts[(self.step, index)] = self._new_block("think")
+        return block
 
     def _new_id(self, kind: str) -> int:
         block_id = self._next_id
@@ -177,11 +187,20 @@ class StreamView:
         self._answer(False)
 
     def ask(self, call: ToolCallBlock, on_answer: Callable[[bool], None]) -> None:
-        """Show "Run NAME(ARGS)?" with Run / Skip buttons; ``on_answer(bool)`` gets the click
-        (``False`` if the Stop button is pressed instead)."""
+        """Ask "Run NAME?" with Run / Skip buttons; ``on_answer(bool)`` gets the click
+        (``False`` if the Stop button is pressed instead). The call's card in the pane (its
+        arguments) says "waiting for you"; the question shows a card of its own only for a call
+        the pane has none of."""
         self._on_answer = on_answer
         bar, question = self._confirm_bar()
-        question.value = tool_card_html(call.name, "waiting for you", call.arguments, None, False)
+        card = self._cards_by_id.get(call.id)
+        if card is not None:
+            card.update(status="waiting for you")
+            question.value = f"Run <b>{html.escape(redact(call.name))}</b>?"
+        else:
+            question.value = tool_card_html(
+                call.name, "waiting for you", call.arguments, None, False
+            )
         set_hidden(bar, False)
 
     def cancel_question(self) -> None:
@@ -212,7 +231,7 @@ class StreamView:
         elif isinstance(event, ReasoningDelta):
             self._deltas += 1
             self._delta_chars += len(event.text)
-            self.reasoning.append(event.text)
+            self._thought(event.index).append(event.text)
         elif isinstance(event, ToolCallDelta):
             self._deltas += 1
             card = self._card(event.index)
@@ -222,7 +241,7 @@ class StreamView:
                 self._cards_by_id[event.id] = card
         elif isinstance(event, BlockEnd) and not isinstance(event.block, ToolCallBlock):
             if event.block.type == "reasoning":
-                done = self._reasoning
+                done = self._thoughts.get((self.step, event.index))
             else:
                 done = self._texts.get((self.step, event.index))
             if done is not None:  # complete: its held-back tail can go
@@ -241,11 +260,14 @@ class StreamView:
             self.last_finish = event.reason
         elif isinstance(event, ToolRun):
             self._tool_card(event.call_id, event.name).update(
-                status="running", arguments=event.arguments
+                status="running", arguments=event.arguments, source=event.source
             )
         elif isinstance(event, ToolOutcome):
             self._tool_card(event.call_id, event.name).update(
-                status=event.status, result=event.content, is_error=event.is_error
+                status=event.status,
+                result=event.content,
+                is_error=event.is_error,
+                source=event.source,
             )
 
     def _start_block(self, event: BlockStart) -> None:
@@ -254,7 +276,7 @@ class StreamView:
         elif event.block_type == "tool-call":
             self._card(event.index)
         else:
-            self.reasoning  # noqa: B018 (made and shown now)
+            self._thought(event.index)  # made and shown now
 
     def _panel(self, index: int) -> TextBlock:
         block = self._texts.get((self.step, index))
@@ -316,11 +338,8 @@ class StreamView:
     def _update_stats(self) -> None:
         s = self.stats
         now = self.clock()
-        if s.estimated:
-            # Until the usage event: a delta is at least one token, and a token is about four
-            # characters of English (a server that sends several tokens per delta, as the mock
-            # does, would otherwise show a fraction of its rate).
-            s.output_tokens = max(self._deltas, -(-self._delta_chars // 4))
+        if s.estimated:  # until the usage event
+            s.output_tokens = estimated_tokens(self._deltas, self._delta_chars)
         else:
             s.input_tokens = self.usage.input_tokens
             s.output_tokens = self.usage.output_tokens

@@ -169,17 +169,25 @@ class View {
     for (const node of this.nodes.values()) node.remove();
     this.nodes.clear();
     this.thinkText.textContent = "";
-    this.thinkShown = 0;
+    this.thoughts = new Map();
     this.update();
   }
 
   update() {
     for (const block of this.pane.order) {
       if (block.kind === "think") {
+        // each reasoning block its own element and its own count of what it shows
         this.think.hidden = false;
-        if (block.text.length > (this.thinkShown || 0)) {
-          this.thinkText.append(block.text.slice(this.thinkShown || 0));
-          this.thinkShown = block.text.length;
+        if (!this.thoughts) this.thoughts = new Map();
+        let thought = this.thoughts.get(block.id);
+        if (!thought) {
+          thought = { el: document.createElement("div"), shown: 0 };
+          this.thoughts.set(block.id, thought);
+          this.thinkText.append(thought.el);
+        }
+        if (block.text.length > thought.shown) {
+          thought.el.append(block.text.slice(thought.shown));
+          thought.shown = block.text.length;
         }
         continue;
       }

@@ -20,7 +20,7 @@ from PIL import Image
 import notebook_llm
 from notebook_llm import Engine, ErrorCode, LlmError
 from notebook_llm.adapters.mock import MockServer
-from notebook_llm.api.estimate import Budget
+from notebook_llm.api.cost_cap import Budget
 from notebook_llm.core.images import describe, figure_png, image_block, thumbnail_data_url
 from notebook_llm.core.protocol import ImageBlock
 from notebook_llm.core.response_schema import as_schema
@@ -441,7 +441,9 @@ def test_a_capped_batch_stopped_while_waiting_sends_nothing_more(
 ) -> None:
     from notebook_llm.core.cancel import StopSignal
 
-    set_price("lorem", 1.0, 0.001)  # cheap: the cap is never the reason to stop
+    # a full answer (4,096 tokens) is reserved at ~$0.04: under a $0.05 cap one request goes at
+    # a time, so the other workers wait for their turn (the estimate, ~$0.015, passes the cap)
+    set_price("lorem", 1.0, 10.0)
     stop = StopSignal()
     seen: list[int] = []
 
@@ -456,11 +458,11 @@ def test_a_capped_batch_stopped_while_waiting_sends_nothing_more(
         provider="m",
         model="lorem",
         concurrency=4,
-        max_cost=100.0,
+        max_cost=0.05,
         stop_signal=stop,
         progress=progress,
     )
-    # the first request goes alone under a cap; it is answered, then the stop comes: the
+    # the first request goes alone under this cap; it is answered, then the stop comes: the
     # workers waiting for their turn must not send
     assert len(srv.requests) == 1
     assert not isinstance(out[0], LlmError)

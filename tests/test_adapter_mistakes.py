@@ -1,5 +1,5 @@
-"""Small things a newcomer tripped on: a magic line left in a .lua file, a stream a local server
-cut short before any answer."""
+"""Adapter mistakes that get a message saying what happened: a cell-magic line left in a .lua
+file, a stream a local server cut short before any answer."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""An adversarial review of the API layer after the layers became folders, the turn runner and
-the one request object: what a 0.1 user does that changed, each fixed with the test here."""
+"""Careless calls to the API: ``Chat.send``'s request options and stop signal, the turn runner
+on the caller's thread, the request's field types, a refused ``%%llm`` cell, and keyword typos.
+Each is refused in one line that says where the value goes, or handled without losing events."""
 
 from __future__ import annotations
 

@@ -1,4 +1,10 @@
-"""nbval support for ``update_display_data`` (loaded by ``pytest --nbval notebooks/``).
+"""nbval support for ``update_display_data``: a pytest plugin, loaded with ``-p``.
+
+    PYTHONPATH=tests pytest -p nbval_display_updates --nbval notebooks/ \
+        --nbval-sanitize-with tests/nbval_sanitize.cfg
+
+(``tests/test_notebooks.py`` runs exactly that.) It lives here, not as a ``conftest.py`` in
+``notebooks/``, so the learner's file browser there shows notebooks only.
 
 A ``%%llm`` turn shows its live view under a display id and, when the stream ends, replaces that
 output in place (``update_display_data``) by the static answer, as JupyterLab, Notebook 7,

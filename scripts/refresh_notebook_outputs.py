@@ -1,6 +1,6 @@
-"""Re-execute the notebooks and save them the way they are committed.
+"""Re-execute the notebooks in ``notebooks/`` and save them the way they are committed.
 
-    python notebooks/refresh_outputs.py [NAME.ipynb ...]
+    python scripts/refresh_notebook_outputs.py [NAME.ipynb ...]
 
 Runs each notebook with nbclient in its own folder (as nbval and JupyterLab do), then drops
 what only makes sense inside a live front end: outputs that are nothing but a widget view
@@ -21,7 +21,7 @@ from pathlib import Path
 import nbformat
 from nbclient import NotebookClient
 
-HERE = Path(__file__).resolve().parent
+NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 
 
@@ -49,11 +49,11 @@ def refresh(path: Path) -> None:
     ).execute()
     clean(nb)
     nbformat.write(nb, path)
-    print(f"refreshed {path.relative_to(HERE.parent)}")
+    print(f"refreshed {path.relative_to(NOTEBOOKS.parent)}")
 
 
 def main(argv: list[str]) -> None:
-    paths = [HERE / a for a in argv] or sorted(HERE.glob("*.ipynb"))
+    paths = [NOTEBOOKS / a for a in argv] or sorted(NOTEBOOKS.glob("*.ipynb"))
     with tempfile.TemporaryDirectory() as tmp:
         config = Path(tmp) / "config.toml"
         config.write_text("")  # an empty config: the presets only, and no "missing file" note

@@ -1,0 +1,335 @@
+"""A typed answer's JSON Schema means what the user's schema means: when an answer is validated
+and in the copy sent to providers (its ``$ref`` s inlined), on the official JSON Schema Test
+Suite's ``$ref``/``$defs`` cases and on cases of our own; a schema whose definitions reuse each
+other is refused in one line instead of expanding to 2^depth; tool arguments and answers are
+checked by one validator, and a pydantic answer never imports it."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+
+from notebook_llm.core.errors import ErrorCode, LlmError
+from notebook_llm.core.json_schema_check import check
+from notebook_llm.core.response_schema import as_schema
+
+SUITE = Path(__file__).parent / "fixtures" / "json_schema_test_suite"
+#: Wall-clock seconds a child process gets (the answers here take well under one).
+LIMIT = 60.0
+
+
+def _suite_cases() -> list[tuple[str, dict[str, Any]]]:
+    cases = []
+    for name in ("ref.json", "defs.json"):
+        for case in json.loads((SUITE / name).read_text()):
+            cases.append((f"{name}: {case['description']}", case))
+    return cases
+
+
+def _verdict(schema: Any, text: str) -> bool:
+    try:
+        schema.validate(text)
+    except LlmError as err:
+        if err.code != ErrorCode.SCHEMA_MISMATCH:
+            raise
+        return False
+    return True
+
+
+def test_the_official_ref_and_defs_cases_keep_their_verdicts() -> None:
+    """Every case of the suite: jsonschema's own verdict is the suite's; a schema as_schema
+    takes gives the suite's verdict on every instance, validated and as sent (inlined); one it
+    refuses is refused in one line (a remote $ref, a nested $id, an anchor...)."""
+    taken, refused = [], []
+    for name, case in _suite_cases():
+        original = jsonschema.Draft202012Validator(case["schema"])
+        for test in case["tests"]:
+            assert original.is_valid(test["data"]) == test["valid"], (name, test["description"])
+        try:
+            schema = as_schema(case["schema"])
+        except LlmError as err:
+            refused.append((name, err.code, err.message))
+            continue
+        taken.append(name)
+        sent = jsonschema.Draft202012Validator(schema.schema)
+        for test in case["tests"]:
+            where = (name, test["description"])
+            assert _verdict(schema, json.dumps(test["data"])) == test["valid"], where
+            assert sent.is_valid(test["data"]) == test["valid"], (*where, schema.schema)
+    for name, code, message in refused:
+        assert code == ErrorCode.INVALID_OPTIONS, name
+        assert "\n" not in message, name
+    # the cases about local $refs are all taken (only $id, URN, anchor and remote ones are not)
+    assert len(taken) >= 16, taken
+    assert "ref.json: ref applies alongside sibling keywords" in taken
+    assert "ref.json: escaped pointer ref" in taken
+    assert "ref.json: naive replacement of $ref with its destination is not correct" in taken
+    assert "ref.json: property named $ref, containing an actual $ref" in taken
+    assert "ref.json: ref creates new scope when adjacent to keywords" in taken
+
+
+# ------------------------------------------------------------------ siblings, names and data
+
+SIBLINGS = {
+    "$defs": {"Count": {"type": "integer", "minimum": 1}},
+    "type": "object",
+    "properties": {"n": {"$ref": "#/$defs/Count", "maximum": 3}},
+    "required": ["n"],
+}
+
+
+@pytest.mark.parametrize(
+    ("schema", "answers"),
+    [
+        # a $ref's siblings add to the target (2019-09 on): both bounds hold
+        (SIBLINGS, {'{"n": 2}': True, '{"n": 0}': False, '{"n": 4}': False}),
+        # siblings that read each other's group are combined, not merged: the target forbids
+        # every property, and the sibling's "properties" must not lift that
+        (
+            {
+                "$defs": {"Closed": {"type": "object", "additionalProperties": False}},
+                "$ref": "#/$defs/Closed",
+                "properties": {"a": {"type": "integer"}},
+            },
+            {"{}": True, '{"a": 1}': False},
+        ),
+        # the same keyword on both sides with different values: both apply
+        (
+            {
+                "$defs": {"S": {"type": "string", "maxLength": 5}},
+                "$ref": "#/$defs/S",
+                "maxLength": 2,
+            },
+            {'"ab"': True, '"abc"': False},
+        ),
+        # a property named $defs or definitions is a property, at every level
+        (
+            {
+                "type": "object",
+                "properties": {
+                    "$defs": {"type": "string"},
+                    "inner": {
+                        "type": "object",
+                        "properties": {"definitions": {"type": "integer"}},
+                        "required": ["definitions"],
+                    },
+                },
+                "required": ["$defs", "inner"],
+            },
+            {
+                '{"$defs": "x", "inner": {"definitions": 1}}': True,
+                '{"$defs": 1, "inner": {"definitions": 1}}': False,
+                '{"$defs": "x", "inner": {}}': False,
+            },
+        ),
+        # an enum value shaped like a reference is data, not a reference
+        (
+            {"$defs": {"X": {"type": "integer"}}, "enum": [{"$ref": "#/$defs/X"}, 3]},
+            {'{"$ref": "#/$defs/X"}': True, "3": True, "5": False},
+        ),
+        # a draft-07 schema: there, $ref hides its siblings, in both copies
+        (
+            {
+                "$schema": "http://json-schema.org/draft-07/schema#",
+                "definitions": {"X": {"type": "integer"}},
+                "properties": {"n": {"$ref": "#/definitions/X", "maximum": 3}},
+            },
+            {'{"n": 9}': True, '{"n": "a"}': False},
+        ),
+        # a pointer with escapes, and a boolean target
+        (
+            {
+                "$defs": {"a/b": {"type": "integer"}, "no": False},
+                "properties": {"x": {"$ref": "#/$defs/a~1b"}, "y": {"$ref": "#/$defs/no"}},
+            },
+            {'{"x": 1}': True, '{"x": "1"}': False, '{"y": 1}': False},
+        ),
+    ],
+)
+def test_what_is_sent_and_what_is_checked_mean_the_users_schema(
+    schema: dict[str, Any], answers: dict[str, bool]
+) -> None:
+    checked = as_schema(schema)
+    users = jsonschema.validators.validator_for(schema)(schema)
+    sent = jsonschema.Draft202012Validator(checked.schema)
+    for text, valid in answers.items():
+        assert users.is_valid(json.loads(text)) == valid, text  # the case itself is right
+        assert _verdict(checked, text) == valid, text
+        assert sent.is_valid(json.loads(text)) == valid, (text, checked.schema)
+
+
+def test_a_refused_schema_says_why_in_one_line() -> None:
+    for schema, words in [
+        ({"$ref": "https://example.com/s.json"}, "is not local"),
+        ({"$ref": "#/$defs/missing", "$defs": {}}, "points nowhere"),
+        ({"properties": {"a": {"$id": "https://x/y", "type": "integer"}}}, "$id below the root"),
+        ({"type": "string", "pattern": "(?=a)b"}, "cannot run in linear time"),
+        ({"type": "strnig"}, "not a valid JSON Schema"),
+    ]:
+        with pytest.raises(LlmError) as err:
+            as_schema(schema)
+        assert err.value.code == ErrorCode.INVALID_OPTIONS
+        assert words in err.value.message
+        assert "\n" not in err.value.message
+
+
+# ------------------------------------------------------------------ expansion bounded
+
+
+def _run(code: str) -> str:
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, timeout=LIMIT
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"still running after {LIMIT:.0f} s:\n{textwrap.indent(code, '  ')}")
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout
+
+
+#: A0 = anyOf[A1, A1], A1 = anyOf[A2, A2], ...: about 1.6 KB that inlines to 2^depth nodes.
+_REUSED = """
+defs = {f"A{i}": {"anyOf": [{"$ref": f"#/$defs/A{i+1}"}, {"$ref": f"#/$defs/A{i+1}"}]}
+        for i in range(%d)}
+defs["A%d"] = {"type": "string"}
+schema = {"$defs": defs, "$ref": "#/$defs/A0"}
+"""
+
+
+@pytest.mark.parametrize("combinator", ["anyOf", "allOf", "oneOf"])
+def test_definitions_that_reuse_each_other_are_refused_in_one_line(combinator: str) -> None:
+    setup = (_REUSED % (26, 26)).replace("anyOf", combinator)
+    out = _run(
+        setup + "import json\nassert 1400 < len(json.dumps(schema)) < 2200\n"
+        "from notebook_llm.core.response_schema import as_schema\n"
+        "from notebook_llm.core.errors import LlmError\n"
+        "try:\n    as_schema(schema)\nexcept LlmError as err:\n    print(err.code, err.message)\n"
+    )
+    assert out.startswith("INVALID_OPTIONS")
+    assert "inlined" in out
+    assert out.count("\n") == 1
+
+
+def test_pydantic_models_that_reuse_each_other_are_refused_in_one_line() -> None:
+    out = _run(
+        "import pydantic\n"
+        "models = {'M20': pydantic.create_model('M20', x=(str, ...))}\n"
+        "for i in range(19, -1, -1):\n"
+        "    nxt = models[f'M{i+1}']\n"
+        "    models[f'M{i}'] = pydantic.create_model(f'M{i}', a=(nxt, ...), b=(nxt, ...))\n"
+        "from notebook_llm.core.response_schema import as_schema\n"
+        "from notebook_llm.core.errors import LlmError\n"
+        "try:\n    as_schema(models['M0'])\nexcept LlmError as err:\n    print(err.code, err.message)\n"
+    )
+    assert out.startswith("INVALID_OPTIONS")
+    assert "inlined" in out
+
+
+@pytest.mark.parametrize("combinator", ["anyOf", "oneOf"])
+def test_checking_against_branching_references_ends(combinator: str) -> None:
+    """Tool arguments are checked against the tool's own schema, not inlined: the step budget
+    ends a check whose references branch (flat, or recursive through a deep value)."""
+    flat = (_REUSED % (30, 30)).replace("anyOf", combinator)
+    out = _run(
+        flat + "from notebook_llm.core.json_schema_check import check\nprint(check(1, schema))\n"
+        "node = {'anyOf': [{'type': 'object', 'properties': {'x': {'$ref': '#'}}}] * 2}\n"
+        "value = 0\n"
+        "for _ in range(40):\n    value = {'x': value}\n"
+        "print(check(value, node))\n"
+    )
+    assert out.count("$ref steps") == 2, out
+
+
+# ------------------------------------------------------------------ one validator
+
+
+def test_a_pydantic_or_dataclass_answer_never_imports_jsonschema() -> None:
+    out = _run(
+        "import sys, dataclasses, pydantic\n"
+        "from notebook_llm import Engine\n"
+        "class Sentiment(pydantic.BaseModel):\n    label: str\n    score: float\n"
+        "@dataclasses.dataclass\nclass Point:\n    x: int\n    y: int\n"
+        "e = Engine()\n"
+        "for schema in (Sentiment, Point):\n"
+        "    r = e.complete_sync('mock', 'echo', prompt='the soup was cold', schema=schema)\n"
+        "    assert r.parsed is not None, r\n"
+        "print('jsonschema' in sys.modules)\n"
+        "e.complete_sync('mock', 'echo', prompt='x', schema={'type': 'object', "
+        "'properties': {'a': {'type': 'string'}}, 'required': ['a']})\n"
+        "print('jsonschema' in sys.modules)\n"
+    )
+    assert out.split() == ["False", "True"]
+
+
+def test_a_dataclass_answer_without_pydantic_never_imports_jsonschema() -> None:
+    """Where pydantic is not installed (the environment scripts/lab makes), a dataclass answer
+    is checked against the dataclass's type hints: the README's first typed answer."""
+    out = _run(
+        "import sys, dataclasses\n"
+        "sys.modules['pydantic'] = None  # as if not installed\n"
+        "from notebook_llm import Engine\n"
+        "from notebook_llm.core.errors import LlmError\n"
+        "@dataclasses.dataclass\nclass Sentiment:\n    label: str\n    score: float\n"
+        "e = Engine(config_file=False, env_file=False)\n"
+        "r = e.complete_sync('mock', 'echo', prompt='Review: cold soup', schema=Sentiment)\n"
+        "assert isinstance(r.parsed, Sentiment), r\n"
+        "from notebook_llm.core.response_schema import as_schema\n"
+        'try:\n    as_schema(Sentiment).validate(\'{"label": 1, "score": 0.5}\')\n'
+        "except LlmError as err:\n    print(err.details['validation'])\n"
+        "print('jsonschema' in sys.modules)\n"
+    )
+    assert out.split("\n")[:2] == ["label: expected string, got 1", "False"]
+
+
+@pytest.mark.parametrize(
+    ("value", "schema", "words"),
+    [
+        (math.nan, {"type": "number", "maximum": 3}, "NaN"),
+        (math.nan, {"type": "number", "minimum": 3}, "NaN"),
+        (math.inf, {"type": "number", "maximum": 3}, "infinite"),
+        (-math.inf, {"type": "integer", "minimum": 0}, "infinite"),
+        ({"a": [math.nan]}, {"type": "object"}, "$.a[0]"),
+    ],
+)
+def test_nan_and_infinity_are_not_numbers(value: Any, schema: Any, words: str) -> None:
+    problems = check(value, schema)
+    assert len(problems) == 1
+    assert words in problems[0]
+
+
+async def test_a_tool_refuses_nan_and_infinite_arguments() -> None:
+    from notebook_llm.api.tool_calling.tools import Tool
+
+    def scale(factor: float) -> float:
+        return factor
+
+    tool = Tool(
+        scale,
+        parameters={
+            "type": "object",
+            "properties": {"factor": {"type": "number", "minimum": 0, "maximum": 10}},
+            "required": ["factor"],
+        },
+    )
+    for arguments in ('{"factor": NaN}', '{"factor": 1e999}', '{"factor": -Infinity}'):
+        text, is_error = await tool.invoke(arguments)
+        assert is_error, arguments
+        assert "not a number JSON can carry" in text
+    assert await tool.invoke('{"factor": 2}') == ("2.0", False)
+
+
+def test_a_schema_pattern_is_matched_in_linear_time_with_ecma_classes() -> None:
+    schema = as_schema({"type": "string", "pattern": "^\\d{3}$"})
+    assert _verdict(schema, '"123"')
+    assert not _verdict(schema, '"١٢٣"')  # ECMA's \\d is ASCII, as RE2's
+    assert check({"k": 1}, {"patternProperties": {"^k$": {"type": "string"}}}) == [
+        "$.k: expected string, got integer 1"
+    ]

@@ -1,0 +1,144 @@
+"""Every function that runs a pattern over untrusted text (model output, server bodies,
+recordings, schemas, config, notebook content) finishes on adversarial inputs of about a
+megabyte: long runs of spaces or backticks, repeated ``<title>``, unclosed fences, nested
+quantifier killers.
+
+A backtracking regex holds the GIL, so a hang cannot be stopped from inside the process: each
+case runs in a child process with a wall-clock limit far above what a linear pass needs (a
+linear pass over a megabyte takes well under a second; the patterns these replaced took minutes
+to hours on the same inputs). The verdict is "finished at all", not a time: a child that is
+still running at the limit is killed and the case fails. ``docs/reliability.md`` lists each
+pattern and its bound.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+#: Seconds a child may run. The linear code needs a small fraction of it even on a loaded
+#: machine; the superlinear code needed minutes for the same megabyte.
+LIMIT = 30.0
+#: About a megabyte of adversarial text.
+N = 1_000_000
+
+#: name -> (setup, call): Python run in the child with ``N`` set; ``call`` must return.
+CASES: dict[str, tuple[str, str]] = {
+    # --- model output
+    "typed answer: a fence, a long run of spaces, a letter": (
+        "from notebook_llm.core.response_schema import _unfence",
+        "_unfence('```' + ' ' * N + 'a')",
+    ),
+    "typed answer: a tag, spaces, no closing fence": (
+        "from notebook_llm.core.response_schema import _unfence",
+        "_unfence('```json' + ' ' * N + '\\n' + 'a ' * 1000 + '```x')",
+    ),
+    "typed answer: two fences around a long run of spaces": (
+        "from notebook_llm.core.response_schema import _unfence",
+        "_unfence('x ```' + ' ' * N + 'y ``` z')",
+    ),
+    "--format json: many unclosed fences on one line": (
+        "from notebook_llm.notebook.widgets.render import strip_fences",
+        "strip_fences('```a' * (N // 4) + '\\n' + 'b')",
+    ),
+    "--format json: a fence and a long run of backticks and spaces": (
+        "from notebook_llm.notebook.widgets.render import strip_fences",
+        "strip_fences('```\\n' + '` ' * (N // 2) + 'x')",
+    ),
+    "--format json: unclosed tilde and backtick fences": (
+        "from notebook_llm.notebook.widgets.render import strip_fences",
+        "strip_fences(('~~~x\\n' + '```y\\n') * (N // 10) + 'z')",
+    ),
+    "dropped-text witness: a letter, a long run of spaces, a digit": (
+        "from notebook_llm.adapters.lua.dropped_text import DroppedText\nd = DroppedText()",
+        "d.feed_value({'field': 'a' + ' ' * N + '1'}); d.best()",
+    ),
+    "dropped-text witness: letters and punctuation runs": (
+        "from notebook_llm.adapters.lua.dropped_text import DroppedText\nd = DroppedText()",
+        "d.feed_value({'field': ('a' + ' .' * 50 + '_') * (N // 102)}); d.best()",
+    ),
+    "a schema's pattern on an answer: a nested quantifier": (
+        "import json\nfrom notebook_llm.core.response_schema import as_schema\n"
+        "s = as_schema({'type': 'object', 'properties': {'a': {'type': 'string', "
+        "'pattern': '^(a+)+$'}}})",
+        "try:\n    s.validate(json.dumps({'a': 'a' * N + '!'}))\nexcept Exception:\n    pass",
+    ),
+    "a tool argument against a pattern: a nested quantifier": (
+        "from notebook_llm.core.json_schema_check import check",
+        "check({'a': 'x' * N + '!'}, {'type': 'object', 'properties': {'a': {'pattern': "
+        "'^(x|xx)+$'}}})",
+    ),
+    "showing an answer: redaction of URLs, keys and bearer words": (
+        "from notebook_llm.core.redaction import redact, register_secret\n"
+        "register_secret('sk-abcdefghijklmnop0123')",
+        "redact('?key=' + 'a' * N); redact('https://' + 'a' * N); redact('bearer ' * (N // 7));"
+        "redact('sk-abcdefghijklmnop012' * (N // 22)); redact('%25' * (N // 3))",
+    ),
+    "showing an answer: the stream's cut points": (
+        "from notebook_llm.notebook.widgets.live import RedactedStream\ns = RedactedStream()",
+        "s.push('?sig=' + 'a' * N); s.take(); s.push(' bearer' * (N // 7)); s.take()",
+    ),
+    "the mock reads a prompt: quotes, question words, numbers": (
+        "from notebook_llm.adapters.mock.models import _Prompt",
+        "p = _Prompt(\"'a \" * (N // 3) + 'please ' * 1000 + '\"x' * 1000 + ' 1' * 1000);"
+        "p.short_phrase(); p.mentions('include_no'); p.enum(['x' * 150])",
+    ),
+    # --- server bodies and recordings
+    "an HTML error page of repeated <title>": (
+        "from notebook_llm.wire.http_errors import provider_error_message",
+        "provider_error_message('<html>' + '<title>' * (N // 7))",
+    ),
+    "an HTML error page with an unclosed <title attribute": (
+        "from notebook_llm.wire.http_errors import provider_error_message",
+        "provider_error_message('<html><title' + ' x' * (N // 2))",
+    ),
+    "a recording's path against an endpoint template": (
+        "from notebook_llm.conformance.recordings import _endpoint_pattern\n"
+        "p = _endpoint_pattern('/v1/{model}{api_key}{model}:x')",
+        "p.search('/v1/' + 'a' * N)",
+    ),
+    # --- notebook content: cells, docstrings, adapter sources
+    "a tool's docstring: a Sphinx field with a long run of spaces": (
+        "from notebook_llm.api.tool_calling.docstrings import parse_docstring",
+        "parse_docstring(':param ' + ' x' * (N // 2))",
+    ),
+    "a tool's docstring: a Google item with a long run of spaces": (
+        "from notebook_llm.api.tool_calling.docstrings import parse_docstring",
+        "parse_docstring('Args:\\n    x' + ' ' * N + 'y\\n')",
+    ),
+    "an adapter's source: require followed by spaces": (
+        "from notebook_llm.adapters.lua.standalone import required_libraries",
+        "required_libraries('require' + ' ' * N + 'x')",
+    ),
+    "a cell's fields: an unclosed brace with a long path": (
+        "from notebook_llm.notebook.magics.interpolate import fields, interpolate",
+        "fields('{a' + '.a' * (N // 2), {}); interpolate('{' * N, {})",
+    ),
+    "a styled element of sanitised HTML: a declaration of spaces": (
+        "from notebook_llm.notebook.widgets.safe_html import _attribute",
+        "_attribute('pre', 'style', 'color:' + ' ' * N + '!')",
+    ),
+}
+
+
+def _runs_in_child(setup: str, call: str) -> None:
+    code = f"N = {N}\n{setup}\n{call}\nprint('finished')\n"
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, timeout=LIMIT
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail(
+            f"still running after {LIMIT:.0f} s (superlinear):\n{textwrap.indent(code, '  ')}"
+        )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "finished" in done.stdout
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_finishes_on_a_megabyte_of_adversarial_text(name: str) -> None:
+    setup, call = CASES[name]
+    _runs_in_child(setup, call)
