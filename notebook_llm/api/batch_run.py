@@ -1,6 +1,7 @@
 """One running batch: :class:`BatchRun` hands the prompts to ``concurrency`` workers, keeps to
-the cost cap and the rate limits, journals each result (with a store) and tells the progress
-view how it goes.
+the cost cap (:class:`~notebook_llm.api.cost_cap.CostCap`, whose count starts at what the
+journal's earlier runs spent, and whose count of each row is the cost journaled) and the rate
+limits, journals each result (with a store) and tells the progress view how it goes.
 
 The prompts come from a :class:`~notebook_llm.api.batch_inputs.Source`, chunk by chunk; the
 work list (:meth:`BatchRun._work`) is a generator the workers share (it never awaits, so two
@@ -23,9 +24,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import time
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -41,12 +43,15 @@ from ..wire.response_watch import watching_responses
 from ..wire.slots import request_slots, when_idle
 from ..wire.transport import connection_pool
 from .batch_inputs import Source
-from .batch_results import StoredResults, frame_of, result_cost, results_of, row_result
+from .batch_results import StoredResults, frame_of, results_of, row_result
 from .batch_store import BatchStore, StoredRow, prompt_text, row_key
+from .cost_cap import CostCap
 from .dataframes import to_frame
-from .estimate import DEFAULT_OUTPUT_TOKENS, estimate_tokens, money, prompt_tokens
+from .estimate import DEFAULT_OUTPUT_TOKENS, estimate_tokens, prompt_tokens
 from .observers import BatchProgress, BatchStatus
 from .rate_limits import RateGate, request_weight
+from .tool_calling.loop import run_tools
+from .tool_calling.tools import Tool
 
 __all__ = ["BatchRun", "BatchSettings", "WorkItem"]
 
@@ -72,14 +77,23 @@ def _request_fields(prompt: Any) -> dict[str, Any]:
 
 
 async def complete_one(
-    engine: Engine, request: Request, prompt: Any, stop: StopSignal | None
+    engine: Engine,
+    request: Request,
+    prompt: Any,
+    stop: StopSignal | None,
+    tools: Sequence[Tool] = (),
+    max_steps: int = 8,
 ) -> BatchResult:
-    """One prompt's result: its ``Completion``, or the ``LlmError`` it failed with."""
+    """One prompt's result: its ``Completion`` (the tool loop's final one, with ``tools``), or
+    the ``LlmError`` it failed with."""
     if stop is not None and stop.is_set():
         return LlmError(stop.reason, ErrorCode.ABORTED, provider=request.provider)
     try:
+        one = replace(request, stop_signal=stop, **_request_fields(prompt))
+        if tools:  # the tool loop, for this prompt (its steps go through the engine's retries)
+            return await run_tools(engine, one, tools=tools, max_steps=max_steps)
         # The engine's retry loop is the only one: no second loop here to multiply it.
-        return await engine.complete(replace(request, stop_signal=stop, **_request_fields(prompt)))
+        return await engine.complete(one)
     except LlmError as err:
         return err
     except Exception as exc:  # a bug somewhere must not lose the other prompts
@@ -118,6 +132,15 @@ class BatchSettings:
     store: BatchStore | None = None
     part: int = 0
     retry_failed: bool = False
+    #: The cost cap (``max_cost``), and what counts the cost when there is none; the meter
+    #: starts at what the journal's earlier runs spent.
+    cap: CostCap | None = None
+    meter: CostCap | None = None
+    #: Whether the model's price is known (the view shows the cost then).
+    priced: bool = False
+    #: Tools each prompt's tool loop may call (``map(tools=)``), and its most steps.
+    tools: Sequence[Tool] = ()
+    max_steps: int = 8
 
 
 @dataclass
@@ -140,7 +163,8 @@ class BatchRun:
         self.failed = 0
         self.resumed = 0
         self.sent = 0
-        self.spent = settings.store.spent() if settings.store is not None else 0.0
+        if settings.meter is None and settings.store is not None:
+            self.spent = settings.store.spent()  # a caller that gave no meter: the journal's
         self.started = time.monotonic()
         self.finished_at: float | None = None
         #: In memory: every result (no store), or the keys and unsent outcomes (a store and an
@@ -152,10 +176,6 @@ class BatchRun:
         self.recent: deque[tuple[int, BatchResult]] = deque(maxlen=RECENT_ROWS)
         self.recent_errors: deque[tuple[int, LlmError]] = deque(maxlen=RECENT_ROWS)
         self._children: set[StopSignal] = set()
-        # The cost cap's accounting: requests in flight, answered, and a condition to wait on.
-        self._in_flight = 0
-        self._answered = 0
-        self._gate = asyncio.Condition()
         self._slots = _takes_slot(settings.engine, settings.request.provider)
         self._weight_base: float | None = None
         self._reported: tuple[int, int] | None = None
@@ -172,7 +192,7 @@ class BatchRun:
             failed=self.failed,
             total=self.total,
             resumed=self.resumed,
-            spent=self.spent if self.s.price is not None else None,
+            spent=self.spent if self._priced() else None,
             elapsed=end - self.started,
             rate_limits=str(self.s.gate.state()),
             stopped=self.s.stop_signal is not None and self.s.stop_signal.is_set(),
@@ -304,38 +324,34 @@ class BatchRun:
                 if self.source.streamed:
                     return  # a streamed input is not read further
                 continue
-            if s.max_cost is not None and not await self._admit():
-                self._unsent(
-                    item,
-                    LlmError(
-                        f"not sent: the cost spent ({money(self.spent)}) reached "
-                        f"max_cost={money(s.max_cost)}",
-                        ErrorCode.BUDGET_EXCEEDED,
-                        provider=s.request.provider,
-                    ),
-                )
+            cap, provider = s.cap, s.request.provider
+            prompt_request = replace(s.request, **_request_fields(item.prompt))
+            ticket = await cap.admit(prompt_request, self._stopping) if cap is not None else None
+            if cap is not None and ticket is None:  # what is spent reached the cap
+                self._unsent(item, cap.refusal(provider))
                 if self.source.streamed:
                     return
                 continue
-            if s.max_cost is not None and stop is not None and stop.is_set():
-                await self._release()  # stopped while waiting for the cap's turn: not sent
-                self._unsent(
-                    item, LlmError(stop.reason, ErrorCode.ABORTED, provider=s.request.provider)
-                )
+            if cap is not None and ticket is not None and self._stopping():
+                # stopped while waiting for the cap's turn: not sent
+                await cap.settle(ticket, LlmError("not sent", ErrorCode.ABORTED))
+                self._unsent(item, LlmError(stop.reason if stop else "stopped",
+                                            ErrorCode.ABORTED, provider=provider))  # fmt: skip
                 continue
             # Each request gets its own signal: a StopSignal stops one stream at a time.
             child = StopSignal() if stop is not None else None
             if child is not None:
                 self._children.add(child)
+            result: BatchResult = LlmError("not run", ErrorCode.ABORTED, provider=provider)
             try:
                 result = await self._send(item, child)
-                cost = result_cost(result, s.price)
-                self.spent += cost
             finally:
                 if child is not None:
                     self._children.discard(child)
-                if s.max_cost is not None:
-                    await self._release()
+                if cap is not None and ticket is not None:
+                    cost = await cap.settle(ticket, result)
+                else:
+                    cost = self.meter.add(result, prompt_request)
             self._finish(item, result, cost)
 
     async def _send(self, item: WorkItem, child: StopSignal | None) -> BatchResult:
@@ -395,36 +411,32 @@ class BatchRun:
         self.done += 1
         self._tick()
 
-    # ------------------------------------------------------------------ the cost cap
+    # ------------------------------------------------------------------ the cost
 
-    async def _admit(self) -> bool:
-        """Whether one more request may go out under ``max_cost`` (``False``: the spent cost
-        reached it). The estimate may be far below what answers really cost (no max_tokens),
-        so the cap cannot trust it for the requests in flight: the first request goes alone,
-        and then one more goes out only while the spent cost plus the in-flight requests at
-        the cost seen so far per answer stays under the cap. The spent cost starts at what the
-        journal says was spent in earlier runs, so a cap holds across restarts."""
-        max_cost = self.s.max_cost
+    @property
+    def meter(self) -> CostCap:
+        """What counts the cost: the cap, else an uncapped counter (see :class:`BatchSettings`)."""
+        if self.s.meter is None:
+            self.s.meter = self.s.cap or CostCap(
+                math.inf, self.s.engine, allow_unpriced=True, tell_unpriced=False
+            )
+        return self.s.meter
+
+    @property
+    def spent(self) -> float:
+        """US dollars spent, this run and the journal's earlier ones (the cap's count)."""
+        return self.meter.spent
+
+    @spent.setter
+    def spent(self, value: float) -> None:
+        self.meter.spent = value
+
+    def _priced(self) -> bool:
+        return self.s.priced or self.s.price is not None
+
+    def _stopping(self) -> bool:
         stop = self.s.stop_signal
-        assert max_cost is not None
-        async with self._gate:
-            while True:
-                if self.spent >= max_cost and self.spent > 0:  # a cap of 0 lets free ones by
-                    return False
-                if self._in_flight == 0 or (stop is not None and stop.is_set()):
-                    break
-                per_answer = self.spent / self._answered if self._answered else 0.0
-                if self._answered and self.spent + self._in_flight * per_answer < max_cost:
-                    break
-                await self._gate.wait()
-            self._in_flight += 1
-            return True
-
-    async def _release(self) -> None:
-        async with self._gate:
-            self._in_flight -= 1
-            self._answered += 1
-            self._gate.notify_all()
+        return stop is not None and stop.is_set()
 
     # ------------------------------------------------------------------ stopping, showing
 
@@ -446,7 +458,7 @@ class BatchRun:
                 return  # the last row's report said it all
         self._reported = (self.done, total)
         try:
-            report(self.done, total, self.spent if self.s.price is not None else None)
+            report(self.done, total, self.spent if self._priced() else None)
         except Exception:
             log.warning("batch: the progress callback failed", exc_info=True)
 
