@@ -102,6 +102,7 @@ def test_notebooks_pass_nbval_with_only_the_lab_extra(tmp_path: Path) -> None:
         "providers_tour.ipynb",
         "teaching.ipynb",
         "typed_data.ipynb",
+        "batch_at_scale.ipynb",
         "mcp_tools.ipynb",
     }
     from lab_extra import guard_startup

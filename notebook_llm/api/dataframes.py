@@ -26,7 +26,7 @@ from typing import Any
 from ..core.errors import ErrorCode, LlmError
 from ..core.response_schema import ResponseSchema, as_schema, columns_of
 
-__all__ = ["is_pandas", "prompts_of", "to_frame"]
+__all__ = ["error_column_of", "is_pandas", "prompts_of", "to_frame", "unparsed_reason"]
 
 
 class _Formatter(string.Formatter):
@@ -216,3 +216,9 @@ def error_column_of(fields: Sequence[str]) -> str:
     while name in fields:
         name = "llm_" + name
     return name
+
+
+def unparsed_reason(result: Any) -> str | None:
+    """The error column's text for a completion of a typed ``map`` that has no parsed answer
+    (``None`` when it has one, or did stop normally): what a journal keeps for that row."""
+    return _unparsed(result)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
@@ -24,6 +25,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BatchProgress",
+    "BatchStatus",
     "TurnDisplay",
     "TurnObserver",
     "batch_progress",
@@ -125,6 +127,79 @@ def turn_display(
 BatchProgress = Callable[[int, int, "float | None"], None]
 
 _batch_progress: Callable[[int], BatchProgress | None] | None = None
+
+
+@dataclass(frozen=True)
+class BatchStatus:
+    """Where a running batch is: what a progress view shows. A progress function may have an
+    ``attach(run)`` method: ``map`` then hands it the running batch, whose ``status()`` gives
+    this, ``latest()`` and ``errors()`` its newest rows, and ``stop()`` ends it cleanly."""
+
+    done: int
+    failed: int
+    #: ``None`` while a streamed input has not been read to its end.
+    total: int | None
+    #: Rows whose result was in the journal already (not sent in this run).
+    resumed: int
+    #: US dollars spent, in this run and the journal's earlier ones; ``None``: no price known.
+    spent: float | None
+    elapsed: float
+    #: The rate limits as one line (``"500 rpm (learned), waiting 2.0 s"``).
+    rate_limits: str
+    stopped: bool
+    finished: bool
+    #: The journal's path, when the batch has one.
+    store: str | None = None
+    #: A provider's batch API at work (``map(..., batch_api=True)``): its batches and their
+    #: own counts, as one line (``"openai batch batch_abc: in_progress (1,200 completed)"``).
+    remote: str | None = None
+
+    @property
+    def rows_per_second(self) -> float | None:
+        """Rows finished per second in this run (resumed rows not counted)."""
+        sent = self.done - self.resumed
+        return sent / self.elapsed if self.elapsed > 0 and sent > 0 else None
+
+    @property
+    def eta(self) -> float | None:
+        """Seconds left at the current pace; ``None`` when it cannot be told."""
+        rate = self.rows_per_second
+        if rate is None or self.total is None:
+            return None
+        return max(self.total - self.done, 0) / rate
+
+    def line(self) -> str:
+        """One plain line: rows, failures, pace, ETA, cost, limits."""
+        from .estimate import money
+
+        total = f"/{self.total:,}" if self.total is not None else ""
+        parts = [f"{self.done:,}{total} rows"]
+        if self.failed:
+            parts.append(f"{self.failed:,} failed")
+        if self.resumed:
+            parts.append(f"{self.resumed:,} from the journal")
+        rate = self.rows_per_second
+        if rate is not None:
+            parts.append(f"{rate:,.1f} rows/s")
+        if self.eta is not None and not self.finished and self.done < (self.total or 0):
+            parts.append(f"ETA {_duration(self.eta)}")
+        if self.spent is not None:
+            parts.append(f"{money(self.spent)} spent")
+        if self.remote is not None:
+            parts.append(self.remote)
+        else:
+            parts.append(f"limits: {self.rate_limits}")
+        if self.stopped:
+            parts.append("stopped")
+        return ", ".join(parts)
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
 
 
 def set_batch_progress(factory: Callable[[int], BatchProgress | None] | None) -> None:

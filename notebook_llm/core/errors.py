@@ -28,6 +28,9 @@ Codes (``ErrorCode``) and where they come from:
                          not configured, failed to start, or crashed while starting)
     record/replay        REPLAY_MISS (a request with no recorded answer), REPLAY_FILE (a
                          recording that is missing, unreadable or not JSON; with its line)
+    batch APIs           BATCH_PENDING (a row still in a provider's batch: the same call
+                         collects it later), BATCH_EXPIRED (the batch's window ended before
+                         the row ran)
     anything else        UNKNOWN, or a provider finish reason upper-cased (CONTENT_FILTER, ...)
 
 Retryable by default: RATE_LIMIT, SERVER, TIMEOUT, TRANSPORT, EMPTY_RESPONSE.
@@ -75,6 +78,11 @@ class ErrorCode(StrEnum):
     MCP_SERVER = "MCP_SERVER"
     REPLAY_MISS = "REPLAY_MISS"
     REPLAY_FILE = "REPLAY_FILE"
+    STORE_UNAVAILABLE = "STORE_UNAVAILABLE"
+    STORE_MISMATCH = "STORE_MISMATCH"
+    STORE_CORRUPT = "STORE_CORRUPT"
+    BATCH_PENDING = "BATCH_PENDING"
+    BATCH_EXPIRED = "BATCH_EXPIRED"
     UNKNOWN = "UNKNOWN"
 
 

@@ -405,6 +405,7 @@ FILTERED_LOGGERS = (
     "notebook_llm.adapter.watch",
     "notebook_llm.adapters",
     "notebook_llm.api.batch",
+    "notebook_llm.api.batch_api",
     "notebook_llm.api.recording",
     "notebook_llm.api.tool_calling",
     "notebook_llm.api.turn_runner",
@@ -412,6 +413,7 @@ FILTERED_LOGGERS = (
     "notebook_llm.engine.routing.plugins",
     "notebook_llm.notebook.file_watch",
     "notebook_llm.warmup",
+    "notebook_llm.wire.response_watch",
 )
 for _name in FILTERED_LOGGERS:
     logging.getLogger(_name).addFilter(_FILTER)

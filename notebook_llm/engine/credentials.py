@@ -56,6 +56,11 @@ class Credentials:
             raise LlmError("an empty key", ErrorCode.MISSING_CREDENTIAL, provider=provider)
         self._session_keys[provider] = Secret(key)
 
+    def given_in_session(self, provider: str) -> bool:
+        """Whether ``provider``'s key was given in this session (:meth:`set`), not read from a
+        variable: such a key cannot be found again by another process."""
+        return provider in self._session_keys
+
     def key_for(self, config: ProviderConfig) -> str | None:
         """The key for the provider ``config`` describes, or ``None`` (see the module order)."""
         if config.name in self._session_keys:

@@ -372,6 +372,13 @@ class Engine:
         )
         return adapter, options
 
+    def request_options(self, request: Request) -> tuple[LlmAdapter, GenerateOptions]:
+        """The adapter that serves ``request`` and the options it would receive (route,
+        provider settings, key, this engine's transport), checked as :meth:`stream` checks
+        them, with nothing sent. A provider's batch API builds each row's body from these
+        (:mod:`notebook_llm.api.batch_api`)."""
+        return self._options(request)
+
     def stream(
         self,
         provider: str | Request,

@@ -43,7 +43,7 @@ import httpx
 from ..core.errors import LlmError
 from ..core.protocol import Event, GenerateOptions
 from ..core.timeouts import DEFAULT_TIMEOUTS, Timeouts
-from .body import decoded, read_body, read_error_body
+from .body import decoded, read_body, read_error_body, too_large
 from .clients import MakeTransport, open_client
 from .codec import Codec, WireRequest
 from .deadline import RequestClock
@@ -296,21 +296,99 @@ class HttpExchange:
         ("asking local for its models"); ``socket_timeout`` bounds one socket operation. Raises
         ``LlmError`` only.
         """
+        built = httpx.Request(
+            request.method, request.url, content=request.body, headers=dict(request.headers)
+        )
+        return await self.fetch_built(
+            built,
+            what=what,
+            refused=refused,
+            doing=doing,
+            follow_redirects=follow_redirects,
+            socket_timeout=socket_timeout,
+        )
+
+    async def fetch_built(
+        self,
+        request: httpx.Request,
+        *,
+        what: str,
+        refused: Literal["raise", "answer"] = "raise",
+        doing: str | None = None,
+        follow_redirects: bool = False,
+        socket_timeout: httpx.Timeout | None = None,
+    ) -> Answer:
+        """:meth:`fetch` of a request built with ``httpx.Request`` (a multipart upload, a body
+        streamed from a file: what a :class:`WireRequest`'s bytes cannot carry)."""
+        async with self._opened(
+            request, refused, doing, follow_redirects, socket_timeout
+        ) as response:
+            clock = self.clock()
+            body = await clock.run(
+                read_body(response, self.limits.max_body_bytes, what, "max_body_bytes")
+            )
+            return Answer(
+                response.status_code, response.headers, body, response.charset_encoding or "utf-8"
+            )
+
+    async def lines(
+        self,
+        request: httpx.Request,
+        *,
+        what: str,
+        doing: str | None = None,
+        socket_timeout: httpx.Timeout | None = None,
+    ) -> AsyncGenerator[bytes, None]:
+        """The non-empty lines of a JSON-lines download, as they arrive: a body of any size is
+        never held whole, each line is capped at ``max_body_bytes`` (the cap of one answer
+        body: a line holds one), and each wait for more at the idle limit (the exchange's
+        ``timeouts.deadline`` may be ``None`` for a download that takes long)."""
+        cap = self.limits.max_body_bytes
+        async with self._opened(request, "raise", doing, False, socket_timeout) as response:
+            clock = self.clock(streaming=True)
+            pending = bytearray()
+            async for piece in clock.paced(decoded(response)):
+                clock.heard()
+                pending += piece
+                start = 0
+                while (end := pending.find(b"\n", start)) >= 0:
+                    if end - start > cap:
+                        raise too_large(f"a line of {what}", cap, "max_body_bytes")
+                    line = bytes(pending[start:end]).strip()
+                    start = end + 1
+                    if line:
+                        yield line
+                del pending[:start]
+                if len(pending) > cap:
+                    raise too_large(f"a line of {what}", cap, "max_body_bytes")
+            last = bytes(pending).strip()
+            if last:
+                yield last
+
+    @contextlib.asynccontextmanager
+    async def _opened(
+        self,
+        request: httpx.Request,
+        refused: Literal["raise", "answer"],
+        doing: str | None,
+        follow_redirects: bool,
+        socket_timeout: httpx.Timeout | None,
+    ) -> AsyncIterator[httpx.Response]:
+        """``request`` sent on this exchange's client, its response reported (redirects too)
+        and, with ``refused="raise"``, a status >= 400 raised as the provider's error; every
+        failure inside the block (the caller's reading included) mapped to its ``LlmError``."""
         clock = self.clock()
+        request.extensions.setdefault("timeout", (socket_timeout or self.timeout).as_dict())
         client, owned = self._client()
+        accepted = False
         try:
             async with contextlib.AsyncExitStack() as stack:
                 if owned:
                     await stack.enter_async_context(client)
-                built = client.build_request(
-                    request.method,
-                    request.url,
-                    content=request.body,
-                    headers=dict(request.headers),
-                    timeout=socket_timeout or self.timeout,
-                )
+                for name, value in client.headers.items():  # as client.build_request merges them
+                    request.headers.setdefault(name, value)
                 response = await clock.run(
-                    client.send(built, stream=True, follow_redirects=follow_redirects)
+                    client.send(request, stream=True, follow_redirects=follow_redirects)
                 )
                 async with contextlib.aclosing(response):
                     for earlier in response.history:  # the redirects on the way
@@ -322,14 +400,10 @@ class HttpExchange:
                             read_error_body(response, self.limits.max_error_body_bytes)
                         )
                         raise error_from_http(status, response.headers, raw, provider=self.provider)
-                    body = await clock.run(
-                        read_body(response, self.limits.max_body_bytes, what, "max_body_bytes")
-                    )
-                    return Answer(
-                        status, response.headers, body, response.charset_encoding or "utf-8"
-                    )
+                    accepted = status < 400
+                    yield response
         except BaseException as exc:
-            err = transport_error(exc, self.provider, doing=doing)
+            err = transport_error(exc, self.provider, accepted=accepted, doing=doing)
             if err is None or err is exc:
                 raise
             raise err from None

@@ -8,6 +8,9 @@ tasks it starts (an asyncio task copies the context it is created in), are repor
 
 With nobody watching, :func:`notify_response` costs one context-variable read. An observer that
 raises is logged and ignored: watching must never break a request.
+
+The headers are the server's, untrusted: an observer checks every value before it steers
+anything.
 """
 
 from __future__ import annotations

@@ -18,6 +18,11 @@ loop has nothing else ready, so it does not delay an answer that just arrived.
 
 Outside a batch there are no slots and all three do nothing. Waiting for a slot is cancellable
 (a Stop cancels it like any pending read).
+
+A batch may also give the slots a *send gate* (``request_slots(count, gate=...)``): an async
+context manager entered by every request after it took its slot and held until its exchange
+ends. The batch's rate limits live there (:mod:`notebook_llm.api.rate_limits`), so that every
+HTTP request is paced, the engine's retries included; this module knows nothing of them.
 """
 
 from __future__ import annotations
@@ -25,7 +30,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
+
+#: Makes the send gate one request holds around its exchange (see the module docstring).
+SendGate = Callable[[], contextlib.AbstractAsyncContextManager[None]]
 
 #: At most this many turns of the loop are waited for it to be idle (:func:`when_idle`): a
 #: loop that is never idle delays a prompt's preparation by that many turns, not forever.
@@ -33,10 +41,11 @@ IDLE_TURNS = 200
 
 
 class _Slots:
-    __slots__ = ("free", "idle_turn")
+    __slots__ = ("free", "gate", "idle_turn")
 
-    def __init__(self, count: int) -> None:
+    def __init__(self, count: int, gate: SendGate | None = None) -> None:
         self.free = asyncio.Semaphore(count)
+        self.gate = gate
         #: One prompt at a time waits for the loop to be idle, so that the waiters do not
         #: all see the same idle moment and prepare at once.
         self.idle_turn = asyncio.Lock()
@@ -48,10 +57,10 @@ _slots: contextvars.ContextVar[_Slots | None] = contextvars.ContextVar(
 
 
 @contextlib.contextmanager
-def request_slots(count: int) -> Iterator[None]:
+def request_slots(count: int, gate: SendGate | None = None) -> Iterator[None]:
     """Inside the block (and the tasks started in it), at most ``count`` requests hold a
-    slot at once."""
-    token = _slots.set(_Slots(count))
+    slot at once; each one also passes ``gate()`` while it holds its slot."""
+    token = _slots.set(_Slots(count, gate))
     try:
         yield
     finally:
@@ -66,7 +75,11 @@ async def request_slot() -> AsyncIterator[None]:
         yield
         return
     async with slots.free:
-        yield
+        if slots.gate is None:
+            yield
+            return
+        async with slots.gate():
+            yield
 
 
 async def yield_slot() -> None:

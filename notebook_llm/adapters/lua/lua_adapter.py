@@ -46,6 +46,7 @@ from .host import TransportHttp
 from .lua_codec import LuaCodec
 from .provider_request import script_meta
 from .runtime import LuaLimits, LuaSandbox
+from .whole_body import WholeBodyCodec
 
 __all__ = ["DEFAULT_TIMEOUT", "AdapterInfo", "LuaAdapter", "declared_name", "read_adapter_file"]
 
@@ -194,6 +195,26 @@ class LuaAdapter(CodecAdapter):
         sandbox.set_stop(current_stop())  # a Stop / kernel interrupt ends a running hook
         sandbox.set_http(TransportHttp(exchange))
         return LuaCodec(sandbox, options, self.name)
+
+    def whole_body_codec(self, options: GenerateOptions) -> WholeBodyCodec:
+        """A codec of whole answers on one fresh Lua state of this script
+        (:mod:`.whole_body`): the non-streamed request of a set of options, and the events of
+        an answer body. ``options`` supply the transport of the hooks' ``http_get`` /
+        ``http_post`` (the engine's, recorded or replayed). ``LlmError(INVALID_ADAPTER)`` when
+        the script cannot read a whole answer (it has no ``transform_response``)."""
+        with self._lock:
+            source = self.source
+        sandbox = self._sandbox(source)
+        if not sandbox.has_hook("transform_response"):
+            raise LlmError(
+                f"adapter {self.name!r} reads only streamed answers (it has no "
+                "transform_response), so it cannot read a whole answer",
+                ErrorCode.INVALID_ADAPTER,
+                adapter=self.name,
+            )
+        sandbox.set_stop(current_stop())
+        sandbox.set_http(TransportHttp(self.exchange(options)))
+        return WholeBodyCodec(sandbox, self.name)
 
     def _map_whole(self, sandbox: LuaSandbox, raw: bytes, options: GenerateOptions) -> list[Event]:
         return map_whole_body(sandbox, raw, provider=options.provider, adapter=self.name)

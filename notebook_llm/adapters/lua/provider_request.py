@@ -52,12 +52,14 @@ def script_meta(sandbox: LuaSandbox) -> dict[str, Any]:
 
 
 async def aprepare_request(
-    sandbox: LuaSandbox, options: GenerateOptions, adapter: str
+    sandbox: LuaSandbox, options: GenerateOptions, adapter: str, *, stream: bool | None = None
 ) -> HttpRequest:
     """Run ``transform_request`` in ``sandbox`` and build the URL and headers around its body.
     The hooks are awaited (:meth:`LuaSandbox.acall`): their ``http_get`` / ``http_post`` go
-    out on the stream's transport while the loop runs on."""
-    meta, streaming, request = _request_of(sandbox, options)
+    out on the stream's transport while the loop runs on. ``stream``: ``None`` streams when the
+    script can (it has ``transform_stream_chunk``); ``False`` asks for one whole answer (what a
+    provider's batch API takes)."""
+    meta, streaming, request = _request_of(sandbox, options, stream)
     body = _checked_body(await sandbox.acall("transform_request", request), options, adapter)
     url = request_url(options, meta, streaming, adapter)
     args = _headers_hook_args(meta, options, url, body)
@@ -66,11 +68,15 @@ async def aprepare_request(
     return HttpRequest(url, headers, body, streaming)
 
 
-def _request_of(sandbox: LuaSandbox, options: GenerateOptions) -> tuple[dict[str, Any], bool, str]:
+def _request_of(
+    sandbox: LuaSandbox, options: GenerateOptions, stream: bool | None = None
+) -> tuple[dict[str, Any], bool, str]:
     # The metadata of this stream's own state: a reload meanwhile cannot pair the old script
     # with the new endpoint or hooks.
     meta = script_meta(sandbox)
     streaming = "transform_stream_chunk" in meta["hooks"]
+    if stream is not None:
+        streaming = streaming and stream
     if not options.stream and "transform_response" in meta["hooks"]:
         streaming = False  # the caller asked for one whole body, and the script can read one
     elif not options.stream:

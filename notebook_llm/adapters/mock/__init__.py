@@ -13,6 +13,7 @@ from .models import (
     generate,
     split_tokens,
 )
+from .rate_limits import MockRateLimit
 from .server import MockServer, RecordedRequest
 
 __all__ = [
@@ -20,6 +21,7 @@ __all__ = [
     "FAULT_HEADER",
     "MODELS",
     "Fault",
+    "MockRateLimit",
     "MockReply",
     "MockServer",
     "MockTokenCounts",

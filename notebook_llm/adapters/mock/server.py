@@ -4,10 +4,14 @@
 ...     httpx.post(srv.url + "/v1/chat/completions", json={"model": "echo", ...})
 
 Routes: ``POST /v1/chat/completions`` (and ``/chat/completions``), ``POST /v1/messages``,
-``POST /api/chat``, ``GET /v1/models`` (and ``/models``), ``GET /api/tags``.
+``POST /api/chat``, ``GET /v1/models`` (and ``/models``), ``GET /api/tags``; the batch APIs
+(OpenAI's Files API and ``/v1/batches``, Anthropic's ``/v1/messages/batches``:
+:mod:`notebook_llm.adapters.mock.batch_endpoints`, driven by :attr:`MockServer.batches`).
 Faults (see :data:`notebook_llm.adapters.mock.faults.FAULTS`) are queued with :meth:`MockServer.inject`
 or chosen per request with the header ``X-Mock-Fault: name; key=value``; they apply to the
-POST generation routes only.
+POST generation routes only. ``rate_limit=MockRateLimit(requests=N, window=W)`` makes the
+generation routes keep a provider's rate limit, with its headers and a 429 past it
+(:mod:`.rate_limits`).
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from types import TracebackType
 from typing import Any
 
 from . import bodies
+from .batch_endpoints import MockBatches
 from .bodies import Format, Frame
 from .faults import (
     FAULT_HEADER,
@@ -37,6 +42,7 @@ from .faults import (
     parse_fault_header,
 )
 from .models import MockReply, UnknownModelError, apply_max_tokens, generate, usage_for
+from .rate_limits import MockRateLimit
 
 __all__ = ["FAULTS", "Fault", "MockServer", "RecordedRequest"]
 
@@ -47,6 +53,8 @@ _POST_ROUTES: dict[str, Format] = {
     "/messages": "anthropic",
     "/api/chat": "ollama",
 }
+_BATCH_POST_ROUTES = frozenset({"/v1/files", "/v1/batches", "/v1/messages/batches"})
+_BATCH_GET_PREFIXES = ("/v1/batches/", "/v1/files/", "/v1/messages/batches/")
 _GET_ROUTES: dict[str, Format] = {
     "/v1/models": "openai",
     "/models": "openai",
@@ -91,8 +99,10 @@ class MockServer:
         latency: float = 0.0,
         chunk_delay: float = 0.0,
         require_key: str | None = None,
+        rate_limit: MockRateLimit | None = None,
     ) -> None:
         """Configure the server; nothing is bound until :meth:`start`."""
+        self.rate_limit = rate_limit
         self.host = host
         self.port = port
         self.latency = latency
@@ -111,6 +121,9 @@ class MockServer:
         self._stopping = threading.Event()
         self._httpd: _HTTPServer | None = None
         self._thread: threading.Thread | None = None
+        #: The batch APIs' state: ``batches.polls`` (reads before a batch has ended),
+        #: ``batches.queue(BatchScript(...))`` (how the next batch runs).
+        self.batches = MockBatches()
 
     # -------------------------------------------------------------- lifecycle
 
@@ -127,6 +140,7 @@ class MockServer:
         httpd = _HTTPServer((self.host, self.port), _Handler)
         httpd.mock = self
         self.port = httpd.server_address[1]
+        self.batches.base_url = self.url
         self._httpd = httpd
         self._thread = threading.Thread(
             target=httpd.serve_forever,
@@ -277,6 +291,14 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:
         """Silence the default stderr access log."""
 
+    #: Headers every answer to the current request carries (the rate limit's state).
+    extra_headers: dict[str, str] | None = None
+
+    def end_headers(self) -> None:
+        for name, value in (self.extra_headers or {}).items():
+            self.send_header(name, value)
+        super().end_headers()
+
     # -------------------------------------------------------------- plumbing
 
     def _read_body(self) -> bytes:
@@ -343,6 +365,8 @@ class _Handler(BaseHTTPRequestHandler):
                 return self._abort()
             if path == "/":
                 return self._send_bytes(200, b"notebook_llm mock server is running", "text/plain")
+            if path.startswith(_BATCH_GET_PREFIXES):
+                return self._batch_get(path)
             fmt = _GET_ROUTES.get(path)
             if fmt is None:
                 return self._send_error("openai", "not_found", f"Unknown route {path}")
@@ -357,11 +381,14 @@ class _Handler(BaseHTTPRequestHandler):
         mock = self.server.mock
         path = self.path.split("?")[0]
         raw = self._read_body()
+        if path in _BATCH_POST_ROUTES:
+            return self._batch_post(path, raw)
         try:
             body: Any = json.loads(raw) if raw else None
         except ValueError:
             body = None
         mock._record(RecordedRequest("POST", path, _lower(self.headers.items()), body))
+        self.extra_headers = None
         mock._count_active(+1)
         try:
             self._generate(path, body)
@@ -370,6 +397,35 @@ class _Handler(BaseHTTPRequestHandler):
         finally:
             mock._count_active(-1)
 
+    def _batch_get(self, path: str) -> None:
+        """A GET of a batch API route: a batch's state, a file's content, a batch's results."""
+        fmt: Format = "anthropic" if path.startswith("/v1/messages/") else "openai"
+        if not self._authorized():
+            return self._send_error(fmt, "unauthorized")
+        reply = self.server.mock.batches.get(path)
+        if reply is None:
+            return self._send_error(fmt, "not_found", f"Unknown route {path}")
+        return self._send_bytes(*reply)
+
+    def _batch_post(self, path: str, raw: bytes) -> None:
+        """A POST to a batch API route (no faults, no latency: the batch is what takes time)."""
+        mock = self.server.mock
+        ctype = self.headers.get("Content-Type", "")
+        try:
+            recorded: Any = json.loads(raw) if ctype.startswith("application/json") else None
+        except ValueError:
+            recorded = None
+        mock._record(RecordedRequest("POST", path, _lower(self.headers.items()), recorded))
+        fmt: Format = "anthropic" if path.startswith("/v1/messages") else "openai"
+        try:
+            if not self._authorized():
+                return self._send_error(fmt, "unauthorized")
+            reply = mock.batches.post(path, ctype, raw)
+            assert reply is not None
+            self._send_bytes(*reply)
+        except (ConnectionError, OSError):
+            self.close_connection = True
+
     def _generate(self, path: str, body: Any) -> None:
         mock = self.server.mock
         fmt = _POST_ROUTES.get(path)
@@ -377,6 +433,13 @@ class _Handler(BaseHTTPRequestHandler):
             return self._send_error("openai", "not_found", f"Unknown route {path}")
         if not self._authorized():
             return self._send_error(fmt, "unauthorized")
+        if mock.rate_limit is not None:
+            limit = body.get("max_tokens") if isinstance(body, dict) else None
+            tokens = len(json.dumps(body)) / 4 + (limit if isinstance(limit, int) else 0)
+            fits, self.extra_headers = mock.rate_limit.admit(tokens, fmt == "anthropic")
+            if not fits:
+                status, err = bodies.error_body(fmt, "rate_limit")
+                return self._send_json(status, err)
         try:
             fault = mock._next_fault(self.headers.get(FAULT_HEADER))
         except ValueError as e:
