@@ -50,7 +50,7 @@ from .remote import BatchApiSpeaker, BatchLimits, RemoteStatus, RowOutcome
 
 __all__ = ["BATCH_PRICE_FACTOR", "BatchApi", "BatchApiRun", "run_batch_api"]
 
-log = logging.getLogger("notebook_llm.api.batch_api")
+log = logging.getLogger("notebook_llm.api.batch")  # map's own: one batch, one log
 
 #: Both providers charge a batch's tokens at half their price.
 BATCH_PRICE_FACTOR = 0.5
