@@ -25,6 +25,7 @@ def test_notebooks_pass_nbval(tmp_path: Path) -> None:
         "providers_tour.ipynb",
         "teaching.ipynb",
         "typed_data.ipynb",
+        "batch_at_scale.ipynb",
     }
     env = dict(os.environ)
     (tmp_path / "config.toml").write_text("")  # empty: a missing named file is warned of

@@ -8,7 +8,7 @@ import logging
 import httpx
 import pytest
 
-from notebook_llm import Engine
+from notebook_llm import Engine, LlmError
 from notebook_llm.adapters.mock.server import MockServer
 from notebook_llm.wire.response_watch import notify_response, watching_responses
 
@@ -59,7 +59,7 @@ async def test_the_lua_adapter_reports_every_response_including_a_429() -> None:
         with watching_responses(lambda s, h: seen.append(s)):
             ok = await engine.complete(prompt="hi", provider="m")
             srv.inject("rate_limit", seconds=0)
-            with pytest.raises(Exception, match="RATE_LIMIT|Rate limit"):
+            with pytest.raises(LlmError, match=r"RATE_LIMIT|Rate limit"):
                 await engine.complete(prompt="hi", provider="m")
     assert ok.text == "hi"
     assert seen == [200, 429]

@@ -40,6 +40,7 @@ from ..engine.request import OPTION_NAMES, Request, TurnOptions, refuse_unknown_
 from .batch_inputs import source_of
 from .batch_run import MAX_LOOKAHEAD, BatchRun, BatchSettings
 from .batch_store import BatchStore, batch_definition
+from .dask_map import is_dask, map_dask
 from .estimate import CostEstimate, cap_value, check_cap, estimate_request
 from .observers import BatchProgress, batch_progress
 from .rate_limits import RateGate, RateLimits, rate_limits_of
@@ -71,23 +72,32 @@ def _engine(engine: Engine | None) -> Engine:
 
 def _progress_fn(progress: ProgressFn | bool | None, total: int) -> BatchProgress | None:
     """The batch's report: the caller's ``progress(done, total)`` (an object with a ``spent``
-    attribute gets the cost so far there first, when the price is known), none (``False``), or
-    by default the progress bar of whoever shows things (the notebook layer, via the root)."""
+    attribute gets the cost so far there first, when the price is known; one with an
+    ``attach(run)`` method is handed the running batch, see :class:`BatchRun`), none
+    (``False``), or by default the progress bar of whoever shows things (the notebook layer,
+    via the root)."""
     if progress is None or progress is True:
         return batch_progress(total)
     if progress is False:
         return None
-    report = progress
+    return _CallerProgress(progress)
 
-    def call(done: int, total: int, spent: float | None) -> None:
-        if spent is not None and hasattr(report, "spent"):
-            report.spent = spent  # a callable object with a ``spent`` attribute is told it
-        report(done, total)
 
-    attach = getattr(report, "attach", None)
-    if callable(attach):  # the caller's view is handed the running batch too
-        call.attach = attach  # type: ignore[attr-defined]
-    return call
+class _CallerProgress:
+    """The caller's ``progress(done, total)`` as a batch's report."""
+
+    def __init__(self, report: ProgressFn) -> None:
+        self.report = report
+
+    def __call__(self, done: int, total: int, spent: float | None) -> None:
+        if spent is not None and hasattr(self.report, "spent"):
+            self.report.spent = spent  # a callable object with a ``spent`` attribute is told it
+        self.report(done, total)
+
+    def attach(self, run: BatchRun) -> None:
+        attach = getattr(self.report, "attach", None)
+        if callable(attach):
+            attach(run)
 
 
 class MapOptions(TurnOptions, total=False):
@@ -201,6 +211,9 @@ async def amap(prompts: Any, **options: Unpack[MapOptions]) -> Any:
     journal's earlier runs spent. With a store, a streamed input (a file, an iterator) returns
     a :class:`~notebook_llm.api.batch_results.StoredResults` to read back whole or in chunks.
 
+    A Dask DataFrame gives a Dask DataFrame back: each partition runs this ``map`` on a worker
+    (:mod:`notebook_llm.api.dask_map`), with the same store semantics.
+
     ``rpm=`` / ``tpm=``: requests and tokens a minute, kept on this side
     (:mod:`notebook_llm.api.rate_limits`); without them the provider's own limits are learned
     from its headers, and one 429 pauses the whole batch. ``rate_limits=RateLimits(...)`` for a
@@ -211,6 +224,8 @@ async def amap(prompts: Any, **options: Unpack[MapOptions]) -> Any:
     where the batches are kept so that the same call, run again later (in a new kernel, a day
     later), collects them (:mod:`notebook_llm.api.batch_api`, ``docs/batch.md``).
     """
+    if is_dask(prompts):
+        return map_dask(prompts, **options)
     engine, provider = options.pop("engine", None), options.pop("provider", "mock")
     model, concurrency = options.pop("model", None), options.pop("concurrency", 8)
     progress, stop_signal = options.pop("progress", None), options.pop("stop_signal", None)
@@ -363,5 +378,7 @@ def map_prompts(prompts: Any, **options: Unpack[MapOptions]) -> Any:
     ``stop_signal``: the caller's own signal (e.g. set from a progress callback); an interrupt
     sets it too.
     """
+    if is_dask(prompts):
+        return map_dask(prompts, **options)  # lazy: nothing runs here
     stop = options["stop_signal"] = options.get("stop_signal") or StopSignal()
     return run_sync(amap(prompts, **options), on_interrupt=stop.set)

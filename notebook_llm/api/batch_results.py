@@ -38,10 +38,10 @@ def result_cost(result: Completion | LlmError, price: Price | None) -> float:
 
 
 def row_result(
-    result: Completion | LlmError, schema: ResponseSchema | None, price: Price | None
+    result: Completion | LlmError, schema: ResponseSchema | None, spent: float
 ) -> RowResult:
-    """One result as the journal keeps it."""
-    spent = result_cost(result, price)
+    """One result as the journal keeps it, with what it cost (``spent``, US dollars: the
+    caller's count, the same the cost cap counted)."""
     if isinstance(result, LlmError):
         completion = result.details.get("completion")
         usage = getattr(completion, "usage", None)

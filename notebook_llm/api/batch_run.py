@@ -159,6 +159,8 @@ class BatchRun:
         self._slots = _takes_slot(settings.engine, settings.request.provider)
         self._weight_base: float | None = None
         self._reported: tuple[int, int] | None = None
+        self._commit_timer: asyncio.TimerHandle | None = None
+        self._commit_error: LlmError | None = None
 
     # ------------------------------------------------------------------ for a view
 
@@ -218,12 +220,30 @@ class BatchRun:
                     await asyncio.gather(*(self._worker(work, lookahead) for _ in range(workers)))
         finally:
             self.finished_at = time.monotonic()
+            if self._commit_timer is not None:
+                self._commit_timer.cancel()
+            if s.store is not None:
+                s.store.commit()
             if watcher is not None:
                 watcher.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await watcher
             self._tick(final=True)
+        if self._commit_error is not None:
+            raise self._commit_error
         return self._output()
+
+    def _commit(self) -> None:
+        """The journal's group commit, on a timer (see :class:`BatchStore`)."""
+        self._commit_timer = None
+        store = self.s.store
+        if store is None:
+            return
+        try:
+            store.commit()
+        except LlmError as err:  # the disk is full, the file went away: stop, say why
+            self._commit_error = err
+            self.stop(str(err))
 
     def _attach_view(self) -> None:
         """Hand this run to the progress view, when it takes one (an ``attach`` method)."""
@@ -309,13 +329,14 @@ class BatchRun:
                 self._children.add(child)
             try:
                 result = await self._send(item, child)
-                self.spent += result_cost(result, s.price)
+                cost = result_cost(result, s.price)
+                self.spent += cost
             finally:
                 if child is not None:
                     self._children.discard(child)
                 if s.max_cost is not None:
                     await self._release()
-            self._finish(item, result)
+            self._finish(item, result, cost)
 
     async def _send(self, item: WorkItem, child: StopSignal | None) -> BatchResult:
         s = self.s
@@ -339,14 +360,19 @@ class BatchRun:
             return self._weight_base + estimate_tokens(prompt)
         return self._weight_base + prompt_tokens(prompt)
 
-    def _finish(self, item: WorkItem, result: BatchResult) -> None:
-        """A row's result: journaled (with a store) or kept, counted, shown."""
+    def _finish(self, item: WorkItem, result: BatchResult, cost: float = 0.0) -> None:
+        """A row's result (and what it cost): journaled (with a store) or kept, counted,
+        shown."""
         s = self.s
         store = s.store
         aborted = isinstance(result, LlmError) and result.code == ErrorCode.ABORTED
         if store is not None and not aborted and item.key is not None:
-            row = row_result(result, s.schema, s.price)
+            row = row_result(result, s.schema, cost)
             store.record(s.part, item.pos, item.key, prompt_text(item.prompt), row)
+            if store.uncommitted and self._commit_timer is None:  # committed soon, in a group
+                self._commit_timer = asyncio.get_running_loop().call_later(
+                    store.commit_after, self._commit
+                )
             failed = row.status == "failed"
         else:
             failed = isinstance(result, LlmError)
@@ -411,9 +437,11 @@ class BatchRun:
         report = self.s.report
         if report is None:
             return
-        total = self.total if self.total is not None else self.done
+        # An unknown total (a streamed input not read to its end) is reported as 0; at the
+        # end, the total is what was done (a streamed input stopped early has no more).
+        total = self.total if self.total is not None else 0
         if final:
-            total = max(total, self.done)
+            total = self.done if self.source.streamed else max(total, self.done)
             if (self.done, total) == self._reported:
                 return  # the last row's report said it all
         self._reported = (self.done, total)

@@ -9,8 +9,11 @@ looking at rows while the batch runs, another process, the ``sqlite3`` shell) re
 batch writes, several processes may write one file (a Dask cluster's workers on one machine),
 and every language and tool reads it without this package. ``synchronous=NORMAL``: a commit
 is safe against the death of the process (what a kernel crash is); only a power cut may lose
-the last commits, which are then sent again. One commit per finished row costs tens of
-microseconds, far below a request's own CPU cost.
+the last commits, which are then sent again. Each finished row is written as it arrives; the
+writes are committed in groups (at most 64 rows or 50 ms, :attr:`BatchStore.commit_rows`),
+since a commit takes file locks and a write, system calls that cost more than the row itself.
+A process killed between two commits loses those rows' answers (they are sent again), never a
+committed row and never the file.
 
 SCHEMA (format 1; the tables are documented for readers in ``docs/batch.md``)::
 
@@ -75,6 +78,7 @@ from ..core.protocol import FinishReason, Message, TokenUsage, block_from_json
 
 __all__ = [
     "FORMAT",
+    "SCHEMA",
     "BatchStore",
     "RowResult",
     "StoredRow",
@@ -85,7 +89,8 @@ __all__ = [
 #: The journal layout's version (``batch.format``).
 FORMAT = 1
 
-_DDL = """
+#: The statements that create this module's tables (the module docstring describes them).
+SCHEMA = """
 CREATE TABLE IF NOT EXISTS batch (
   id INTEGER PRIMARY KEY CHECK (id = 1),
   format INTEGER NOT NULL,
@@ -252,16 +257,23 @@ class BatchStore:
     """One journal file (see the module docstring). Open it with :meth:`open`; one instance
     per process and event loop (sqlite3 connections are not shared across threads here)."""
 
-    #: Called with ``"before-commit"`` inside every row's write transaction, after the row is
-    #: written and before it is committed: a fault-injection point for tests (a process killed
-    #: there has a write in flight).
+    #: Called with ``"row-written"`` after each row is written into the open transaction, and
+    #: with ``"before-commit"`` just before that transaction is committed: a fault-injection
+    #: point for tests (a process killed there has a write in flight).
     write_hook: Callable[[str], None] | None = None
+    #: A write transaction is committed once it holds this many rows...
+    commit_rows = 64
+    #: ...or is this many seconds old. A process killed before that loses these rows' answers
+    #: (they are sent again), never a committed row and never the file.
+    commit_after = 0.05
 
     def __init__(self, path: Path, conn: sqlite3.Connection, definition: dict[str, Any]) -> None:
         self.path = path
         self.conn = conn
         self.definition = definition
         self.definition_digest = _digest(definition)
+        self._opened_at: float | None = None
+        self._uncommitted = 0
 
     # ------------------------------------------------------------------ opening
 
@@ -313,12 +325,13 @@ class BatchStore:
                 f"{', '.join(sorted(tables)[:5])}); it was left as it is: pass another path",
             )
         if tables:
-            check = conn.execute("PRAGMA quick_check").fetchone()
+            check = conn.execute("PRAGMA quick_check(1)").fetchone()
             if not check or check[0] != "ok":
+                first = " ".join(str(check[0] if check else "no answer").split())[:120]
                 raise _fail(
                     ErrorCode.STORE_CORRUPT,
                     self.path,
-                    f"the journal is damaged ({check[0] if check else 'no answer'}); it was "
+                    f"the journal is damaged ({first}); it was "
                     "left as it is: copy out what `sqlite3 FILE .recover` finds, or pass "
                     "another store path",
                 )
@@ -329,7 +342,7 @@ class BatchStore:
             conn.execute("PRAGMA journal_mode = DELETE")
         fingerprint = self.definition_digest.hex()
         with self.write():
-            for statement in _DDL.split(";"):
+            for statement in SCHEMA.split(";"):
                 if statement.strip():
                     conn.execute(statement)
             row = conn.execute(
@@ -361,7 +374,9 @@ class BatchStore:
     @contextlib.contextmanager
     def write(self) -> Iterator[sqlite3.Connection]:
         """One write transaction (``BEGIN IMMEDIATE``: other writers wait, readers do not),
-        committed at the end of the block, rolled back on an exception."""
+        committed at the end of the block, rolled back on an exception. Rows written by
+        :meth:`record` and not committed yet are committed first."""
+        self.commit()
         conn = self.conn
         conn.execute("BEGIN IMMEDIATE")
         try:
@@ -382,7 +397,9 @@ class BatchStore:
     # ------------------------------------------------------------------ rows
 
     def record(self, part: int, pos: int, key: str, prompt: str, result: RowResult) -> None:
-        """Journal one row's result, committed before this returns."""
+        """Journal one row's result: written at once into the open write transaction, which
+        is committed when it holds :attr:`commit_rows` rows or is :attr:`commit_after` seconds
+        old (the batch also commits on a timer, and at its end: :meth:`commit`)."""
         values = (
             part,
             pos,
@@ -400,16 +417,49 @@ class BatchStore:
             time.time(),
         )
         try:
-            with self.write() as conn:
-                conn.execute(_UPSERT, values)
-                if self.write_hook is not None:
-                    self.write_hook("before-commit")
+            if self._opened_at is None:
+                self.conn.execute("BEGIN IMMEDIATE")
+                self._opened_at = time.monotonic()
+            self.conn.execute(_UPSERT, values)
+            self._uncommitted += 1
+            if self.write_hook is not None:
+                self.write_hook("row-written")
+            if (
+                self._uncommitted >= self.commit_rows
+                or time.monotonic() - self._opened_at >= self.commit_after
+            ):
+                self.commit()
         except sqlite3.Error as exc:
-            raise (
-                _unavailable(self.path, exc)
-                if _is_unwritable(exc)
-                else _fail(ErrorCode.STORE_CORRUPT, self.path, f"writing a row failed: {exc}")
-            ) from None
+            raise self._write_failed(exc) from None
+
+    @property
+    def uncommitted(self) -> int:
+        """Rows written and not committed yet."""
+        return self._uncommitted
+
+    def commit(self) -> None:
+        """Commit the rows written so far (a no-op when there are none)."""
+        if self._opened_at is None:
+            return
+        try:
+            if self.write_hook is not None:
+                self.write_hook("before-commit")
+            self.conn.execute("COMMIT")
+        except sqlite3.Error as exc:
+            raise self._write_failed(exc) from None
+        finally:
+            self._opened_at = None
+            self._uncommitted = 0
+
+    def _write_failed(self, exc: sqlite3.Error) -> LlmError:
+        with contextlib.suppress(sqlite3.Error):
+            if self.conn.in_transaction:
+                self.conn.execute("ROLLBACK")
+        self._opened_at = None
+        self._uncommitted = 0
+        if _is_unwritable(exc):
+            return _unavailable(self.path, exc)
+        return _fail(ErrorCode.STORE_CORRUPT, self.path, f"writing a row failed: {exc}")
 
     def known(self, part: int, lo: int, hi: int) -> dict[int, tuple[str, str]]:
         """``{pos: (key, status)}`` of the rows with a result at positions ``lo <= pos < hi``."""
@@ -445,9 +495,12 @@ class BatchStore:
         return out
 
     def close(self) -> None:
-        """Close the connection (the file stays; WAL is checkpointed by SQLite)."""
-        with contextlib.suppress(sqlite3.Error):
-            self.conn.close()
+        """Commit what is written and close the connection (the file stays)."""
+        try:
+            self.commit()
+        finally:
+            with contextlib.suppress(sqlite3.Error):
+                self.conn.close()
 
     def __enter__(self) -> BatchStore:
         return self
@@ -514,22 +567,18 @@ def _mismatch(path: Path, stored: str, definition: Mapping[str, Any]) -> LlmErro
         old = json.loads(stored)
     except ValueError:
         old = {}
-    differs = [
-        name
-        for name in ("template", "provider", "model", "options")
-        if old.get(name) != json.loads(_canonical(definition)).get(name)
-    ]
-    what = ", ".join(differs) or "definition"
-    detail = ""
-    if "template" in differs:
-        detail = f" (template was {_short(old.get('template'))}, now {_short(definition.get('template'))})"
-    elif "model" in differs:
-        detail = f" (model was {old.get('model')!r}, now {definition.get('model')!r})"
+    new = json.loads(_canonical(definition))
+    differs = [n for n in ("template", "provider", "model", "options") if old.get(n) != new.get(n)]
+    if differs and differs[0] in ("template", "provider", "model"):
+        name = differs[0]
+        what = f"its {name} was {_short(old.get(name))}, this one's is {_short(new.get(name))}"
+    else:
+        what = f"its {' and '.join(differs) or 'definition'} differ"
     return _fail(
         ErrorCode.STORE_MISMATCH,
         path,
-        f"it holds a batch with another {what}{detail}; pass another store path, or "
-        "resend_changed=True to send the changed rows again into this one",
+        f"it holds another batch ({what}); pass another store path, or resend_changed=True to "
+        "send the changed rows again into this one",
     )
 
 
