@@ -470,3 +470,11 @@ def test_a_batch_the_provider_no_longer_has_fails_its_rows_and_retry_failed_send
         assert "is no longer at the provider" in gone[0].message
         again = _run(engine, "oa", ["a", "b"], store, retry_failed=True)
     assert _texts(again) == ["a", "b"]
+
+
+def test_a_refused_batch_opens_no_store(tmp_path: Path) -> None:
+    with pytest.raises(LlmError):
+        map_prompts(
+            ["a"], provider="groq", batch_api=True, store=str(tmp_path / "s.sqlite"), progress=False
+        )
+    assert not (tmp_path / "s.sqlite").exists()

@@ -259,6 +259,10 @@ async def amap(prompts: Any, **options: Unpack[MapOptions]) -> Any:
     refuse_unknown_keywords(options, "map", _MAP_OPTIONS)  # a typo of a batch keyword is named too
     # Every prompt's request: checked once, here, before anything is sent.
     request = request_of(provider, model, options, "map")
+    if batch_api is not None:  # refused before a store is opened or anything is read
+        from .batch_api import check_batch_api
+
+        check_batch_api(request, batch_api)
     eng = _engine(engine)
     source = source_of(prompts, template)
     store = None
