@@ -478,3 +478,14 @@ def test_a_refused_batch_opens_no_store(tmp_path: Path) -> None:
             ["a"], provider="groq", batch_api=True, store=str(tmp_path / "s.sqlite"), progress=False
         )
     assert not (tmp_path / "s.sqlite").exists()
+
+
+def test_batch_api_on_a_dask_frame_is_refused_in_one_line(tmp_path: Path) -> None:
+    import dask.dataframe as dd
+    import pandas as pd
+
+    frame = dd.from_pandas(pd.DataFrame({"text": ["a", "b"]}), npartitions=1)
+    with pytest.raises(LlmError) as info:
+        map_prompts(frame, template="{text}", batch_api=True, store=str(tmp_path / "s.sqlite"))
+    assert info.value.code == ErrorCode.INVALID_OPTIONS
+    assert "batch_api does not go with a Dask DataFrame" in info.value.message

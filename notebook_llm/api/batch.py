@@ -225,6 +225,7 @@ async def amap(prompts: Any, **options: Unpack[MapOptions]) -> Any:
     later), collects them (:mod:`notebook_llm.api.batch_api`, ``docs/batch.md``).
     """
     if is_dask(prompts):
+        _no_batch_api_on_dask(options)
         return map_dask(prompts, **options)
     engine, provider = options.pop("engine", None), options.pop("provider", "mock")
     model, concurrency = options.pop("model", None), options.pop("concurrency", 8)
@@ -357,6 +358,15 @@ def _batch_price_factor() -> float:
     return BATCH_PRICE_FACTOR
 
 
+def _no_batch_api_on_dask(options: Any) -> None:
+    if options.get("batch_api") not in (None, False):
+        raise LlmError(
+            "batch_api does not go with a Dask DataFrame: the provider runs a batch itself, so "
+            "workers add nothing; map the rows (e.g. frame.compute()) with batch_api",
+            ErrorCode.INVALID_OPTIONS,
+        )
+
+
 def _check_batch_api(rates: tuple[Any, Any, Any], store: Any) -> None:
     """What ``batch_api=`` cannot be given with, refused in one line each."""
     if store is None:
@@ -383,6 +393,7 @@ def map_prompts(prompts: Any, **options: Unpack[MapOptions]) -> Any:
     sets it too.
     """
     if is_dask(prompts):
+        _no_batch_api_on_dask(options)
         return map_dask(prompts, **options)  # lazy: nothing runs here
     stop = options["stop_signal"] = options.get("stop_signal") or StopSignal()
     return run_sync(amap(prompts, **options), on_interrupt=stop.set)
