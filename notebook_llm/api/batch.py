@@ -225,8 +225,7 @@ async def amap(prompts: Any, **options: Unpack[MapOptions]) -> Any:
     later), collects them (:mod:`notebook_llm.api.batch_api`, ``docs/batch.md``).
     """
     if is_dask(prompts):
-        _no_batch_api_on_dask(options)
-        return map_dask(prompts, **options)
+        return _on_dask(prompts, dict(options))
     engine, provider = options.pop("engine", None), options.pop("provider", "mock")
     model, concurrency = options.pop("model", None), options.pop("concurrency", 8)
     progress, stop_signal = options.pop("progress", None), options.pop("stop_signal", None)
@@ -383,6 +382,13 @@ def _check_batch_api(rates: tuple[Any, Any, Any], store: Any) -> None:
         )
 
 
+def _on_dask(data: Any, options: dict[str, Any]) -> Any:
+    """``map`` of a Dask DataFrame: each partition runs :func:`map_prompts` on a worker."""
+    _no_batch_api_on_dask(options)
+    engine = _engine(options.get("engine"))
+    return map_dask(data, options, engine=engine, run=map_prompts, keywords=_MAP_OPTIONS)
+
+
 def map_prompts(prompts: Any, **options: Unpack[MapOptions]) -> Any:
     """:func:`amap` from synchronous code, also inside a running loop (Jupyter): a list of
     results, or a DataFrame for a DataFrame or Series (see :func:`amap`).
@@ -393,7 +399,6 @@ def map_prompts(prompts: Any, **options: Unpack[MapOptions]) -> Any:
     sets it too.
     """
     if is_dask(prompts):
-        _no_batch_api_on_dask(options)
-        return map_dask(prompts, **options)  # lazy: nothing runs here
+        return _on_dask(prompts, dict(options))  # lazy: nothing runs here
     stop = options["stop_signal"] = options.get("stop_signal") or StopSignal()
     return run_sync(amap(prompts, **options), on_interrupt=stop.set)

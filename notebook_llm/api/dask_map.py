@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -129,19 +130,21 @@ def worker_engine(engine: Engine, provider: str) -> WorkerEngine:
 
 
 def run_partition(
-    frame: Any, worker: WorkerEngine, options: dict[str, Any], partition_info: Any = None
+    frame: Any,
+    worker: WorkerEngine,
+    options: dict[str, Any],
+    run: Callable[..., Any],
+    partition_info: Any = None,
 ) -> Any:
-    """One partition on its worker: this package's ``map`` over it, its frame back with the
-    partition's index."""
-    from .batch import map_prompts
-
+    """One partition on its worker: ``run`` (this package's ``map``) over it, its frame back
+    with the partition's index."""
     number = int((partition_info or {}).get("number", 0))
     options = dict(options)
     store = options.get("store")
     if isinstance(store, str) and "{partition}" in store:
         options["store"] = store.replace("{partition}", f"{number:05d}")
         number = 0  # its own journal: the partition is the whole file
-    return map_prompts(
+    return run(
         frame,
         engine=worker.build(),
         provider=worker.provider,
@@ -151,11 +154,19 @@ def run_partition(
     )
 
 
-def map_dask(data: Any, **options: Any) -> Any:
+def map_dask(
+    data: Any,
+    options: dict[str, Any],
+    *,
+    engine: Engine,
+    run: Callable[..., Any],
+    keywords: Sequence[str],
+) -> Any:
     """``map`` over a Dask DataFrame or Series (see the module docstring): a Dask DataFrame of
-    the same partitions and index, computed when the caller computes it."""
+    the same partitions and index, computed when the caller computes it. ``run`` is ``map``
+    itself (what each partition runs, named in the graph by reference), ``keywords`` the ones
+    it takes."""
     pd: Any = importlib.import_module("pandas")
-    from .batch import _engine
     from .dataframes import to_frame
 
     for name in ("progress", "partition", "stop_signal"):
@@ -167,11 +178,10 @@ def map_dask(data: Any, **options: Any) -> Any:
             )
         options.pop(name, None)
     from ..engine.request import OPTION_NAMES, refuse_unknown_keywords, request_of
-    from .batch import _MAP_OPTIONS
     from .rate_limits import rate_limits_of
 
-    refuse_unknown_keywords(options, "map", _MAP_OPTIONS)
-    engine = _engine(options.pop("engine", None))
+    refuse_unknown_keywords(options, "map", keywords)
+    options.pop("engine", None)
     provider = options.pop("provider", "mock")
     # Checked here, in the caller's cell, not on a worker an hour later.
     request_of(
@@ -193,4 +203,4 @@ def map_dask(data: Any, **options: Any) -> Any:
             ErrorCode.INVALID_OPTIONS,
         )
     meta = to_frame([], pd.Index([], dtype=empty.index.dtype), options.get("schema"))
-    return data.map_partitions(run_partition, worker, options, meta=meta)
+    return data.map_partitions(run_partition, worker, options, run, meta=meta)
