@@ -470,3 +470,52 @@ def test_a_batch_the_provider_no_longer_has_fails_its_rows_and_retry_failed_send
         assert "is no longer at the provider" in gone[0].message
         again = _run(engine, "oa", ["a", "b"], store, retry_failed=True)
     assert _texts(again) == ["a", "b"]
+
+
+def test_a_refused_batch_opens_no_store(tmp_path: Path) -> None:
+    with pytest.raises(LlmError):
+        map_prompts(
+            ["a"], provider="groq", batch_api=True, store=str(tmp_path / "s.sqlite"), progress=False
+        )
+    assert not (tmp_path / "s.sqlite").exists()
+
+
+def test_batch_api_on_a_dask_frame_is_refused_in_one_line(tmp_path: Path) -> None:
+    import dask.dataframe as dd
+    import pandas as pd
+
+    frame = dd.from_pandas(pd.DataFrame({"text": ["a", "b"]}), npartitions=1)
+    with pytest.raises(LlmError) as info:
+        map_prompts(frame, template="{text}", batch_api=True, store=str(tmp_path / "s.sqlite"))
+    assert info.value.code == ErrorCode.INVALID_OPTIONS
+    assert "batch_api does not go with a Dask DataFrame" in info.value.message
+
+
+def test_a_batch_that_was_being_sent_when_the_run_died_is_sent_again(
+    server: MockServer, tmp_path: Path
+) -> None:
+    """A run killed while it sent a batch (recorded, never accepted) leaves a ``preparing``
+    batch: the next run forgets it and sends its rows."""
+    store = tmp_path / "s.sqlite"
+    _run(_engine(server), "oa", ["a"], store)  # makes the store
+    from notebook_llm.api.batch_api.journal import BatchJournal
+    from notebook_llm.api.batch_store import BatchStore
+
+    db = sqlite3.connect(store)
+    (definition,) = db.execute("SELECT definition FROM batch").fetchone()
+    db.close()
+    with BatchStore.open(store, json.loads(definition)) as opened:
+        journal = BatchJournal(opened)
+        job = journal.new_job("oa", "openai")
+        journal.add_rows(job, [(f"j{job}-0", "a-key-of-a-row-never-sent")])
+    server.clear_requests()
+    out = _run(_engine(server), "oa", ["a", "b"], store)
+    assert _texts(out) == ["a", "b"]
+    db = sqlite3.connect(store)
+    assert db.execute(
+        "SELECT state, rows FROM batch_api_jobs WHERE job_id = ?", (job,)
+    ).fetchone() == (
+        "abandoned",
+        0,
+    )
+    assert _created(server, "openai") == 1  # b, in a new batch

@@ -276,6 +276,10 @@ async def amap(prompts: Any, **options: Unpack[MapOptions]) -> Any:
     refuse_unknown_keywords(options, "map", _MAP_OPTIONS)  # a typo of a batch keyword is named too
     # Every prompt's request: checked once, here, before anything is sent.
     request = request_of(provider, model, options, "map")
+    if batch_api is not None:  # refused before a store is opened or anything is read
+        from .batch_api import check_batch_api
+
+        check_batch_api(request, batch_api)
     eng = _engine(engine)
     source = source_of(prompts, template)
     store = None
@@ -389,6 +393,15 @@ def _batch_price_factor() -> float:
     return BATCH_PRICE_FACTOR
 
 
+def _no_batch_api_on_dask(options: Any) -> None:
+    if options.get("batch_api") not in (None, False):
+        raise LlmError(
+            "batch_api does not go with a Dask DataFrame: the provider runs a batch itself, so "
+            "workers add nothing; map the rows (e.g. frame.compute()) with batch_api",
+            ErrorCode.INVALID_OPTIONS,
+        )
+
+
 def _check_batch_api(rates: tuple[Any, Any, Any], store: Any) -> None:
     """What ``batch_api=`` cannot be given with, refused in one line each."""
     if store is None:
@@ -407,6 +420,7 @@ def _check_batch_api(rates: tuple[Any, Any, Any], store: Any) -> None:
 
 def _on_dask(data: Any, options: dict[str, Any]) -> Any:
     """``map`` of a Dask DataFrame: each partition runs :func:`map_prompts` on a worker."""
+    _no_batch_api_on_dask(options)
     engine = _engine(options.get("engine"))
     return map_dask(data, options, engine=engine, run=map_prompts, keywords=_MAP_OPTIONS)
 

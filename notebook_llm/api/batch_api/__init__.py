@@ -10,6 +10,6 @@ in two tables of the store (:mod:`.journal`); the HTTP goes through the wire lay
 
 from __future__ import annotations
 
-from .jobs import BATCH_PRICE_FACTOR, BatchApi, run_batch_api
+from .jobs import BATCH_PRICE_FACTOR, BatchApi, check_batch_api, run_batch_api
 
-__all__ = ["BATCH_PRICE_FACTOR", "BatchApi", "run_batch_api"]
+__all__ = ["BATCH_PRICE_FACTOR", "BatchApi", "check_batch_api", "run_batch_api"]

@@ -36,21 +36,22 @@ from typing import IO, Any, TypeVar
 from ...core.cancel import sleep_unless_stopped
 from ...core.completion import Completion
 from ...core.errors import ErrorCode, LlmError
+from ...engine.request import Request
 from ...wire.http_errors import backoff_delay
 from ..batch_inputs import Source
 from ..batch_results import result_cost
 from ..batch_run import BatchRun, BatchSettings, WorkItem
 from ..observers import BatchStatus
 from .anthropic import AnthropicBatches
-from .codec import RowCodec
+from .codec import RowCodec, batch_api_of, check_batchable
 from .http_calls import BatchHttp
 from .journal import BatchJournal, JobRecord
 from .openai import OpenAIBatches
 from .remote import BatchApiSpeaker, BatchLimits, RemoteStatus, RowOutcome
 
-__all__ = ["BATCH_PRICE_FACTOR", "BatchApi", "BatchApiRun", "run_batch_api"]
+__all__ = ["BATCH_PRICE_FACTOR", "BatchApi", "BatchApiRun", "check_batch_api", "run_batch_api"]
 
-log = logging.getLogger("notebook_llm.api.batch_api")
+log = logging.getLogger("notebook_llm.api.batch")  # map's own: one batch, one log
 
 #: Both providers charge a batch's tokens at half their price.
 BATCH_PRICE_FACTOR = 0.5
@@ -195,7 +196,12 @@ class BatchApiRun(BatchRun):
             self.pending()
         finally:
             self.finished_at = time.monotonic()
+            if self._commit_timer is not None:
+                self._commit_timer.cancel()
+            self.journal.store.commit()  # the rows' results written in a group, not committed yet
             self._tick(final=True)
+        if self._commit_error is not None:
+            raise self._commit_error
         return self._output()
 
     def known(self) -> list[str]:
@@ -224,17 +230,13 @@ class BatchApiRun(BatchRun):
 
     def settle(self, key: str, result: Result, *, first_cost: bool = True) -> None:
         """``key``'s outcome to every row of this input that has it (journaled, counted,
-        shown; only the first row pays for it, and only when it was paid for in this run)."""
-        items = self.waiting.pop(key, [])
-        price = self.s.price
-        for n, item in enumerate(items):
-            if n > 0 or not first_cost:
-                self.s.price = None  # the answer was paid for once: once in the journal
-            try:
-                self.spent += result_cost(result, self.s.price)
-                self._finish(item, result)
-            finally:
-                self.s.price = price
+        shown). Only the first row pays for it, and only when it was paid for in this run:
+        an answer sent once is counted once."""
+        cost = result_cost(result, self.s.price) if first_cost else 0.0
+        for n, item in enumerate(self.waiting.pop(key, [])):
+            paid = cost if n == 0 else 0.0
+            self.spent += paid
+            self._finish(item, result, paid)
 
     def result_of_line(self, line: bytes) -> Result:
         """A stored results line, mapped again (the table keeps what the provider sent)."""
@@ -522,6 +524,14 @@ def _gone(job: JobRecord, err: LlmError) -> LlmError:
         ErrorCode.NOT_FOUND,
         provider=err.provider,
     )
+
+
+def check_batch_api(request: Request, batch_api: Any) -> None:
+    """Refuse, in one line, ``batch_api=`` values and requests a batch cannot take (nothing is
+    read or opened): an unknown setting, a provider without a batch API, tools,
+    ``schema_retries``."""
+    batch_api_of(request.provider, BatchApi.of(batch_api).api or True)
+    check_batchable(request)
 
 
 async def run_batch_api(source: Source, settings: BatchSettings, batch_api: Any) -> Any:
