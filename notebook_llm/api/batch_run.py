@@ -359,9 +359,13 @@ class BatchRun:
         self.sent += 1
         with request_weight(self._weight(item.prompt)):
             if self._slots:  # the adapter passes the gate around each HTTP exchange
-                return await complete_one(s.engine, s.request, item.prompt, child)
+                return await complete_one(
+                    s.engine, s.request, item.prompt, child, s.tools, s.max_steps
+                )
             async with s.gate.passage():
-                return await complete_one(s.engine, s.request, item.prompt, child)
+                return await complete_one(
+                    s.engine, s.request, item.prompt, child, s.tools, s.max_steps
+                )
 
     def _weight(self, prompt: Any) -> float:
         """The request's tokens as a tokens-per-minute limit counts them: the input estimate
