@@ -30,6 +30,7 @@ def test_a_notebook_run_with_keys_saves_none_of_them(
     # recording made with keys in the environment.
     nb.cells.append(
         nbformat.v4.new_code_cell(
+            "%load_ext notebook_llm\n"
             "%llm record leak-check.jsonl\n"
             "from notebook_llm import Engine\n"
             "_e = Engine()\n"
