@@ -253,7 +253,7 @@ async def amap(prompts: Any, **options: Unpack[MapOptions]) -> Any:
     batch_api = options.pop("batch_api", None)
     rates = (options.pop("rpm", None), options.pop("tpm", None), options.pop("rate_limits", None))
     if batch_api is not None and batch_api is not False:
-        _check_batch_api(rates, store_path)
+        _check_batch_api(rates, store_path, tool_specs)
     else:
         batch_api = None
     limits = rate_limits_of(*rates)
@@ -402,8 +402,19 @@ def _no_batch_api_on_dask(options: Any) -> None:
         )
 
 
-def _check_batch_api(rates: tuple[Any, Any, Any], store: Any) -> None:
-    """What ``batch_api=`` cannot be given with, refused in one line each."""
+#: Why ``batch_api`` takes no tools (the batch API's codec says the same of tool schemas).
+NO_TOOLS_IN_BATCHES = (
+    "batch_api does not run tools: a batch answers each row once, with no turn to run a tool "
+    "and answer again; map without batch_api to use tools"
+)
+
+
+def _check_batch_api(rates: tuple[Any, Any, Any], store: Any, tools: Sequence[Any]) -> None:
+    """What ``batch_api=`` cannot be given with, refused in one line each, before a store is
+    opened, a server started or anything sent. ``tools``: the functions and ``"mcp:"`` specs
+    of ``tools=`` (schemas alone are the request's, refused by the batch API's own check)."""
+    if tools:
+        raise LlmError(NO_TOOLS_IN_BATCHES, ErrorCode.INVALID_OPTIONS)
     if store is None:
         raise LlmError(
             "batch_api needs store='some.sqlite': a batch can take up to 24 hours, and the "
