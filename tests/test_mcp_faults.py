@@ -192,6 +192,28 @@ async def test_a_call_past_tool_timeout_is_cancelled(servers: McpServers, tmp_pa
     assert no_servers_left()
 
 
+async def test_the_loops_own_tool_timeout_cancels_an_mcp_call_too(
+    servers: McpServers,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """``tool_timeout=`` of the loop (``run_tools``, ``Chat``, ``map``, ``%%llm
+    --tool-timeout``) ends an MCP call that the server's own, longer limit would let run, and
+    the protocol's cancellation is sent for it."""
+    fault_server(servers, "slow", tmp_path, tool_timeout=LIMIT * 2)
+    done, events = await turn("hang", ["mcp:slow/hang"], tool_timeout=1)
+    outcome = the_outcome(events)
+    assert outcome.status == "error"
+    assert (
+        outcome.content
+        == "tool 'hang' did not finish within 1 s (tool_timeout=1) and was abandoned"
+    )
+    assert getattr(done, "error", "x") is None
+    assert wait_until(lambda: (tmp_path / "cancel-notices").exists())
+    await the_next_turn_works("slow")
+    servers.close()
+    assert no_servers_left()
+
+
 async def test_junk_on_stdout_ends_the_call(servers: McpServers, tmp_path: Path) -> None:  # noqa: F811
     # a long tool_timeout: the call must end because of the junk, not of the timeout
     fault_server(servers, "noisy", tmp_path, tool_timeout=LIMIT * 2)

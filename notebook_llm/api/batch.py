@@ -47,7 +47,7 @@ from .dask_map import is_dask, map_dask
 from .estimate import cap_value, estimate_request, money
 from .observers import BatchProgress, batch_progress
 from .rate_limits import RateGate, RateLimits, rate_limits_of
-from .tool_calling.loop import ToolSpec, resolve_tools
+from .tool_calling.loop import ToolSpec, check_tool_timeout, resolve_tools
 
 __all__ = [
     "MAX_LOOKAHEAD",
@@ -127,6 +127,7 @@ class MapOptions(TurnOptions, total=False):
     allow_unpriced: bool
     tools: Sequence[ToolSpec] | Sequence[ToolSchema]
     max_steps: int
+    tool_timeout: float | None
     batch_api: Any
 
 
@@ -149,6 +150,7 @@ _MAP_OPTIONS = (
     "allow_unpriced",
     "tools",
     "max_steps",
+    "tool_timeout",
     "batch_api",
     *(name for name in OPTION_NAMES if name not in ("prompt", "messages")),
 )
@@ -242,11 +244,18 @@ async def amap(prompts: Any, **options: Unpack[MapOptions]) -> Any:
     template, max_cost = options.pop("template", None), options.pop("max_cost", None)
     allow_unpriced = bool(options.pop("allow_unpriced", False))
     given, max_steps = options.pop("tools", ()), options.pop("max_steps", 8)
+    tool_timeout = check_tool_timeout(options.pop("tool_timeout", None))
     tool_specs: Sequence[ToolSpec] = ()
     if given and all(isinstance(t, ToolSchema) for t in given):
         options["tools"] = given  # schemas only: offered to the model, not run
     else:
         tool_specs = cast(Sequence[ToolSpec], given)
+    if tool_timeout is not None and not tool_specs:
+        raise LlmError(
+            "tool_timeout= goes with tools= (the functions or mcp: servers each row's tool loop "
+            "runs): with none, no tool is called",
+            ErrorCode.INVALID_OPTIONS,
+        )
     store_path = options.pop("store", None)
     resend_changed = _flag(options, "resend_changed")  # type: ignore[arg-type]
     retry_failed = _flag(options, "retry_failed")  # type: ignore[arg-type]
@@ -326,6 +335,7 @@ async def amap(prompts: Any, **options: Unpack[MapOptions]) -> Any:
             priced=priced,
             tools=tools,
             max_steps=max_steps,
+            tool_timeout=tool_timeout,
         )
         if batch_api is not None:
             from .batch_api import run_batch_api
