@@ -138,3 +138,26 @@ def test_without_a_label_to_find_it_by_the_rows_are_sent_again(
     assert _texts(out) == ["x", "y"]
     assert _created(server, API["claude"]) == 2
     assert [s for s, _ in _jobs(store)] == ["abandoned", "collected"]
+
+
+def test_against_the_fake_built_from_the_documented_shapes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same as the first test, against the loopback fake of the documented shapes (its
+    list of batches is ``batch/list.md``'s): found again, made once, nothing the documentation
+    does not allow."""
+    from batch_api_fake import FakeBatchApi
+    from test_batch_api_fake import CREATE, _map
+    from test_batch_api_fake import _engine as fake_engine
+
+    store = tmp_path / "s.sqlite"
+    prompts = ["first", "second"]
+    with FakeBatchApi() as fake:
+        monkeypatch.setattr(BatchJournal, "submitted", lambda *a: (_ for _ in ()).throw(Killed()))
+        with pytest.raises(Killed):
+            _map(fake_engine(fake.url, fake.key), "fake-openai", prompts, store)
+        monkeypatch.undo()
+        out = _map(fake_engine(fake.url, fake.key), "fake-openai", prompts, store)
+    assert [r.text for r in out] == [f"answer to {p}" for p in prompts]
+    assert fake.created(CREATE["openai"]) == 1
+    assert fake.violations == []
