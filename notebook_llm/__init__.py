@@ -27,8 +27,10 @@ if TYPE_CHECKING:
     from .adapters.lua.lua_adapter import LuaAdapter
     from .api.batch import amap
     from .api.batch import map_prompts as map
+    from .api.batch_api import BatchApi
     from .api.chat import Chat
     from .api.estimate import CostEstimate, estimate_cost
+    from .api.rate_limits import RateLimits
     from .api.tool_calling import Tool, as_tool, run_tools, stream_tools, tool
     from .core.cancel import StopSignal
     from .core.completion import Completion, assemble
@@ -70,6 +72,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "AdapterHandle",
+    "BatchApi",
     "Block",
     "BlockEnd",
     "BlockStart",
@@ -90,6 +93,7 @@ __all__ = [
     "Message",
     "ModelInfo",
     "ProviderConfig",
+    "RateLimits",
     "ReasoningBlock",
     "ReasoningDelta",
     "Request",
@@ -134,6 +138,8 @@ _LAZY: dict[str, tuple[str, str]] = {
     "WireRequest": (".wire.codec", "WireRequest"),
     "amap": (".api.batch", "amap"),
     "map": (".api.batch", "map_prompts"),
+    "BatchApi": (".api.batch_api", "BatchApi"),
+    "RateLimits": (".api.rate_limits", "RateLimits"),
     "StopSignal": (".core.cancel", "StopSignal"),
     "Timeouts": (".core.timeouts", "Timeouts"),
     "Chat": (".api.chat", "Chat"),

@@ -34,6 +34,7 @@ import json
 import re
 import threading
 import time
+import urllib.parse
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -208,6 +209,29 @@ class FakeBatchApi:
         with self._lock:
             self._batches[batch["id"]] = {"api": "openai", "doc": batch, "requests": requests}
         return batch
+
+    def list_openai(self, headers: Any, query: str) -> dict[str, Any]:
+        """``GET /v1/batches?limit=&after=``, as ``batch/list.md`` documents it: the list
+        object, newest first (the batches as last read)."""
+        self._require(headers.get("Authorization") == f"Bearer {self.key}", "no or wrong key")
+        params = urllib.parse.parse_qs(query)
+        limit = int(params.get("limit", ["20"])[0])
+        self._require(1 <= limit <= 100, f"list limit {limit}")
+        with self._lock:
+            docs = [e["doc"] for e in reversed(self._batches.values()) if e["api"] == "openai"]
+        after = params.get("after", [None])[0]
+        if after is not None:
+            ids = [d["id"] for d in docs]
+            self._require(after in ids, f"list after an unknown id {after}")
+            docs = docs[ids.index(after) + 1 :]
+        page = copy.deepcopy(docs[:limit])
+        return {
+            "object": "list",
+            "data": page,
+            "first_id": page[0]["id"] if page else None,
+            "last_id": page[-1]["id"] if page else None,
+            "has_more": len(docs) > limit,
+        }
 
     def read_openai(self, headers: Any, batch_id: str) -> dict[str, Any]:
         self._require(headers.get("Authorization") == f"Bearer {self.key}", "no or wrong key")
@@ -419,8 +443,11 @@ class _Handler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         fake = self.fake
         fake.calls.append(("GET", self.path))
-        parts = self.path.strip("/").split("/")
+        path, _, query = self.path.partition("?")
+        parts = path.strip("/").split("/")
         with contextlib.suppress(IndexError):
+            if parts == ["v1", "batches"]:
+                return self._answer("openai", lambda: fake.list_openai(self.headers, query))
             if parts[:2] == ["v1", "batches"] and len(parts) == 3:
                 return self._answer("openai", lambda: fake.read_openai(self.headers, parts[2]))
             if parts[:2] == ["v1", "files"] and parts[3] == "content":

@@ -373,7 +373,9 @@ def test_a_recorded_batch_run_replays_with_no_server(tmp_path: Path) -> None:
     [
         ({"provider": "mock-direct"}, ["has no batch API", "openai, anthropic, mock"]),
         ({"batch_api": "gemini"}, ["not a batch API", "'openai' or 'anthropic'"]),
-        ({"tools": ["T"]}, ["does not run tools"]),
+        ({"tools": "schemas"}, ["does not run tools"]),
+        ({"tools": "functions"}, ["does not run tools", "map without batch_api"]),
+        ({"tools": "mcp"}, ["does not run tools"]),
         ({"schema_retries": 2, "schema": Review}, ["schema_retries does not apply"]),
         ({"store": None}, ["batch_api needs store="]),
         ({"rpm": 60}, ["rpm=, tpm= and rate_limits= do not apply to batch_api"]),
@@ -384,8 +386,19 @@ def test_what_a_batch_cannot_do_is_refused_in_one_line(
 ) -> None:
     from notebook_llm.core.protocol import ToolSchema
 
+    def lookup(query: str) -> str:
+        """Finds things."""
+        return query
+
+    tools = {
+        "schemas": [ToolSchema("lookup", "finds things", {"type": "object"})],
+        # functions the tool loop would run, and an MCP server's tools (none is configured:
+        # refused before any server is looked up or started)
+        "functions": [lookup],
+        "mcp": ["mcp:time"],
+    }
     if options.get("tools"):
-        options["tools"] = [ToolSchema("lookup", "finds things", {"type": "object"})]
+        options["tools"] = tools[options["tools"]]
     kwargs: dict[str, Any] = {
         "provider": "mock",
         "model": "echo",
@@ -401,6 +414,7 @@ def test_what_a_batch_cannot_do_is_refused_in_one_line(
     assert "\n" not in info.value.message
     for word in words:
         assert word in info.value.message
+    assert not (tmp_path / "s.sqlite").exists()  # refused before the store was opened
 
 
 def test_a_batch_and_a_live_map_share_the_stores_rows(server: MockServer, tmp_path: Path) -> None:

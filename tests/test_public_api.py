@@ -53,6 +53,8 @@ def test_issue_names_are_importable_from_the_root() -> None:
         "Engine",
         "Chat",
         "map",
+        "BatchApi",  # map(batch_api=BatchApi(wait=False)): docs/batch.md
+        "RateLimits",  # map(rate_limits=RateLimits(period=1.0))
     ]:
         assert name in notebook_llm.__all__, name
     from notebook_llm import LuaAdapter  # noqa: F401  (lazy re-export)

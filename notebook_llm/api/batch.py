@@ -47,7 +47,7 @@ from .dask_map import is_dask, map_dask
 from .estimate import cap_value, estimate_request, money
 from .observers import BatchProgress, batch_progress
 from .rate_limits import RateGate, RateLimits, rate_limits_of
-from .tool_calling.loop import ToolSpec, resolve_tools
+from .tool_calling.loop import ToolSpec, check_tool_timeout, resolve_tools
 
 __all__ = [
     "MAX_LOOKAHEAD",
@@ -127,6 +127,7 @@ class MapOptions(TurnOptions, total=False):
     allow_unpriced: bool
     tools: Sequence[ToolSpec] | Sequence[ToolSchema]
     max_steps: int
+    tool_timeout: float | None
     batch_api: Any
 
 
@@ -149,6 +150,7 @@ _MAP_OPTIONS = (
     "allow_unpriced",
     "tools",
     "max_steps",
+    "tool_timeout",
     "batch_api",
     *(name for name in OPTION_NAMES if name not in ("prompt", "messages")),
 )
@@ -242,18 +244,25 @@ async def amap(prompts: Any, **options: Unpack[MapOptions]) -> Any:
     template, max_cost = options.pop("template", None), options.pop("max_cost", None)
     allow_unpriced = bool(options.pop("allow_unpriced", False))
     given, max_steps = options.pop("tools", ()), options.pop("max_steps", 8)
+    tool_timeout = check_tool_timeout(options.pop("tool_timeout", None))
     tool_specs: Sequence[ToolSpec] = ()
     if given and all(isinstance(t, ToolSchema) for t in given):
         options["tools"] = given  # schemas only: offered to the model, not run
     else:
         tool_specs = cast(Sequence[ToolSpec], given)
+    if tool_timeout is not None and not tool_specs:
+        raise LlmError(
+            "tool_timeout= goes with tools= (the functions or mcp: servers each row's tool loop "
+            "runs): with none, no tool is called",
+            ErrorCode.INVALID_OPTIONS,
+        )
     store_path = options.pop("store", None)
     resend_changed = _flag(options, "resend_changed")  # type: ignore[arg-type]
     retry_failed = _flag(options, "retry_failed")  # type: ignore[arg-type]
     batch_api = options.pop("batch_api", None)
     rates = (options.pop("rpm", None), options.pop("tpm", None), options.pop("rate_limits", None))
     if batch_api is not None and batch_api is not False:
-        _check_batch_api(rates, store_path)
+        _check_batch_api(rates, store_path, tool_specs)
     else:
         batch_api = None
     limits = rate_limits_of(*rates)
@@ -326,6 +335,7 @@ async def amap(prompts: Any, **options: Unpack[MapOptions]) -> Any:
             priced=priced,
             tools=tools,
             max_steps=max_steps,
+            tool_timeout=tool_timeout,
         )
         if batch_api is not None:
             from .batch_api import run_batch_api
@@ -402,8 +412,19 @@ def _no_batch_api_on_dask(options: Any) -> None:
         )
 
 
-def _check_batch_api(rates: tuple[Any, Any, Any], store: Any) -> None:
-    """What ``batch_api=`` cannot be given with, refused in one line each."""
+#: Why ``batch_api`` takes no tools (the batch API's codec says the same of tool schemas).
+NO_TOOLS_IN_BATCHES = (
+    "batch_api does not run tools: a batch answers each row once, with no turn to run a tool "
+    "and answer again; map without batch_api to use tools"
+)
+
+
+def _check_batch_api(rates: tuple[Any, Any, Any], store: Any, tools: Sequence[Any]) -> None:
+    """What ``batch_api=`` cannot be given with, refused in one line each, before a store is
+    opened, a server started or anything sent. ``tools``: the functions and ``"mcp:"`` specs
+    of ``tools=`` (schemas alone are the request's, refused by the batch API's own check)."""
+    if tools:
+        raise LlmError(NO_TOOLS_IN_BATCHES, ErrorCode.INVALID_OPTIONS)
     if store is None:
         raise LlmError(
             "batch_api needs store='some.sqlite': a batch can take up to 24 hours, and the "

@@ -83,6 +83,7 @@ async def complete_one(
     stop: StopSignal | None,
     tools: Sequence[Tool] = (),
     max_steps: int = 8,
+    tool_timeout: float | None = None,
 ) -> BatchResult:
     """One prompt's result: its ``Completion`` (the tool loop's final one, with ``tools``), or
     the ``LlmError`` it failed with."""
@@ -91,7 +92,9 @@ async def complete_one(
     try:
         one = replace(request, stop_signal=stop, **_request_fields(prompt))
         if tools:  # the tool loop, for this prompt (its steps go through the engine's retries)
-            return await run_tools(engine, one, tools=tools, max_steps=max_steps)
+            return await run_tools(
+                engine, one, tools=tools, max_steps=max_steps, tool_timeout=tool_timeout
+            )
         # The engine's retry loop is the only one: no second loop here to multiply it.
         return await engine.complete(one)
     except LlmError as err:
@@ -138,9 +141,11 @@ class BatchSettings:
     meter: CostCap | None = None
     #: Whether the model's price is known (the view shows the cost then).
     priced: bool = False
-    #: Tools each prompt's tool loop may call (``map(tools=)``), and its most steps.
+    #: Tools each prompt's tool loop may call (``map(tools=)``), its most steps, and the
+    #: seconds one call may run (``None``: the config's ``[defaults] tool_timeout``, else none).
     tools: Sequence[Tool] = ()
     max_steps: int = 8
+    tool_timeout: float | None = None
 
 
 @dataclass
@@ -358,14 +363,11 @@ class BatchRun:
         s = self.s
         self.sent += 1
         with request_weight(self._weight(item.prompt)):
+            one = (s.engine, s.request, item.prompt, child, s.tools, s.max_steps, s.tool_timeout)
             if self._slots:  # the adapter passes the gate around each HTTP exchange
-                return await complete_one(
-                    s.engine, s.request, item.prompt, child, s.tools, s.max_steps
-                )
+                return await complete_one(*one)
             async with s.gate.passage():
-                return await complete_one(
-                    s.engine, s.request, item.prompt, child, s.tools, s.max_steps
-                )
+                return await complete_one(*one)
 
     def _weight(self, prompt: Any) -> float:
         """The request's tokens as a tokens-per-minute limit counts them: the input estimate

@@ -33,7 +33,7 @@ from ..engine.session import default_engine, set_default_engine
 from .observers import turn_display
 from .tool_calling import as_tool, stream_tools
 from .tool_calling.events import LoopEvent
-from .tool_calling.loop import ToolSpec
+from .tool_calling.loop import ToolSpec, check_tool_timeout
 from .turn import Turn
 from .turn_runner import TurnRunner
 
@@ -80,7 +80,12 @@ def make_source(
 
         def start_loop() -> AsyncIterator[LoopEvent]:
             return stream_tools(
-                engine, request, tools=turn.tools, max_steps=turn.max_steps, confirm=ask
+                engine,
+                request,
+                tools=turn.tools,
+                max_steps=turn.max_steps,
+                confirm=ask,
+                tool_timeout=turn.tool_timeout,
             )
 
         return start_loop
@@ -121,7 +126,8 @@ class Chat:
     """A conversation with one model, rendered live like ``%%llm``.
 
     ``Chat(provider="openai", model="gpt-4o-mini", system="Be brief.", tools=[f, g])``
-    (``"mcp:SERVER"`` in ``tools`` offers an MCP server's tools);
+    (``"mcp:SERVER"`` in ``tools`` offers an MCP server's tools; ``tool_timeout=30``: seconds
+    one call may run, for every turn, or ``send(..., tool_timeout=)`` for one);
     ``chat.send(text)`` returns the :class:`~notebook_llm.Completion` (also when it failed or
     was stopped: check ``completion.error``); ``await chat.asend(text)`` in async code.
     ``live=None`` shows the widget view only where a person watches (a kernel driven by an
@@ -146,6 +152,7 @@ class Chat:
         model: str | None = None,
         *,
         tools: Sequence[ToolSpec] = (),
+        tool_timeout: float | None = None,
         engine: Engine | None = None,
         live: bool | None = None,
         max_rate: float = 20.0,
@@ -168,6 +175,8 @@ class Chat:
             provider or self.engine.file_config.default_provider or "mock", model, options, "Chat"
         )
         self.tools = list(tools)
+        #: Seconds one tool call of a turn may run (``send(tool_timeout=)`` overrides it).
+        self.tool_timeout = check_tool_timeout(tool_timeout)
         self.live = live
         self.max_rate = max_rate
         self.messages: list[Message] = []
@@ -199,6 +208,7 @@ class Chat:
                 )
         extras = {k: given.pop(k) for k in _TURN_SETTINGS if k in given}
         extras.setdefault("tools", self.tools)
+        extras["tool_timeout"] = check_tool_timeout(extras.get("tool_timeout", self.tool_timeout))
         user = Message.user(text)
         if extras.get("images") is not None:
             user = Message("user", [*user.content, *image_blocks(extras["images"])])

@@ -18,7 +18,7 @@ class Turn:
     """One generation of a conversation: its :class:`~notebook_llm.engine.request.Request`
     (the history with this turn's message, and every option) and what the API layer adds
     around a request: the Python tool functions, their confirmation, the step limit, the
-    images to show and the session's budget."""
+    tool calls' timeout, the images to show and the session's budget."""
 
     request: Request
     #: The functions the model may call, and ``"mcp:SERVER"`` specs (the tool loop runs them;
@@ -27,6 +27,9 @@ class Turn:
     #: ``False``, ``True`` (ask through the view's Run/Skip) or a ``confirm(call)`` of its own.
     confirm: bool | Callable[..., Any] = False
     max_steps: int = 8
+    #: Seconds one tool call may run before it is abandoned and the model told so (``None``:
+    #: the config file's ``[defaults] tool_timeout``, else no limit).
+    tool_timeout: float | None = None
     #: ``images=``: already in the last message of the request; kept to show as thumbnails.
     images: Any = None
     #: The session's cost cap (``%llm budget``), a :class:`notebook_llm.api.estimate.Budget`.

@@ -15,6 +15,7 @@ Example ``config.toml``::
     [defaults]
     provider = "openai"
     model = "gpt-4o-mini"
+    tool_timeout = 60               # optional: seconds one tool call may run
 
     [providers.openai]
     model = "gpt-4.1-mini"
@@ -106,6 +107,9 @@ def user_adapters_dir() -> Path:
 class FileConfig:
     default_provider: str | None = None
     default_model: str | None = None
+    #: ``[defaults] tool_timeout``: seconds one tool call may run in a tool loop (``%%llm
+    #: --tools``, ``Chat``, ``run_tools``, ``map(tools=)``) that gives none; ``None``: no limit.
+    default_tool_timeout: float | None = None
     providers: dict[str, dict[str, Any]] = field(default_factory=dict)
     prices: dict[str, tuple[float, float]] = field(default_factory=dict)
 
@@ -290,6 +294,18 @@ def _load_file_config(path: Path) -> FileConfig:
             raise LlmError(f"{path}: [{section}] must be a table", ErrorCode.INVALID_OPTIONS)
     for key in ("provider", "model"):
         _check_type(path, "[defaults]", key, defaults.get(key), str)
+    tool_timeout = defaults.get("tool_timeout")
+    if tool_timeout is not None and (
+        isinstance(tool_timeout, bool)
+        or not isinstance(tool_timeout, int | float)
+        or not math.isfinite(tool_timeout)
+        or tool_timeout <= 0
+    ):
+        raise LlmError(
+            f"{path}: [defaults] tool_timeout must be a positive number of seconds, not "
+            f"{tool_timeout!r}",
+            ErrorCode.INVALID_OPTIONS,
+        )
     for model, pair in data.get("prices", {}).items():
         _check_type(path, "[prices]", model, pair, "price")
         _check_price(path, "[prices]", model, pair)
@@ -338,7 +354,13 @@ def _load_file_config(path: Path) -> FileConfig:
         for model, v in data.get("prices", {}).items()
         if isinstance(v, list | tuple) and len(v) == 2
     }
-    return FileConfig(defaults.get("provider"), defaults.get("model"), providers, prices)
+    return FileConfig(
+        default_provider=defaults.get("provider"),
+        default_model=defaults.get("model"),
+        default_tool_timeout=float(tool_timeout) if tool_timeout is not None else None,
+        providers=providers,
+        prices=prices,
+    )
 
 
 #: A header name (an HTTP token) and a header value (no line breaks or NUL).

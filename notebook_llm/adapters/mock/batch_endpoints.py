@@ -4,7 +4,8 @@ Message Batches, answered by the mock models, in memory.
 Routes (on :class:`~notebook_llm.adapters.mock.server.MockServer`):
 
 * ``POST /v1/files`` (multipart, ``purpose=batch``), ``GET /v1/files/{id}/content``;
-* ``POST /v1/batches``, ``GET /v1/batches/{id}``;
+* ``POST /v1/batches`` (with its ``metadata``), ``GET /v1/batches/{id}``, and the list,
+  ``GET /v1/batches?limit=&after=`` (newest first);
 * ``POST /v1/messages/batches``, ``GET /v1/messages/batches/{id}``,
   ``GET /v1/messages/batches/{id}/results``.
 
@@ -31,6 +32,7 @@ import json
 import re
 import threading
 import time
+import urllib.parse
 from collections import deque
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -69,6 +71,7 @@ class _Batch:
     script: BatchScript
     endpoint: str = ""
     input_file_id: str = ""
+    metadata: dict[str, str] | None = None
     created_at: float = field(default_factory=time.time)
     reads: int = 0
     running: bool = False
@@ -221,6 +224,22 @@ class MockBatches:
             errors = [{"code": "invalid_request", "message": script.fail, "param": None, "line": 1}]
         batch = _Batch(self._id("batch_"), "openai", requests, script, str(endpoint))
         batch.input_file_id = str(body.get("input_file_id"))
+        metadata = body.get("metadata")
+        if metadata is not None:
+            if not (
+                isinstance(metadata, dict)
+                and len(metadata) <= 16
+                and all(
+                    isinstance(k, str) and isinstance(v, str) and len(k) <= 64 and len(v) <= 512
+                    for k, v in metadata.items()
+                )
+            ):
+                return _error(
+                    "openai",
+                    "invalid_request",
+                    "metadata is at most 16 pairs of strings (keys 64, values 512 characters).",
+                )
+            batch.metadata = dict(metadata)
         batch.status = "validating"
         batch.counts = {"total": 0, "completed": 0, "failed": 0}
         if errors:  # refused as a whole, as OpenAI refuses a bad input file
@@ -248,8 +267,36 @@ class MockBatches:
             "failed_at": int(time.time()) if batch.status == "failed" else None,
             "expired_at": int(time.time()) if batch.status == "expired" else None,
             "request_counts": dict(batch.counts),
-            "metadata": None,
+            "metadata": batch.metadata,
         }
+
+    def list_openai(self, query: str) -> Reply:
+        """``GET /v1/batches?limit=N&after=ID``: the OpenAI batches, newest first, as the
+        documented list object (reading it moves no batch on)."""
+        params = urllib.parse.parse_qs(query)
+        try:
+            limit = int(params.get("limit", ["20"])[0])
+        except ValueError:
+            limit = 0
+        if not 1 <= limit <= 100:
+            return _error("openai", "invalid_request", "limit must be between 1 and 100.")
+        with self._lock:
+            batches = [b for b in reversed(self._batches.values()) if b.api == "openai"]
+        after = params.get("after", [None])[0]
+        if after is not None:
+            ids = [b.id for b in batches]
+            batches = batches[ids.index(after) + 1 :] if after in ids else []
+        page = batches[:limit]
+        return _json(
+            200,
+            {
+                "object": "list",
+                "data": [self._openai_object(b) for b in page],
+                "first_id": page[0].id if page else None,
+                "last_id": page[-1].id if page else None,
+                "has_more": len(batches) > limit,
+            },
+        )
 
     # ------------------------------------------------------------------ Anthropic
 

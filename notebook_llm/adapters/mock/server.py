@@ -367,6 +367,8 @@ class _Handler(BaseHTTPRequestHandler):
                 return self._send_bytes(200, b"notebook_llm mock server is running", "text/plain")
             if path.startswith(_BATCH_GET_PREFIXES):
                 return self._batch_get(path)
+            if path == "/v1/batches":  # the list of batches: its query says which page
+                return self._batch_list(self.path.partition("?")[2])
             fmt = _GET_ROUTES.get(path)
             if fmt is None:
                 return self._send_error("openai", "not_found", f"Unknown route {path}")
@@ -406,6 +408,11 @@ class _Handler(BaseHTTPRequestHandler):
         if reply is None:
             return self._send_error(fmt, "not_found", f"Unknown route {path}")
         return self._send_bytes(*reply)
+
+    def _batch_list(self, query: str) -> None:
+        if not self._authorized():
+            return self._send_error("openai", "unauthorized")
+        return self._send_bytes(*self.server.mock.batches.list_openai(query))
 
     def _batch_post(self, path: str, raw: bytes) -> None:
         """A POST to a batch API route (no faults, no latency: the batch is what takes time)."""

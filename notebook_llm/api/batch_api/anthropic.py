@@ -74,9 +74,16 @@ class AnthropicBatches:
         head = body_bytes({"custom_id": custom_id})
         return head[:-1] + b', "params": ' + body.encode("utf-8") + b"}"
 
-    async def submit(self, http: BatchHttp, data: IO[bytes], count: int) -> RemoteBatch:
+    async def submit(self, http: BatchHttp, data: IO[bytes], count: int, tag: str) -> RemoteBatch:
+        # A Message Batch takes only its requests: no label, so ``tag`` goes nowhere.
         created = await http.post_file(self.batches_url, data, "application/json")
         return RemoteBatch(id_of(created.get("id"), "batch id", self.provider))
+
+    async def find(self, http: BatchHttp, tag: str, since: float) -> RemoteBatch | None:
+        """Always ``None``: a Message Batch carries no label of ours, and its list shows no
+        request's ``custom_id``, so a batch whose id never reached the store cannot be told
+        apart from another of the same size (``docs/batch.md`` says what that costs)."""
+        return None
 
     async def poll(self, http: BatchHttp, remote_id: str) -> RemoteStatus:
         quoted = urllib.parse.quote(remote_id, safe="")

@@ -29,6 +29,7 @@ from ...core.protocol import GenerateOptions, Message
 from ...engine.engine import Engine
 from ...engine.request import Request
 from ...engine.routing.builtin_plugin import LoopbackMock
+from ..batch import NO_TOOLS_IN_BATCHES
 
 __all__ = ["API_NAMES", "KNOWN_BATCH_APIS", "RowCodec", "batch_api_of", "prompt_fields"]
 
@@ -72,12 +73,7 @@ def batch_api_of(provider: str, choice: Any) -> str:
 def check_batchable(request: Request) -> None:
     """Refuse what a batch API cannot do with this request (see the module docstring)."""
     if request.tools:
-        raise LlmError(
-            "batch_api does not run tools: a batch answers each row once, with no turn to run a "
-            "tool and answer again; map without batch_api to use tools",
-            ErrorCode.INVALID_OPTIONS,
-            provider=request.provider,
-        )
+        raise LlmError(NO_TOOLS_IN_BATCHES, ErrorCode.INVALID_OPTIONS, provider=request.provider)
     if request.schema_retries:
         raise LlmError(
             "schema_retries does not apply to batch_api: each row is answered once; an answer "

@@ -26,6 +26,7 @@ The progress view gets the provider's own counts (``BatchStatus.remote``).
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import tempfile
 import time
@@ -47,7 +48,7 @@ from .codec import RowCodec, batch_api_of, check_batchable
 from .http_calls import BatchHttp
 from .journal import BatchJournal, JobRecord
 from .openai import OpenAIBatches
-from .remote import BatchApiSpeaker, BatchLimits, RemoteStatus, RowOutcome
+from .remote import BatchApiSpeaker, BatchLimits, RemoteBatch, RemoteStatus, RowOutcome
 
 __all__ = ["BATCH_PRICE_FACTOR", "BatchApi", "BatchApiRun", "check_batch_api", "run_batch_api"]
 
@@ -190,7 +191,7 @@ class BatchApiRun(BatchRun):
         try:
             async with self.http:
                 for job_id in self.journal.preparing_jobs(self.provider):
-                    self.journal.abandon(job_id)  # a run ended while sending it: never accepted
+                    await self.reconcile(job_id)  # a run ended while sending it
                 await self.send(self.known())
                 await self.wait()
             self.pending()
@@ -203,6 +204,36 @@ class BatchApiRun(BatchRun):
         if self._commit_error is not None:
             raise self._commit_error
         return self._output()
+
+    async def reconcile(self, job_id: int) -> None:
+        """Batch ``job_id`` was being sent by a run that ended before the store had the
+        provider's id for it: the provider may have accepted it. Looked for by its tag
+        (:func:`job_tag`, in the batch's labels where the API keeps them: OpenAI's
+        ``metadata``); found, it is kept, polled and collected like any; not found (or the API
+        keeps no label, or cannot be asked), it is forgotten and its rows are sent again."""
+        rows = self.journal.rows_of(job_id)
+        found = None
+        if rows:
+            tag, since = job_tag(job_id, rows), self.journal.created(job_id)
+            try:
+                found = await self.retrying(lambda: self.speaker.find(self.http, tag, since))
+            except LlmError as err:
+                log.warning(
+                    "%s batch j%d: could not look for it at the provider (%s); its rows are "
+                    "sent again",
+                    self.speaker.api,
+                    job_id,
+                    err,
+                )
+        if found is None:
+            self.journal.abandon(job_id)
+            return
+        self.journal.submitted(job_id, found.remote_id, found.fields)
+        log.info(
+            "%s batch %s: found by its tag after a run ended before recording it",
+            self.speaker.api,
+            found.remote_id,
+        )
 
     def known(self) -> list[str]:
         """Read the input (the rows without a result in the journal, :meth:`_work`), group
@@ -284,12 +315,13 @@ class BatchApiRun(BatchRun):
                     self.settle(key, self._too_large(len(body)))
                     continue
                 if batch.size_with(body) > room or batch.count >= limits.max_requests:
-                    await self.submit(batch)
+                    full, batch = batch, None  # from here, submit() says what becomes of it
+                    await self.submit(full)
                     batch = self.spool()
                 batch.add(key, body)
             if batch is not None and batch.count and not self.stopped():
-                await self.submit(batch)
-                batch = None
+                full, batch = batch, None
+                await self.submit(full)
         finally:
             if batch is not None:  # written, never sent: forgotten
                 batch.data.close()
@@ -308,14 +340,34 @@ class BatchApiRun(BatchRun):
         return _Spool(self.speaker, self.journal.new_job(self.provider, self.speaker.api))
 
     async def submit(self, batch: _Spool) -> None:
-        """Record ``batch``'s rows, send it, and record the provider's id for it."""
+        """Record ``batch``'s rows, send it (labelled with its tag), and record the provider's
+        id for it.
+
+        Creating a batch is not idempotent: an attempt that failed (a timeout, a dropped
+        connection, a 5xx) may have created it all the same. So a retry first looks for the
+        batch by its tag, and a run that ends here for any other reason than the provider's
+        refusal (retries used up, Stop, a crash, a kill) leaves the batch ``preparing``, for the
+        next run to look for (:meth:`reconcile`) before it sends its rows again."""
         speaker, http = self.speaker, self.http
         self.journal.add_rows(batch.job_id, batch.rows)
+        tag, since = job_tag(batch.job_id, batch.rows), self.journal.created(batch.job_id)
         data = batch.close()
+        tried = False
+
+        async def attempt() -> RemoteBatch:
+            nonlocal tried
+            if tried:  # the last attempt may have created it before it failed
+                found = await speaker.find(http, tag, since)
+                if found is not None:
+                    return found
+            tried = True
+            return await speaker.submit(http, data, batch.count, tag)
+
         try:
-            remote = await self.retrying(lambda: speaker.submit(http, data, batch.count))
-        except BaseException:
-            self.journal.abandon(batch.job_id)
+            remote = await self.retrying(attempt)
+        except LlmError as err:
+            if not err.retryable:  # the provider refused it (a 4xx): it was certainly not made
+                self.journal.abandon(batch.job_id)
             raise
         finally:
             data.close()
@@ -493,6 +545,19 @@ class _Spool:
         """The whole input, ready to send (its tail written)."""
         self.data.write(self.speaker.tail)
         return self.data
+
+
+def job_tag(job_id: int, rows: Sequence[tuple[str, str]]) -> str:
+    """The label a batch is created with, to find it again when its id never reached the
+    store: a digest of its number and its rows' ids and keys (a row key covers the provider,
+    model, options and prompt). Made from what it carries, not drawn at random, so that the
+    same rows in a new store make the same request (a recorded run replays); a batch of
+    another store can match only if it carries the very same requests under the same ids,
+    and then its answers are the right ones."""
+    digest = hashlib.sha256(f"notebook_llm batch j{job_id}\n".encode())
+    for custom_id, key in rows:
+        digest.update(f"{custom_id} {key}\n".encode())
+    return f"nbllm-{digest.hexdigest()[:40]}"
 
 
 def _batch_error(api: str, status: RemoteStatus, provider: str) -> LlmError:

@@ -9,8 +9,10 @@ without this package.
     provider    TEXT                  the provider route (openai, anthropic, mock, ...)
     api         TEXT                  'openai' or 'anthropic'
     remote_id   TEXT                  the provider's batch id (NULL until it accepted the batch)
-    state       TEXT                  'preparing' (being sent), 'submitted' (the provider has
-                                      it), 'collected' (every row has its outcome), 'abandoned'
+    state       TEXT                  'preparing' (being sent; left so by a run that ended
+                                      before the provider's answer: the next run looks for it
+                                      by its tag), 'submitted' (the provider has it),
+                                      'collected' (every row has its outcome), 'abandoned'
                                       (never reached the provider: its rows are sent again)
     status      TEXT                  the provider's last word on it (in_progress, completed...)
     counts      TEXT                  the provider's last counts, JSON ({"completed": 95, ...})
@@ -222,6 +224,23 @@ class BatchJournal:
             row[8],
             int(row[9]),
         )
+
+    def rows_of(self, job_id: int) -> list[tuple[str, str]]:
+        """The ``(custom_id, row_key)`` of batch ``job_id``'s rows, in the order sent."""
+        return [
+            (str(r[0]), str(r[1]))
+            for r in self._db.execute(
+                "SELECT custom_id, row_key FROM batch_api_rows WHERE job_id = ? ORDER BY row_id",
+                (job_id,),
+            )
+        ]
+
+    def created(self, job_id: int) -> float:
+        """When batch ``job_id`` was recorded (a Unix time)."""
+        row = self._db.execute(
+            "SELECT created FROM batch_api_jobs WHERE job_id = ?", (job_id,)
+        ).fetchone()
+        return float(row[0]) if row is not None else 0.0
 
     def preparing_jobs(self, provider: str) -> list[int]:
         """Batches of ``provider`` recorded but never accepted (a run that ended while sending)."""

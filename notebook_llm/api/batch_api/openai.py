@@ -34,6 +34,7 @@ from .remote import (
     RemoteStatus,
     RowOutcome,
     body_bytes,
+    count_of,
     counts_of,
     id_of,
     line_object,
@@ -42,7 +43,12 @@ from .remote import (
     status_of,
 )
 
-__all__ = ["LIMITS", "OpenAIBatches"]
+__all__ = ["FIND_PAGES", "LIMITS", "TAG_KEY", "OpenAIBatches"]
+
+#: The ``metadata`` key of a batch's tag (:meth:`OpenAIBatches.find`).
+TAG_KEY = "notebook_llm_job"
+#: The most pages of the batch list read to find a batch by its tag (100 batches a page).
+FIND_PAGES = 10
 
 #: The documented limits of one batch input file: 50,000 requests, 200 MB.
 LIMITS = BatchLimits(max_requests=50_000, max_bytes=200 * 1000 * 1000)
@@ -85,7 +91,7 @@ class OpenAIBatches:
         head = body_bytes({"custom_id": custom_id, "method": "POST", "url": self.endpoint})
         return head[:-1] + b', "body": ' + body.encode("utf-8") + b"}\n"
 
-    async def submit(self, http: BatchHttp, data: IO[bytes], count: int) -> RemoteBatch:
+    async def submit(self, http: BatchHttp, data: IO[bytes], count: int, tag: str) -> RemoteBatch:
         data.seek(0)
         uploaded = await http.upload(
             f"{self.root}/files",
@@ -98,10 +104,38 @@ class OpenAIBatches:
         created = await http.json(
             "POST",
             f"{self.root}/batches",
-            {"input_file_id": file_id, "endpoint": self.endpoint, "completion_window": "24h"},
+            {
+                "input_file_id": file_id,
+                "endpoint": self.endpoint,
+                "completion_window": "24h",
+                "metadata": {TAG_KEY: tag},
+            },
         )
         batch_id = id_of(created.get("id"), "batch id", self.provider)
         return RemoteBatch(batch_id, {"input_file_id": file_id})
+
+    async def find(self, http: BatchHttp, tag: str, since: float) -> RemoteBatch | None:
+        """The batch whose ``metadata`` holds ``tag``, from ``GET {base}/batches`` (newest
+        first, 100 a page, following ``after``): at most :data:`FIND_PAGES` pages, and no
+        further than a page whose batches are all older than ``since`` (less an hour for the
+        clocks' difference)."""
+        after: str | None = None
+        for _ in range(FIND_PAGES):
+            query = "?limit=100" + (f"&after={_quoted(after)}" if after else "")
+            page = await http.json("GET", f"{self.root}/batches{query}")
+            data = page.get("data")
+            items = [b for b in data if isinstance(b, dict)] if isinstance(data, list) else []
+            for batch in items:
+                metadata = batch.get("metadata")
+                if isinstance(metadata, dict) and metadata.get(TAG_KEY) == tag:
+                    batch_id = id_of(batch.get("id"), "batch id", self.provider)
+                    file_id = optional_id(batch.get("input_file_id"), "file id", self.provider)
+                    return RemoteBatch(batch_id, {"input_file_id": file_id} if file_id else {})
+            created = [count_of(b.get("created_at")) for b in items]
+            if not items or page.get("has_more") is not True or max(created) < since - 3600:
+                return None
+            after = id_of(items[-1].get("id"), "batch id", self.provider)
+        return None
 
     async def poll(self, http: BatchHttp, remote_id: str) -> RemoteStatus:
         batch = await http.json("GET", f"{self.root}/batches/{_quoted(remote_id)}")

@@ -95,8 +95,15 @@ class BatchApiSpeaker(Protocol):
         """One request of the input, carrying ``body`` (the adapter's JSON body)."""
         ...
 
-    async def submit(self, http: BatchHttp, data: IO[bytes], count: int) -> RemoteBatch:
-        """Send the input (``data``, read from its start) and create the batch."""
+    async def submit(self, http: BatchHttp, data: IO[bytes], count: int, tag: str) -> RemoteBatch:
+        """Send the input (``data``, read from its start) and create the batch, labelled with
+        ``tag`` where the API keeps a label (:meth:`find` looks for it)."""
+        ...
+
+    async def find(self, http: BatchHttp, tag: str, since: float) -> RemoteBatch | None:
+        """The batch created with ``tag`` (at ``since``, a Unix time, or later), if the provider
+        has one and its API can say: how a batch whose id never reached the store is found
+        again. ``None``: not found, or the API keeps no label (Anthropic's)."""
         ...
 
     async def poll(self, http: BatchHttp, remote_id: str) -> RemoteStatus:

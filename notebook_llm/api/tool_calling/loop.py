@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import time
 from collections.abc import (
     AsyncGenerator,
@@ -66,6 +67,7 @@ __all__ = [
     "ConfirmFn",
     "ToolLoopOptions",
     "ToolSpec",
+    "check_tool_timeout",
     "resolve_tools",
     "run_tools",
     "stream_tools",
@@ -128,6 +130,24 @@ async def resolve_tools(
 #: How long a stopped step waits for its tasks to wind down before it leaves them behind: a
 #: tool that catches ``CancelledError`` and goes on must not hold the loop after a Stop.
 _CANCEL_GRACE = 1.0
+
+
+def check_tool_timeout(value: Any, name: str = "tool_timeout") -> float | None:
+    """``tool_timeout=`` checked before it steers anything: ``None``, or a positive, finite
+    number of seconds (a bool, a NaN, an infinity or a string is one line naming it)."""
+    if value is None:
+        return None
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not math.isfinite(value)
+        or value <= 0
+    ):
+        raise LlmError(
+            f"{name} must be a positive number of seconds or None, not {value!r}",
+            ErrorCode.INVALID_OPTIONS,
+        )
+    return float(value)
 
 
 async def _confirmed(confirm: ConfirmFn, call: ToolCallBlock) -> bool:
@@ -329,7 +349,9 @@ async def stream_tools(
     not run and the model is told so (``ToolOutcome(status="skipped")``); ``confirm=True``
     raises ``INVALID_OPTIONS`` here (the notebook layer maps it to its Run/Skip buttons and
     passes a callable). ``tool_timeout``: seconds one call may run before it is abandoned and
-    the model told so (``None``, the default: no limit; Stop still ends a call that hangs). A
+    the model told so (``None``, the default: the config file's ``[defaults] tool_timeout``,
+    else no limit; Stop still ends a call that hangs; an MCP server's own ``tool_timeout``
+    applies too, the smaller wins). A
     thread cannot be killed: a sync tool that never returns goes on in its own daemon thread,
     its result dropped. ``transcript``: a list the loop appends its messages to (assistant
     turns, tool results) as it goes, for callers that keep a history. The other keywords
@@ -373,11 +395,10 @@ async def _loop(
     confirm_fn = confirm if callable(confirm) else None
     if max_steps < 1:
         raise LlmError(f"max_steps must be at least 1, not {max_steps}", ErrorCode.INVALID_OPTIONS)
-    if tool_timeout is not None and not tool_timeout > 0:
-        raise LlmError(
-            f"tool_timeout must be a positive number of seconds or None, not {tool_timeout!r}",
-            ErrorCode.INVALID_OPTIONS,
-        )
+    tool_timeout = check_tool_timeout(tool_timeout)
+    if tool_timeout is None:  # not given: the config file's [defaults] tool_timeout, if any
+        file_config = getattr(engine, "file_config", None)  # an engine-like test double has none
+        tool_timeout = getattr(file_config, "default_tool_timeout", None)
     if request.tools:
         raise LlmError("tools= given twice", ErrorCode.INVALID_OPTIONS)
     provider, model, stop_signal = request.provider, request.model, request.stop_signal

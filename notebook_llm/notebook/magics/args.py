@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import difflib
 import keyword
+import math
 import shlex
 from dataclasses import dataclass, field
 from typing import Any
@@ -95,6 +96,16 @@ _CELL_ARGUMENTS: list[tuple[tuple[str, ...], dict[str, Any]]] = [
         },
     ),
     (
+        ("--tool-timeout",),
+        {
+            "type": float,
+            "default": None,
+            "metavar": "SECONDS",
+            "help": "with --tools: seconds one tool call may run before it is abandoned and the "
+            "model told so (default: config.toml's [defaults] tool_timeout, else no limit)",
+        },
+    ),
+    (
         ("--chat",),
         {
             "nargs": "?",
@@ -170,6 +181,7 @@ class CellArgs:
     schema: str | None = None
     images: list[str] = field(default_factory=list)
     schema_retries: int = 0
+    tool_timeout: float | None = None
 
 
 def split_target(target: str | None) -> tuple[str | None, str | None]:
@@ -212,6 +224,8 @@ def parse_cell_line(line: str) -> CellArgs:
         raise UsageError("--new starts a conversation over: use it with --chat [NAME]")
     if ns.max_steps < 1:
         raise UsageError("--max-steps must be at least 1")
+    if ns.tool_timeout is not None and not (math.isfinite(ns.tool_timeout) and ns.tool_timeout > 0):
+        raise UsageError("--tool-timeout takes a positive number of seconds")
     if not 0 <= ns.schema_retries <= 5 or (ns.schema_retries and ns.schema is None):
         raise UsageError("--schema-retries N (0 to 5) goes with --schema NAME")
     tools = [t.strip() for t in (ns.tools or "").split(",") if t.strip()]
@@ -234,6 +248,7 @@ def parse_cell_line(line: str) -> CellArgs:
         ns.schema,
         [i.strip() for i in (ns.image or "").split(",") if i.strip()],
         ns.schema_retries,
+        ns.tool_timeout,
     )
 
 

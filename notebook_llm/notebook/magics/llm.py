@@ -189,6 +189,7 @@ class LlmMagics(Magics):
             "max_tokens": opts.max_tokens,
             "reasoning_effort": opts.reasoning,
             "max_steps": opts.max_steps,
+            "tool_timeout": opts.tool_timeout,
             "confirm": self._confirm_for(opts.confirm),
             "schema": self._schema(opts.schema),
             "schema_retries": opts.schema_retries,
