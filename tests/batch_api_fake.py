@@ -75,6 +75,9 @@ class FakeBatchApi:
         self.calls: list[tuple[str, str]] = []
         #: The text of an answer, from the row's last user message.
         self.answer: Callable[[str], str] = lambda text: f"answer to {text}"
+        #: Changes each answer's body (an OpenAI chat completion, an Anthropic message) before
+        #: it is written to the results: a test's hostile usage, a key echoed in it.
+        self.edit_body: Callable[[dict[str, Any]], None] = lambda body: None
         self._lock = threading.Lock()
         self._ids = itertools.count(1)
         self._files: dict[str, bytes] = {}
@@ -251,6 +254,7 @@ class FakeBatchApi:
                 body = copy.deepcopy(template)
                 body["model"] = req["body"]["model"]
                 body["choices"][0]["message"]["content"] = self.answer(_last_user(req["body"]))
+                self.edit_body(body)
                 out.append(
                     {
                         "id": self._id("batch_req_"),
@@ -344,6 +348,7 @@ class FakeBatchApi:
                 message = copy.deepcopy(template)
                 message["model"] = req["params"]["model"]
                 message["content"][0]["text"] = self.answer(_last_user(req["params"]))
+                self.edit_body(message)
                 result = {"type": "succeeded", "message": message}
                 lines.append({"custom_id": req["custom_id"], "result": result})
             entry["results"] = b"".join(json.dumps(line).encode() + b"\n" for line in lines)

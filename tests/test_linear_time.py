@@ -100,6 +100,28 @@ CASES: dict[str, tuple[str, str]] = {
         "p = _endpoint_pattern('/v1/{model}{api_key}{model}:x')",
         "p.search('/v1/' + 'a' * N)",
     ),
+    # --- MCP servers: a tool's output schema over its own structured result (the SDK checked
+    # it with jsonschema and Python's re: a backtracking pattern, unbounded $ref branching)
+    "an MCP tool's output pattern over its structured result": (
+        "import asyncio, types\n"
+        "from notebook_llm.api.mcp.connection import ServerConnection\n"
+        "c = ServerConnection.__new__(ServerConnection)\n"
+        "c.output_schemas = {'t': {'type': 'object', 'properties': {'a': {'type': 'string', "
+        "'pattern': '^(a+)+$'}}}}\n"
+        "r = types.SimpleNamespace(is_error=False, structured_content={'a': 'a' * N + '!'})",
+        "try:\n    asyncio.run(c.check_result('t', r))\nexcept RuntimeError:\n    pass",
+    ),
+    "an MCP tool's output schema whose $refs branch": (
+        "import asyncio, types\n"
+        "from notebook_llm.api.mcp.connection import ServerConnection\n"
+        "c = ServerConnection.__new__(ServerConnection)\n"
+        "defs = {f'A{i}': {'anyOf': [{'$ref': f'#/$defs/A{i+1}'}, {'$ref': f'#/$defs/A{i+1}'}]} "
+        "for i in range(40)}\n"
+        "defs['A40'] = {'type': 'string', 'pattern': '^x$'}\n"
+        "c.output_schemas = {'t': {'$defs': defs, '$ref': '#/$defs/A0'}}\n"
+        "r = types.SimpleNamespace(is_error=False, structured_content='y' * 1000)",
+        "try:\n    asyncio.run(c.check_result('t', r))\nexcept RuntimeError:\n    pass",
+    ),
     # --- notebook content: cells, docstrings, adapter sources
     "a tool's docstring: a Sphinx field with a long run of spaces": (
         "from notebook_llm.api.tool_calling.docstrings import parse_docstring",

@@ -23,6 +23,7 @@ from ..core.errors import ErrorCode, LlmError
 from ..core.response_schema import ResponseSchema, as_schema, fields_of
 from ..engine.pricing import Price, cost
 from .batch_store import RowResult, StoredRow
+from .cost_cap import token_count
 from .dataframes import error_column_of, unparsed_reason
 
 __all__ = ["StoredResults", "frame_of", "result_cost", "results_of", "row_result"]
@@ -49,8 +50,8 @@ def row_result(
             "failed",
             error_code=result.code,
             error=f"{result.code}: {result.message}",
-            input_tokens=getattr(usage, "input_tokens", None),
-            output_tokens=getattr(usage, "output_tokens", None),
+            input_tokens=token_count(getattr(usage, "input_tokens", None)),
+            output_tokens=token_count(getattr(usage, "output_tokens", None)),
             cost=spent,
         )
     usage = result.usage
@@ -70,8 +71,9 @@ def row_result(
         completion=result.to_json(),
         error_code=error.split(":", 1)[0] if error else None,
         error=error,
-        input_tokens=usage.input_tokens if usage else None,
-        output_tokens=usage.output_tokens if usage else None,
+        # a server's count that is not one (negative, past SQLite's integers) is not kept
+        input_tokens=token_count(usage.input_tokens) if usage else None,
+        output_tokens=token_count(usage.output_tokens) if usage else None,
         cost=spent,
     )
 

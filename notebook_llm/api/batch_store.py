@@ -75,6 +75,8 @@ from typing import Any
 from ..core.completion import Completion
 from ..core.errors import ErrorCode, LlmError
 from ..core.protocol import FinishReason, Message, TokenUsage, block_from_json
+from ..core.redaction import redact
+from ..wire.cassette import redact_body
 
 __all__ = [
     "FORMAT",
@@ -400,17 +402,19 @@ class BatchStore:
         """Journal one row's result: written at once into the open write transaction, which
         is committed when it holds :attr:`commit_rows` rows or is :attr:`commit_after` seconds
         old (the batch also commits on a timer, and at its end: :meth:`commit`)."""
+        # the journal is a file: every text in it passes the package's redaction (a prompt
+        # or an answer that holds a key keeps none; JSON texts stay JSON, their values hidden)
         values = (
             part,
             pos,
             key,
             result.status,
-            prompt,
-            result.answer,
-            result.fields,
-            result.completion,
+            _redacted(prompt),
+            _redacted(result.answer),
+            _redacted_json(result.fields),
+            _redacted_json(result.completion),
             result.error_code,
-            result.error,
+            _redacted(result.error),
             result.input_tokens,
             result.output_tokens,
             result.cost,
@@ -585,3 +589,25 @@ def _mismatch(path: Path, stored: str, definition: Mapping[str, Any]) -> LlmErro
 def _short(text: Any) -> str:
     value = repr(text)
     return value if len(value) <= 60 else value[:57] + "..."
+
+
+def _storable(text: str) -> str:
+    """``text`` as SQLite can hold it (UTF-8): a lone surrogate (a prompt read with
+    ``surrogateescape``, a ``"\\ud800"`` escape) as U+FFFD, where it raised
+    ``UnicodeEncodeError`` and ended the run."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return "".join("\ufffd" if 0xD800 <= ord(c) <= 0xDFFF else c for c in text)
+    return text
+
+
+def _redacted(text: str | None) -> str | None:
+    return _storable(redact(text)) if text else text
+
+
+def _redacted_json(text: str | None) -> str | None:
+    """A JSON text with its string values redacted (still JSON)."""
+    if not text:
+        return text
+    return _storable(redact_body(text.encode("utf-8", "surrogatepass")).decode("utf-8", "replace"))

@@ -229,9 +229,17 @@ class CostCap:
 
     # ---------------------------------------------------------------- counting
 
-    def add(self, result: Any, request: Request) -> float:
+    def add(self, result: Any, request: Request, price_factor: float = 1.0) -> float:
         """Count what ``result`` (a Completion, or an LlmError that may hold a partial one)
-        cost; returns it."""
+        cost; returns it. ``price_factor``: the share of the price it pays (a batch API's
+        answers: half)."""
+        usd = self.cost_of(result, request, price_factor)
+        self.spent += usd
+        return usd
+
+    def cost_of(self, result: Any, request: Request, price_factor: float = 1.0) -> float:
+        """What ``result`` cost, by the rules of the module docstring (what was not reported
+        estimated, a count that is not one not believed), without counting it."""
         try:
             price = self.price(request)
         except LlmError:
@@ -240,9 +248,17 @@ class CostCap:
             return 0.0
         input_tokens, output_tokens = self._tokens(result, request)
         self._longest_output = max(self._longest_output, output_tokens)
-        usd = _usd(input_tokens, output_tokens, price)
-        self.spent += usd
-        return usd
+        return price_factor * _usd(input_tokens, output_tokens, price)
+
+    def estimate(self, request: Request, price_factor: float = 1.0) -> float:
+        """One request's estimated cost (its input, and ``max_tokens`` or the usual answer):
+        what a batch API's row is reserved at before it is sent (every row of a batch is in
+        flight at once; with ``max_tokens`` it is the row's worst case)."""
+        price = self.price(request)
+        if price is None:
+            return 0.0
+        estimate = estimate_request(request, self.engine)
+        return price_factor * _usd(estimate.input_tokens, estimate.output_tokens, price)
 
     def _tokens(self, result: Any, request: Request) -> tuple[int, int]:
         completion = result if isinstance(result, Completion) else None

@@ -24,7 +24,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..core.errors import ErrorCode, LlmError
-from ..core.response_schema import ResponseSchema, as_schema, columns_of
+from ..core.response_schema import PARSED_FINISHES, ResponseSchema, as_schema, columns_of
 
 __all__ = ["error_column_of", "is_pandas", "prompts_of", "to_frame", "unparsed_reason"]
 
@@ -203,7 +203,7 @@ def _unparsed(result: Any) -> str | None:
         return None
     finish = getattr(result, "finish", None)
     kind = getattr(finish, "kind", None) or "no finish"
-    if kind == "stop":
+    if kind in PARSED_FINISHES:  # validated: a parsed answer of null, or a valid one
         return None
     hint = "; raise max_tokens=" if kind == "max-tokens" else ""
     return f"{kind.upper().replace('-', '_')}: the answer ended with {kind}, so it was not parsed{hint}"

@@ -125,8 +125,10 @@ def register_secret(value: str | None) -> None:
             _raw.add(value)
             _b64_cores.update(_base64_cores(value))
         _secrets.add(value)
-        _secrets.add(urllib.parse.quote(value, safe=""))
-        _secrets.add(urllib.parse.quote_plus(value))
+        # a value read with surrogateescape (a .env's undecodable byte) holds lone surrogates:
+        # every spelling of it is made with surrogatepass, never an exception
+        _secrets.add(urllib.parse.quote(value, safe="", errors="surrogatepass"))
+        _secrets.add(urllib.parse.quote_plus(value, errors="surrogatepass"))
         # Longest first so that a key containing another key is replaced whole.
         ordered = sorted(_secrets, key=len, reverse=True)
         # in any case: an upper-cased key (a provider code made ours) is still the key
@@ -146,7 +148,7 @@ def register_secret(value: str | None) -> None:
 def _base64_cores(value: str) -> list[str]:
     """The part of ``value``'s base64 form that does not depend on what surrounds it, at each
     of the three byte alignments it can have (``Basic base64("user:" + key)`` holds one)."""
-    raw = value.encode("utf-8")
+    raw = value.encode("utf-8", "surrogatepass")
     cores = []
     for offset in range(3):
         for encode in (base64.b64encode, base64.urlsafe_b64encode):
@@ -164,7 +166,7 @@ def _any_spelling(char: str) -> str:
     JSON ``\\uXXXX`` (either case, surrogate pairs too) and ``\\/``, URL ``%XX``, HTML
     character references. Redaction hides what decodes to a key, not only the key as typed."""
     forms = [escape(char)]
-    units = char.encode("utf-16-be")
+    units = char.encode("utf-16-be", "surrogatepass")
     json_escape = "".join(
         "\\\\u" + "".join(f"[{d.lower()}{d.upper()}]" for d in f"{unit:04x}")
         for unit in (int.from_bytes(units[i : i + 2], "big") for i in range(0, len(units), 2))
@@ -175,7 +177,7 @@ def _any_spelling(char: str) -> str:
     forms.append(
         "".join(
             "%" + "".join(f"[{d.lower()}{d.upper()}]" for d in f"{byte:02x}")
-            for byte in char.encode("utf-8")
+            for byte in char.encode("utf-8", "surrogatepass")
         )
     )
     if char == " ":
@@ -186,7 +188,11 @@ def _any_spelling(char: str) -> str:
 
 
 def redact(text: str) -> str:
-    """Return ``text`` with known secrets, bearer tokens and key query parameters hidden."""
+    """Return ``text`` with known secrets, bearer tokens and key query parameters hidden.
+
+    Any text passes, lone surrogates included (a JSON ``"\\ud800"`` escape, undecodable bytes
+    read with ``surrogateescape``): they are kept, and a key or credential around them is hidden
+    as anywhere else (:mod:`~notebook_llm.core.linear_re` matches them as U+FFFD)."""
     if not text:
         return text
     pattern = _pattern

@@ -702,6 +702,15 @@ def _pydantic_message(exc: Any) -> str:
 # ------------------------------------------------------------------------------ streams
 
 
+#: The finishes whose answer is parsed: ``stop``, and ``other``, a finish the vocabulary cannot
+#: classify (a provider's ``"complete"``, ``"end"``): nothing says the answer was cut (that
+#: would be ``max-tokens``, ``tool-calls``, ``error`` or ``aborted``), so it is taken as whole
+#: and validated; an answer that does not validate is ``SCHEMA_MISMATCH``, as after ``stop``.
+#: Before, such an answer was returned unparsed with no error, so a typed ``map`` gave a row of
+#: empty columns.
+PARSED_FINISHES = frozenset({"stop", "other"})
+
+
 async def check_events(
     events: AsyncIterator[Event], schema: ResponseSchema
 ) -> AsyncIterator[Event]:
@@ -715,7 +724,7 @@ async def check_events(
                 deltas.setdefault(event.index, []).append(event.text)
             elif isinstance(event, BlockEnd) and isinstance(event.block, TextBlock):
                 ended[event.index] = event.block.text
-            elif isinstance(event, Finish) and event.reason.kind == "stop":
+            elif isinstance(event, Finish) and event.reason.kind in PARSED_FINISHES:
                 indexes = sorted(set(deltas) | set(ended))
                 text = "".join(ended.get(i, "".join(deltas.get(i, []))) for i in indexes)
                 try:
@@ -771,9 +780,12 @@ def _field_names(model: type) -> dict[str, str]:
 
 def parse_into(completion: Completion, schema: ResponseSchema | None) -> LlmError | None:
     """Validate a finished completion's text against ``schema``: set ``completion.parsed``, or
-    turn its ``stop`` finish into ``error: SCHEMA_MISMATCH`` and return that error. A
-    completion that did not stop normally (an error, max tokens, tool calls) is left alone."""
-    if schema is None or completion.finish is None or completion.finish.kind != "stop":
+    turn its ``stop`` (or ``other``) finish into ``error: SCHEMA_MISMATCH`` and return that
+    error. A completion cut short (an error, max tokens, tool calls, aborted) is left alone: see
+    :data:`PARSED_FINISHES`."""
+    if schema is None or completion.finish is None:
+        return None
+    if completion.finish.kind not in PARSED_FINISHES:
         return None
     try:
         completion.parsed = schema.validate(completion.text)

@@ -40,8 +40,7 @@ from ...core.errors import ErrorCode, LlmError
 from ...engine.request import Request
 from ...wire.http_errors import backoff_delay
 from ..batch_inputs import Source
-from ..batch_results import result_cost
-from ..batch_run import BatchRun, BatchSettings, WorkItem
+from ..batch_run import BatchRun, BatchSettings, WorkItem, _request_fields
 from ..observers import BatchStatus
 from .anthropic import AnthropicBatches
 from .codec import RowCodec, batch_api_of, check_batchable
@@ -259,15 +258,32 @@ class BatchApiRun(BatchRun):
                 to_send.append(key)
         return to_send
 
-    def settle(self, key: str, result: Result, *, first_cost: bool = True) -> None:
+    def settle(
+        self, key: str, result: Result, *, first_cost: bool = True, cost: float | None = None
+    ) -> None:
         """``key``'s outcome to every row of this input that has it (journaled, counted,
         shown). Only the first row pays for it, and only when it was paid for in this run:
         an answer sent once is counted once."""
-        cost = result_cost(result, self.s.price) if first_cost else 0.0
+        if cost is None:
+            cost = self.row_cost(key, result) if first_cost else 0.0
         for n, item in enumerate(self.waiting.pop(key, [])):
             paid = cost if n == 0 else 0.0
             self.spent += paid
             self._finish(item, result, paid)
+
+    def row_request(self, key: str) -> Request:
+        """The request of ``key``'s row (its prompt in the map's request)."""
+        items = self.waiting.get(key)
+        if not items:
+            return self.s.request
+        return replace(self.s.request, **_request_fields(items[0].prompt))
+
+    def row_cost(self, key: str, result: Result) -> float:
+        """What ``key``'s answer cost at the batch price, counted as the cost cap counts every
+        answer (:meth:`CostCap.cost_of`): a results line without usage, or with counts that
+        are not counts (negative, huge, not whole), is estimated from the row's request and
+        the text it holds, never taken as free."""
+        return self.meter.cost_of(result, self.row_request(key), BATCH_PRICE_FACTOR)
 
     def result_of_line(self, line: bytes) -> Result:
         """A stored results line, mapped again (the table keeps what the provider sent)."""
@@ -300,19 +316,34 @@ class BatchApiRun(BatchRun):
         limits = self.speaker.limits
         room = limits.max_bytes - len(self.speaker.head) - len(self.speaker.tail)
         batch: _Spool | None = None
+        cap = self.s.cap
+        reserved = 0.0  # the estimated cost of the rows sent in this run, not answered yet
         try:
             for key in keys:
                 if self.stopped():
                     break
+                if cap is not None:
+                    # every row of a batch is in flight at once: a row goes only while what
+                    # is spent (this run and earlier ones) plus the rows sent stays under the
+                    # cap (the first row of a run always goes while nothing is spent), so a
+                    # streamed input, which no estimate covered before sending, cannot pass it
+                    cost = cap.estimate(self.row_request(key), BATCH_PRICE_FACTOR)
+                    spent = self.spent
+                    first = reserved == 0 and spent == 0
+                    if not first and (spent >= cap.cap or spent + reserved + cost > cap.cap):
+                        for item in self.waiting.pop(key):
+                            self._unsent(item, cap.refusal(self.provider))
+                        continue
+                    reserved += cost
                 try:
                     body = await self.codec.body(self.waiting[key][0].prompt)
                 except LlmError as err:  # this row cannot be built (bad content): it alone fails
-                    self.settle(key, err)
+                    self.settle(key, err, cost=0.0)  # never sent
                     continue
                 if batch is None:
                     batch = self.spool()
                 if (batch.size_with(body) > room and batch.count == 0) or len(body) > room:
-                    self.settle(key, self._too_large(len(body)))
+                    self.settle(key, self._too_large(len(body)), cost=0.0)
                     continue
                 if batch.size_with(body) > room or batch.count >= limits.max_requests:
                     full, batch = batch, None  # from here, submit() says what becomes of it
@@ -453,7 +484,7 @@ class BatchApiRun(BatchRun):
         """Batch ``job`` is over: its rows without an outcome fail with ``error``."""
         if self.journal.fail_unanswered(job.job_id, error):
             for key in self.journal.keys_failed_with(job.job_id, error):
-                self.settle(key, error)
+                self.settle(key, error, cost=0.0)  # a row with no result is not billed
         self.journal.collected(job.job_id, why)
         self.open.pop(job.job_id, None)
 
@@ -463,7 +494,7 @@ class BatchApiRun(BatchRun):
             return
         keys = self.journal.keys_of(job_id, [o.custom_id for o in outcomes])
         rows: list[tuple[str, str, bytes, LlmError | None, float | None]] = []
-        settled: list[tuple[str, Result]] = []
+        settled: list[tuple[str, Result, float]] = []
         for outcome in outcomes:
             key = keys.get(outcome.custom_id)
             if key is None:  # not a row of this batch: not ours to record
@@ -471,14 +502,20 @@ class BatchApiRun(BatchRun):
                 continue
             result = self.result_of(outcome)
             error = result if isinstance(result, LlmError) else None
-            spent = result_cost(result, self.s.price) if self.s.price is not None else None
+            spent = self.row_cost(key, result)
             rows.append(
-                (outcome.custom_id, "failed" if error else "done", outcome.line, error, spent)
+                (
+                    outcome.custom_id,
+                    "failed" if error else "done",
+                    outcome.line,
+                    error,
+                    spent if self.s.price is not None else None,
+                )
             )
-            settled.append((key, result))
+            settled.append((key, result, spent))
         self.journal.record_outcomes(rows)  # the provider's lines first, then the rows' results
-        for key, result in settled:
-            self.settle(key, result)
+        for key, result, spent in settled:
+            self.settle(key, result, cost=spent)
 
     def pending(self) -> None:
         """Rows still in a running batch: ``BATCH_PENDING``, saying where they are; rows

@@ -48,6 +48,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ...core.errors import ErrorCode, LlmError
+from ...core.redaction import redact, redact_obj
+from ...wire.cassette import redact_body
 from ..batch_store import BatchStore
 
 __all__ = ["BatchJournal", "JobRecord", "RowRecord"]
@@ -167,7 +169,7 @@ class BatchJournal:
             self._db.execute(
                 "UPDATE batch_api_jobs SET remote_id = ?, state = 'submitted', fields = ?, "
                 "updated = ? WHERE job_id = ?",
-                (remote_id, json.dumps(fields), time.time(), job_id),
+                (remote_id, json.dumps(redact_obj(fields)), time.time(), job_id),
             )
 
     def abandon(self, job_id: int) -> None:
@@ -191,7 +193,7 @@ class BatchJournal:
             self._db.execute(
                 "UPDATE batch_api_jobs SET status = ?, counts = ?, fields = ?, updated = ? "
                 "WHERE job_id = ?",
-                (status, json.dumps(counts), json.dumps(merged), time.time(), job_id),
+                (status, json.dumps(counts), json.dumps(redact_obj(merged)), time.time(), job_id),
             )
 
     def collected(self, job_id: int, error: str | None) -> None:
@@ -201,7 +203,7 @@ class BatchJournal:
             self._db.execute(
                 "UPDATE batch_api_jobs SET state = 'collected', error = ?, updated = ? "
                 "WHERE job_id = ?",
-                (error, time.time(), job_id),
+                (redact(error) if error else error, time.time(), job_id),
             )
 
     def job(self, job_id: int) -> JobRecord:
@@ -306,9 +308,11 @@ class BatchJournal:
                 [
                     (
                         state,
-                        line.decode("utf-8", "replace"),
+                        # the provider's line as it came, its values redacted (it stays JSON:
+                        # a later run maps it again); a body that echoes a key keeps none
+                        redact_body(line).decode("utf-8", "replace"),
                         error.code if error is not None else None,
-                        error.message if error is not None else None,
+                        redact(error.message) if error is not None else None,
                         cost,
                         now,
                         custom_id,
@@ -323,7 +327,7 @@ class BatchJournal:
             cur = self._db.execute(
                 "UPDATE batch_api_rows SET state = 'failed', error_code = ?, error = ?, updated = ? "
                 "WHERE job_id = ? AND state = 'submitted'",
-                (error.code, error.message, time.time(), job_id),
+                (error.code, redact(error.message), time.time(), job_id),
             )
         return cur.rowcount
 

@@ -41,6 +41,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from ...core.errors import ErrorCode, LlmError
+from ...core.json_schema_check import check
 from ...core.redaction import RedactingFilter, redact
 from .config import ServerConfig, resolve_values
 from .text import one_line, printable
@@ -223,6 +224,8 @@ class ServerConnection:
         self.state = "starting"
         self.failure: str | None = None
         self.tools: list[ToolInfo] = []
+        #: Each tool's output schema, as listed (what its structured results are checked by).
+        self.output_schemas: dict[str, Any] = {}
         #: Tools the server lists that are not offered, with why.
         self.skipped: list[str] = []
         self.server_name: str | None = None
@@ -291,6 +294,9 @@ class ServerConnection:
                     client_info=Implementation(name="notebook_llm", version=_version()),
                 )
                 await stack.enter_async_context(client)
+                # Results are checked against a tool's output schema by our validator, not the
+                # SDK's (see check_result): an instance attribute, found before the method
+                client.session.validate_tool_result = self.check_result  # type: ignore[method-assign]
                 if self._stderr is not None:
                     self._stderr.close_writer()  # spawned: the server holds its own copy
                 info = client.server_info
@@ -360,6 +366,8 @@ class ServerConnection:
             page = await client.list_tools(cursor=cursor)
             for tool in page.tools:
                 info = tool.model_dump(mode="json", by_alias=True, exclude_none=True)
+                if isinstance(info.get("outputSchema"), dict):
+                    self.output_schemas[str(info.get("name"))] = info["outputSchema"]
                 problem = self._schema_problem(info)
                 if problem:
                     self.skipped.append(f"{printable(tool.name)[:64]}: {problem}")
@@ -386,6 +394,28 @@ class ServerConnection:
         if len(json.dumps(schema)) > MAX_SCHEMA_CHARS:
             return f"its input schema is larger than {MAX_SCHEMA_CHARS:,} characters"
         return ""
+
+    async def check_result(self, name: str, result: Any) -> None:
+        """A result's structured content against the tool's output schema, in place of the
+        SDK's check: that one runs ``jsonschema`` with Python's ``re`` for ``pattern`` (a
+        server's ``^(a+)+$`` over its own result holds the GIL for hours: the kernel, Stop and
+        every deadline wait) and follows ``$ref`` without a bound (``A0 = anyOf[A1, A1]``...:
+        2^depth steps). Ours (:func:`notebook_llm.core.json_schema_check.check`) runs patterns
+        on RE2, bounds ``$ref`` steps by the value's size and the schema's size and depth.
+        A result that does not fit is the call's failure (``RuntimeError``, as the SDK's)."""
+        if getattr(result, "is_error", False):
+            return
+        schema = self.output_schemas.get(name)
+        if schema is None:
+            return
+        content = getattr(result, "structured_content", None)
+        if content is None:
+            raise RuntimeError(
+                f"tool {name} has an output schema but did not return structured content"
+            )
+        problems = check(content, schema)
+        if problems:
+            raise RuntimeError(f"invalid structured content returned by tool {name}: {problems[0]}")
 
     # ------------------------------------------------------------------ messages
 

@@ -22,7 +22,6 @@ __all__ = [
     "comment_text",
     "lua_path",
     "lua_str",
-    "redacted",
     "sample",
     "show_path",
 ]
@@ -44,30 +43,10 @@ def _ident(step: str) -> bool:
     )
 
 
-def redacted(value: str) -> str:
-    """``redact(value)``, also for a value holding lone surrogates (a JSON ``"\\ud800"``
-    escape, a file name's undecodable bytes), which the redaction's engine cannot encode: the
-    runs between them are redacted one by one (no key holds a surrogate), the surrogates kept."""
-    try:
-        return redact(value)
-    except UnicodeEncodeError:
-        out: list[str] = []
-        run: list[str] = []
-        for ch in value:
-            if 0xD800 <= ord(ch) <= 0xDFFF:
-                out.append(redact("".join(run)))
-                out.append(ch)
-                run = []
-            else:
-                run.append(ch)
-        out.append(redact("".join(run)))
-        return "".join(out)
-
-
 def sample(text: str, limit: int) -> str:
-    """``text`` redacted (:func:`redacted`), then cut to ``limit`` characters with ``…``: a
+    """``text`` redacted (lone surrogates pass too), then cut to ``limit`` characters with ``…``: a
     sample of a value for a report (redacting first, so a key cut in two is still hidden)."""
-    text = redacted(text)
+    text = redact(text)
     return text if len(text) <= limit else text[: max(0, limit - 1)] + "…"
 
 
@@ -78,7 +57,7 @@ def lua_str(value: str) -> str:
     byte is a three-digit decimal escape (so a digit after it cannot extend it), ``"`` and
     ``\\`` are backslash-escaped, so the literal can never end early or span a line."""
     out = ['"']
-    for byte in redacted(value).encode("utf-8", "surrogatepass"):
+    for byte in redact(value).encode("utf-8", "surrogatepass"):
         if byte in (0x22, 0x5C):
             out.append("\\" + chr(byte))
         elif 0x20 <= byte < 0x7F:
@@ -93,7 +72,7 @@ def comment_text(value: str, limit: int = 80) -> str:
     """``value`` made safe for a ``--`` line comment: printable ASCII only (other characters as
     ``\\x..``/``\\u....`` escapes, so no newline can end the comment), ``]]`` broken up, cut to
     ``limit`` characters; known secrets and ``key=`` values are hidden (``redact``)."""
-    text = redacted(value)  # a body may echo a key
+    text = redact(value)  # a body may echo a key
     text = text.encode("ascii", "backslashreplace").decode("ascii")
     text = "".join(ch if 0x20 <= ord(ch) < 0x7F else f"\\x{ord(ch):02x}" for ch in text)
     text = text.replace("]]", "] ]").replace("[[", "[ [")
