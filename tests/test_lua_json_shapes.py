@@ -154,7 +154,9 @@ def test_values_of_another_type_fall_back_to_the_general_decoder() -> None:
 )
 def test_string_values_match_the_general_decoder(value: str) -> None:
     sb = LuaSandbox(SCRIPT, name="shapes")
+    # learned as the same text (no value changes) and as a changed content
     texts = [CHUNK.replace("%s", "learn")] * 2 + [CHUNK.replace("%s", value)]
+    texts += [CHUNK.replace("%s", "a"), CHUNK.replace("%s", "b"), CHUNK.replace("%s", value)]
     assert hot(sb, texts) == general(sb, texts)
 
 
@@ -184,10 +186,14 @@ def test_an_escaped_closing_quote_is_not_taken_for_the_real_one() -> None:
 )
 def test_escaped_quotes_in_values(content: str, ok: bool) -> None:
     sb = LuaSandbox(SCRIPT_ONE, name="shapes")
-    texts = [CHUNK.replace("%s", "learn")] * 2 + [CHUNK.replace("%s", content)]
+    # two texts whose contents differ: the content is the template's one changed value
+    texts = [CHUNK.replace("%s", "learn"), CHUNK.replace("%s", "again")]
+    texts.append(CHUNK.replace("%s", content))
     out = hot(sb, texts)
     assert out == general(sb, texts)
     assert ("ok" in json.loads(out[2])) is ok
+    if ok and "\\q" not in content:  # a text holding "\q" anywhere goes to the general path
+        assert sb.json_stats()["hits"] == 1
 
 
 @pytest.mark.parametrize(

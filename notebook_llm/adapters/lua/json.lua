@@ -628,7 +628,14 @@ local misses, paused = 0, 0
 local simple_escapes = {
   ['"'] = '"', ["\\"] = "\\", ["/"] = "/", b = "\b", f = "\f", n = "\n", r = "\r", t = "\t",
 }
-local function unescape_capture(c)
+-- A text holding \" is read with each \" spelt \q (see template_decode): a string capture can
+-- then hold an escaped quote. \q means a quote in its captures.
+local QUOTE_AS_Q, Q_AS_QUOTE = { ['"'] = "\\q" }, { q = '\\"' }
+local quote_escapes = setmetatable({ q = '"' }, { __index = simple_escapes })
+
+-- A captured string's value (quoted: the text was spelt with \q), or nil to leave the text to
+-- the general decoder.
+local function unescape_capture(c, quoted)
   if not find(c, "\\", 1, true) then return c end
   -- An odd run of backslashes at the end: the quote after it was escaped, the string goes on.
   local j = #c
@@ -636,7 +643,12 @@ local function unescape_capture(c)
   if (#c - j) % 2 == 1 then return nil end
   -- Without \u (or an invalid escape: a false alarm only means the slow path), one gsub, which
   -- pairs backslashes from the left as JSON does.
-  if not find(c, '\\[^"\\/bfnrt]') then return (gsub(c, "\\(.)", simple_escapes)) end
+  if quoted then
+    if not find(c, '\\[^"\\/bfnrtq]') then return (gsub(c, "\\(.)", quote_escapes)) end
+    c = gsub(c, "\\(.)", Q_AS_QUOTE)
+  elseif not find(c, '\\[^"\\/bfnrt]') then
+    return (gsub(c, "\\(.)", simple_escapes))
+  end
   local ok, v, e = pcall(decode_escaped, c .. '"', 1)
   if ok and e == #c + 2 then return v end
   return nil
@@ -768,17 +780,19 @@ end
 local NULL_SLOT = T_MAX_CAPTURES + 1
 
 -- The tables of rec's tree, children before their parent (post-order), as the template's
--- parallel lists: each table's marker, member keys, the slot of each member's value, the slot
--- the table itself goes to, and its size (the number of members that are not null).
+-- parallel lists: each table's marker, member keys, the slot of each member's value (with and
+-- without the members that are null), the slot the table itself goes to, and its size (the
+-- number of members that are not null).
 local function lay_out(rec, cap)
   local vals, nv = {}, NULL_SLOT
-  local t = { vals = vals, mts = {}, keys = {}, srcs = {}, slots = {}, sizes = {}, nn = 0 }
+  local t = { vals = vals, mts = {}, keys = {}, srcs = {}, keys_all = {}, srcs_all = {},
+    slots = {}, sizes = {}, nn = 0 }
   local function slot_of(v)
     nv = nv + 1; vals[nv] = v
     return nv
   end
   local function visit(node)
-    local keys, srcs, size = {}, {}, 0
+    local keys, srcs, keys_all, srcs_all, size = {}, {}, {}, {}, 0
     for i = 1, node.n do
       local x, where = node.src[i], nil
       if type(x) == "table" then
@@ -789,13 +803,17 @@ local function lay_out(rec, cap)
         local v = x and rec.vals[x] or node.const[i]
         where = v == null and NULL_SLOT or slot_of(v)
       end
-      keys[i], srcs[i] = node.keys[i], where
-      if where ~= NULL_SLOT then size = size + 1 end
+      keys_all[i], srcs_all[i] = node.keys[i], where
+      if where ~= NULL_SLOT then
+        size = size + 1
+        keys[size], srcs[size] = node.keys[i], where
+      end
     end
     local j = t.nn + 1
     t.nn = j
     local where = slot_of(false)
     t.mts[j], t.keys[j], t.srcs[j], t.slots[j] = node.mt, keys, srcs, where
+    t.keys_all[j], t.srcs_all[j] = keys_all, srcs_all
     t.sizes[j] = node.mt == object_mt and size or 0
     return where
   end
@@ -856,6 +874,14 @@ end
 
 -- The value of s through a template, or nil (then the general decoder reads it).
 local function template_decode(s, esc)
+  -- An escaped quote would end a string capture: the text is read with each \" spelt \q
+  -- (backslashes paired from the left, as JSON does), unless it holds a \q of its own.
+  local quoted = false
+  if esc and find(s, '\\"', 1, true) then
+    if find(s, "\\q", 1, true) then return nil end
+    s = gsub(s, "\\(.)", QUOTE_AS_Q)
+    quoted = true
+  end
   for j = 1, ntemplates do
     local t = templates[j]
     local prefix, nc = t.prefix, t.nc
@@ -867,10 +893,14 @@ local function template_decode(s, esc)
       local pattern = esc and t.slow or t.fast
       local _, e, c1, c2, c3, c4 = find(s, pattern, #prefix + 1)
       if e and sub(s, e + 1) == t.suffix then
-        vals[1], vals[2], vals[3], vals[4] = c1, c2, c3, c4
-        if nc > 4 then
-          local r = pack(find(s, pattern, #prefix + 1))
-          for c = 5, nc do vals[c] = r[c + 2] end
+        if nc == 1 then
+          vals[1] = c1
+        else
+          vals[1], vals[2], vals[3], vals[4] = c1, c2, c3, c4
+          if nc > 4 then
+            local r = pack(find(s, pattern, #prefix + 1))
+            for c = 5, nc do vals[c] = r[c + 2] end
+          end
         end
         ok = true
         local nums = t.nums
@@ -885,7 +915,7 @@ local function template_decode(s, esc)
           local strs = t.strs
           for k = 1, #strs do
             local c = strs[k]
-            local v = unescape_capture(vals[c])
+            local v = unescape_capture(vals[c], quoted)
             if v == nil then return nil end
             vals[c] = v
           end
@@ -893,8 +923,12 @@ local function template_decode(s, esc)
       end
     end
     if ok then
-      vals[NULL_SLOT] = null_value
-      local mts, keys, srcs, slots, sizes = t.mts, t.keys, t.srcs, t.slots, t.sizes
+      local keys, srcs = t.keys, t.srcs -- without the null members: setting nil sets nothing
+      if null_value ~= nil then
+        vals[NULL_SLOT] = null_value
+        keys, srcs = t.keys_all, t.srcs_all
+      end
+      local mts, slots, sizes = t.mts, t.slots, t.sizes
       local node
       for n = 1, t.nn do
         -- A table with room for its members, so that filling it does not grow it step by
@@ -904,9 +938,9 @@ local function template_decode(s, esc)
         if size <= 2 then
           node = {}
         elseif size <= 4 then
-          node = { a = nil, b = nil, c = nil, d = nil }
+          node = { a = nil, b = nil, c = nil } -- room for 4
         elseif size <= 8 then
-          node = { a = nil, b = nil, c = nil, d = nil, e = nil, f = nil, g = nil, h = nil }
+          node = { a = nil, b = nil, c = nil, d = nil, e = nil } -- room for 8
         else
           node = {}
         end
@@ -975,11 +1009,6 @@ function json.decode(s, opts)
   null_value = nil
   if #s > BIG then charge(#s) end
   local esc = find(s, "\\", 1, true)
-  if esc then
-    STR, KEY, STR_NEXT, LIT_NEXT, SEP_NEXT, STR_LAST = unpack(SLOW, 1, 6)
-  else
-    STR, KEY, STR_NEXT, LIT_NEXT, SEP_NEXT, STR_LAST = unpack(FAST, 1, 6)
-  end
   if opts ~= nil then
     if type(opts) ~= "table" or rawequal(opts, null) then
       error("json.decode: the options must be a table such as {null = json.null}, got "
@@ -1009,6 +1038,11 @@ function json.decode(s, opts)
       if misses > T_MISSES then misses, paused, pauses = 0, T_PAUSE, pauses + 1 end
       learning = true
     end
+  end
+  if esc then
+    STR, KEY, STR_NEXT, LIT_NEXT, SEP_NEXT, STR_LAST = unpack(SLOW, 1, 6)
+  else
+    STR, KEY, STR_NEXT, LIT_NEXT, SEP_NEXT, STR_LAST = unpack(FAST, 1, 6)
   end
   local v, i = decode_value(s, 1, 0)
   i = find(s, "[^ \t\r\n]", i)
