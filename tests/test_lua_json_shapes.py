@@ -1,27 +1,31 @@
-"""The sandbox's json.decode in the stream hot path against the general decoder.
+"""The templates of the sandbox's json.decode (stream hot path) against the general decoder.
 
-In ``transform_stream_chunk`` the codec does not record key order (Python parses the result,
-see ``notebook_llm/adapters/lua/json.lua``); every other hook does. For any text, valid or not, the two
-must give the same value (types, nulls, [] vs {}) or the same error message, with nulls decoded
-to nil (the default) and to json.null (``{null = json.null}``). (These cases were written for a
-shape cache, since deleted; they still hold the decoder to the same values.)
+In ``transform_stream_chunk`` json.decode learns the shape of a stream's payloads as data (a
+constant prefix, a pattern whose captures are the values that changed, a constant suffix, and
+the tables to make) and decodes later payloads of that shape through it, with no Lua code made at
+run time (see ``notebook_llm/adapters/lua/json.lua``). The general decoder, used by every other
+hook, is the reference: for any text, valid or not, the hot path must give the same value (types,
+nulls, [] vs {}) or the same error message, with nulls decoded to nil (the default) and to
+json.null (``{null = json.null}``). ``LuaSandbox.json_stats`` counts the templates' hits.
 """
 
 from __future__ import annotations
 
 import json
 import threading
+from pathlib import Path
 from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from notebook_llm.adapters.lua import runtime
 from notebook_llm.adapters.lua.runtime import LuaSandbox
 
 # probe(text) -> {"ok": [value], "kept": [value with json.null]} or {"err": message}; the same
 # function under two hook names:
-# transform_stream_chunk runs the hot path (shapes), general the general decoder.
+# transform_stream_chunk runs the hot path (templates), general the general decoder.
 SCRIPT = """
 local M = { name = "shapes" }
 -- Each text is decoded twice: nulls as nil (the default) and as json.null (the option).
@@ -39,7 +43,7 @@ M.transform_stream_chunk = probe
 M.general = probe
 return M
 """
-# One decode per text (nulls as nil), for the tests that count the shape cache's hits.
+# One decode per text (nulls as nil), for the tests that count the templates' hits.
 SCRIPT_ONE = SCRIPT.replace("local _, kept = pcall(json.decode, line, KEEP)", "local kept = v")
 
 
@@ -70,6 +74,7 @@ def test_a_learned_shape_decodes_later_chunks() -> None:
     texts = [CHUNK.replace("%s", f"tok{i} ") for i in range(50)]
     assert hot(sb, texts) == general(sb, texts)
     # text 1 only notes its outline, text 2 (the outline seen again) is learned, the rest hit
+    assert sb.json_stats() == {"hits": 48, "learned": 1, "paused": 0}
 
 
 def test_a_shape_is_learned_the_second_time_its_outline_is_seen() -> None:
@@ -83,12 +88,15 @@ def test_a_shape_is_learned_the_second_time_its_outline_is_seen() -> None:
     usage = '{"id":"chatcmpl-1","choices":[],"usage":{"prompt_tokens":1,"completion_tokens":2}}'
     texts = [role, CHUNK.replace("%s", "a"), CHUNK.replace("%s", "b"), finish, usage]
     assert hot(sb, texts) == general(sb, texts)
+    assert sb.json_stats()["learned"] == 1  # the text deltas' shape, at its second text
     more = [CHUNK.replace("%s", f"t{i}") for i in range(5)]
     assert hot(sb, more) == general(sb, more)
-    # A value holding structural characters makes its text's outline look new: that shape is
-    # learned from the next text whose outline was seen before.
+    assert sb.json_stats()["hits"] == 5
+    # Structural characters inside a string are part of its value, not of the outline. A value
+    # the template held constant (y) that changes is a miss that widens the template.
     odd = ['{"x":"a, b","y":1}', '{"x":"c","y":1}', '{"x":"d","y":2}', '{"x":"e","y":3}']
     assert hot(sb, odd) == general(sb, odd)
+    assert sb.json_stats() == {"hits": 5 + 1, "learned": 3, "paused": 0}
 
 
 def test_padding_of_any_length_fits_the_shape() -> None:
@@ -103,6 +111,7 @@ def test_padding_of_any_length_fits_the_shape() -> None:
         for i in range(30)
     ]
     assert hot(sb, texts) == general(sb, texts)
+    assert sb.json_stats() == {"hits": 28, "learned": 1, "paused": 0}
 
 
 def test_values_of_another_type_fall_back_to_the_general_decoder() -> None:
@@ -145,7 +154,9 @@ def test_values_of_another_type_fall_back_to_the_general_decoder() -> None:
 )
 def test_string_values_match_the_general_decoder(value: str) -> None:
     sb = LuaSandbox(SCRIPT, name="shapes")
+    # learned as the same text (no value changes) and as a changed content
     texts = [CHUNK.replace("%s", "learn")] * 2 + [CHUNK.replace("%s", value)]
+    texts += [CHUNK.replace("%s", "a"), CHUNK.replace("%s", "b"), CHUNK.replace("%s", value)]
     assert hot(sb, texts) == general(sb, texts)
 
 
@@ -175,10 +186,14 @@ def test_an_escaped_closing_quote_is_not_taken_for_the_real_one() -> None:
 )
 def test_escaped_quotes_in_values(content: str, ok: bool) -> None:
     sb = LuaSandbox(SCRIPT_ONE, name="shapes")
-    texts = [CHUNK.replace("%s", "learn")] * 2 + [CHUNK.replace("%s", content)]
+    # two texts whose contents differ: the content is the template's one changed value
+    texts = [CHUNK.replace("%s", "learn"), CHUNK.replace("%s", "again")]
+    texts.append(CHUNK.replace("%s", content))
     out = hot(sb, texts)
     assert out == general(sb, texts)
     assert ("ok" in json.loads(out[2])) is ok
+    if ok and "\\q" not in content:  # a text holding "\q" anywhere goes to the general path
+        assert sb.json_stats()["hits"] == 1
 
 
 @pytest.mark.parametrize(
@@ -232,6 +247,7 @@ def test_shapes_pause_when_every_text_differs() -> None:
     sb = LuaSandbox(SCRIPT_ONE, name="shapes")
     texts = [f'{{"k{i}":1}}' for i in range(200)]
     assert hot(sb, texts) == general(sb, texts)
+    assert sb.json_stats() == {"hits": 0, "learned": 0, "paused": 1}
 
 
 def test_other_hooks_use_the_general_decoder_and_keep_key_order() -> None:
@@ -244,6 +260,7 @@ def test_other_hooks_use_the_general_decoder_and_keep_key_order() -> None:
     text = '{"zeta":1,"alpha":{"y":1,"b":2},"mid":[]}'
     hot(sb, [text, text, text])  # learn the shape in the hot path, and use it once
     assert sb.call("rt", text) == text
+    assert sb.json_stats()["hits"] == 1  # only the hot path's third text
 
 
 def test_a_long_digit_run_before_junk_does_not_hang() -> None:
@@ -357,29 +374,31 @@ def test_invalid_texts_count_as_misses() -> None:
     # Texts that match the shapes' patterns but are invalid JSON (a bad escape) must pause the
     # cache like any other miss, not cost a shape attempt each forever.
     sb = LuaSandbox(SCRIPT_ONE, name="shapes")
-    good = ['["x",1,1,1]', '["x",1.5,1,1]', '["x",1,1.5,1]']
+    good = ['["x",1,1,1]', '["y",2,1,1]', '["z",3,1,1]']
     bad = ['["' + "a" * 50 + r"\x" + '",1,1,1]'] * 100
     assert hot(sb, good + bad) == general(sb, good + bad)
+    assert sb.json_stats()["learned"] >= 1
+    assert sb.json_stats()["paused"] == 1
 
 
-# ---------------------------------------------------------------------------- prefix builders
+# ---------------------------------------------------------------------------- constant prefixes
 
 LONG_ID = "chatcmpl-" + "x" * 40
 
 
-def test_texts_sharing_a_prefix_skip_it_with_a_prefix_builder() -> None:
+def test_texts_sharing_a_prefix_skip_it_with_one_comparison() -> None:
     sb = LuaSandbox(SCRIPT_ONE, name="shapes")
     texts = [CHUNK.replace("chatcmpl-1", LONG_ID).replace("%s", f"tok{i} ") for i in range(40)]
     assert hot(sb, texts) == general(sb, texts)
-    # text 2 is learned, texts 3 and 4 decode with the full shape (4 makes the prefix builder
-    # from 3 and 4), and the rest with the prefix builder.
+    # text 2 is learned (the values before the delta are the same: its prefix), the rest hit
+    assert sb.json_stats() == {"hits": 38, "learned": 1, "paused": 0}
 
 
 def test_a_changed_prefix_value_falls_back_to_the_full_shape() -> None:
     sb = LuaSandbox(SCRIPT_ONE, name="shapes")
     texts = [CHUNK.replace("chatcmpl-1", LONG_ID).replace("%s", f"tok{i} ") for i in range(10)]
-    # The same shape, but every value before the delta differs in turn: the prefix builder
-    # must not hand back the values it remembers.
+    # The same shape, but every value before the delta differs in turn: the template must not
+    # hand back the values it remembers.
     texts += [
         texts[5].replace(LONG_ID, LONG_ID[:-1] + "y"),
         texts[5].replace("1732900000", "1732900001"),
@@ -404,11 +423,12 @@ def test_a_changed_prefix_value_falls_back_to_the_full_shape() -> None:
     assert delta == {"content": "a\nb\u00e9/"}
 
 
-def test_a_prefix_holding_an_escape_is_not_used() -> None:
+def test_a_prefix_holding_an_escape_decodes_as_learned() -> None:
     sb = LuaSandbox(SCRIPT_ONE, name="shapes")
     escaped = LONG_ID + "\\n"
     texts = [CHUNK.replace("chatcmpl-1", escaped).replace("%s", f"tok{i} ") for i in range(10)]
     assert hot(sb, texts) == general(sb, texts)
+    assert sb.json_stats()["hits"] == 8  # its constant value is the one the first text decoded
 
 
 PREFIX_VALUES = st.sampled_from(
@@ -419,7 +439,8 @@ PREFIX_VALUES = st.sampled_from(
 @st.composite
 def prefixed_series(draw: st.DrawFn) -> list[str]:
     # A series of one shape whose first member is long and mostly the same: the texts share a
-    # prefix often enough for prefix builders to be made and used, and to stop fitting.
+    # prefix often enough for templates with a long constant prefix to be made and used, and
+    # to stop fitting.
     shape = draw(shapes)
     sep = draw(st.sampled_from([",", ", "]))
     main = draw(PREFIX_VALUES)
@@ -438,7 +459,47 @@ def prefixed_series(draw: st.DrawFn) -> list[str]:
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 @given(st.lists(prefixed_series(), min_size=1, max_size=3))
-def test_prefix_builders_agree_with_the_general_decoder(series: list[list[str]]) -> None:
+def test_constant_prefixes_agree_with_the_general_decoder(series: list[list[str]]) -> None:
     sb = LuaSandbox(SCRIPT, name="shapes")
     texts = [t for s in series for t in s]
     assert hot(sb, texts) == general(sb, texts)
+
+
+# ---------------------------------------------------------------------------- what a hit hands out
+
+
+def test_each_hit_makes_new_tables_a_script_may_change() -> None:
+    # A script that changes what json.decode gave it (a member set, one removed, a table
+    # marked again) changes nothing that a later decode of the same template gives.
+    script = """
+local M = { name = "mutates" }
+function M.transform_stream_chunk(line)
+  local c = json.decode(line)
+  local before = json.encode(c)
+  c.id = "changed"; c.extra = { 1 }; c.choices[1].delta.content = nil
+  c.choices[1].delta = json.array({})
+  c.choices[2] = "more"
+  return json.encode({ content = before })
+end
+return M
+"""
+    sb = LuaSandbox(script, name="mutates")
+    texts = [CHUNK.replace("%s", f"tok{i}") for i in range(6)]
+    results, error = sb.call_each("transform_stream_chunk", texts)
+    assert error is None
+    expected = []
+    for text in texts:
+        value = json.loads(text)
+        del value["choices"][0]["logprobs"], value["choices"][0]["finish_reason"]  # null: nil
+        expected.append(value)
+    assert [json.loads(json.loads(r)["content"]) for r in results] == expected
+    assert sb.json_stats()["hits"] == 4
+
+
+def test_no_lua_code_is_made_at_run_time() -> None:
+    # The templates are data read by fixed functions: json.lua compiles nothing (the shape
+    # cache that generated Lua source and compiled it with a captured `load` is gone for good).
+    source = (Path(runtime.__file__).parent / "json.lua").read_text()
+    code = "\n".join(line.split("--", 1)[0] for line in source.splitlines())
+    assert "load" not in code
+    assert "dump" not in code

@@ -32,6 +32,8 @@ local math_type, huge = math.type, math.huge
 local byte, char, find, format, gsub, sub = string.byte, string.char, string.find, string.format,
   string.gsub, string.sub
 local concat, pack, unpack = table.concat, table.pack, table.unpack
+local table_insert, table_remove = table.insert, table.remove
+local pcall = pcall
 local utf8_char, utf8_len = utf8.char, utf8.len
 
 local json = {}
@@ -580,6 +582,421 @@ decode_value = function(s, i, depth)
   decode_error(s, i, "unexpected character")
 end
 
+-------------------------------------------------------------------------------- templates
+-- The payloads of one stream come in a few shapes: the same keys, nesting, literals and
+-- spacing, and mostly the same values too; only a text delta (and perhaps a counter) changes.
+-- In the hot path (stream chunks, where key order is not kept) json.decode learns such a shape
+-- as DATA: the text split into constant pieces and the few values that changed between two
+-- texts of that shape, and a tree saying where each value goes. A later text of that shape
+-- costs one comparison of its constant prefix, one anchored string.find up to its last changed
+-- value (the captures are the changed values), one comparison of the constant suffix, and a
+-- fixed loop that makes the tables from the learned lists. No code is generated: the lists are
+-- read by one function (template_decode), and the pattern is a plain argument of string.find,
+-- like the decoder's own patterns. No JSON library does this (a learned template of a stream's
+-- payloads), hence hand-written.
+--
+-- The general decoder stays the reference: a template accepts a text only when the general
+-- decoder would read it to the same value, and anything else falls back to it.
+--   * Every constant piece (keys, structure, whitespace, true/false/null, values that did not
+--     change) is matched byte for byte, so it decodes to the value it decoded to when learned.
+--   * A changed string is captured as [^"%c]* (with no backslash in the text: [#-\255 !]*, the
+--     same class as the decoder's); when the text holds a backslash, a capture is unescaped as
+--     decode_escaped does, and one that ends in an odd run of backslashes (the string goes on)
+--     or holds an invalid escape sends the text to the general decoder.
+--   * A changed integer is captured as (-?%d+), any other number as ([-%d][-+%d.eE]*) and kept
+--     only when the decoder's own number pattern spans the whole capture.
+--   * Every quantified item is followed by a character outside its class (a quote after a
+--     string, a comma, bracket or space after a number), so a match never backtracks more than
+--     linearly: the matcher runs in one C call, out of the CPU hook's reach, on at most
+--     T_MAX_BYTES bytes.
+--   * Keys with escapes, duplicate keys, arrays holding null, deep or big texts are never
+--     learned.
+-- A shape is learned from the second text of its outline (the text with every value blanked
+-- out), so a stream's one-off payloads (the role header, the finish, the usage) cost nothing
+-- more than the general decoder. Texts that keep missing pause the templates for a while.
+local T_MAX_BYTES = 4096 -- larger texts are not stream chunks worth it
+local T_MAX_VALUES = 64 -- scalar values in a learned text
+local T_MAX_CAPTURES = 24 -- changed values and padding in a template (Lua allows 32 captures)
+local T_MAX_DEPTH = 12
+local T_KEEP = 4 -- templates kept, most recent first
+local T_MISSES, T_PAUSE = 16, 256 -- after this many misses in a row, no template for a while
+local templates, ntemplates = {}, 0
+local hits, learned, pauses = 0, 0, 0 -- totals, for tests and diagnostics (control.stats)
+local pending = nil -- the record of the last text whose outline had no template yet
+local misses, paused = 0, 0
+
+local simple_escapes = {
+  ['"'] = '"', ["\\"] = "\\", ["/"] = "/", b = "\b", f = "\f", n = "\n", r = "\r", t = "\t",
+}
+-- A text holding \" is read with each \" spelt \q (see template_decode): a string capture can
+-- then hold an escaped quote. \q means a quote in its captures.
+local QUOTE_AS_Q, Q_AS_QUOTE = { ['"'] = "\\q" }, { q = '\\"' }
+local quote_escapes = setmetatable({ q = '"' }, { __index = simple_escapes })
+
+-- A captured string's value (quoted: the text was spelt with \q), or nil to leave the text to
+-- the general decoder.
+local function unescape_capture(c, quoted)
+  if not find(c, "\\", 1, true) then return c end
+  -- An odd run of backslashes at the end: the quote after it was escaped, the string goes on.
+  local j = #c
+  while byte(c, j) == 92 do j = j - 1 end
+  if (#c - j) % 2 == 1 then return nil end
+  -- Without \u (or an invalid escape: a false alarm only means the slow path), one gsub, which
+  -- pairs backslashes from the left as JSON does.
+  if quoted then
+    if not find(c, '\\[^"\\/bfnrtq]') then return (gsub(c, "\\(.)", quote_escapes)) end
+    c = gsub(c, "\\(.)", Q_AS_QUOTE)
+  elseif not find(c, '\\[^"\\/bfnrt]') then
+    return (gsub(c, "\\(.)", simple_escapes))
+  end
+  local ok, v, e = pcall(decode_escaped, c .. '"', 1)
+  if ok and e == #c + 2 then return v end
+  return nil
+end
+
+local NUMBER = "^-?%d+%.?%d*[eE]?[-+]?%d*"
+local function number_capture(c)
+  local _, e = find(c, NUMBER)
+  if e == #c then return tonumber(c) end
+  return nil
+end
+
+-- The record of s, a text the general decoder has just read: the pieces between its scalar
+-- values (lits[1..n+1]), each value's kind ("s" string, "i" integer, "n" other number), raw
+-- text and decoded value, and the tree of tables (see lay_out) whose sources are value numbers;
+-- or nil when s is not worth learning.
+local function learn(s)
+  local lits, nl, piece = {}, 0, {}
+  local np = 0
+  local kinds, raws, vals, nv = {}, {}, {}, 0
+  local i, depth, over = 1, 0, false
+  local function lit(x) np = np + 1; piece[np] = x end
+  local function slot(kind, raw, v)
+    nv = nv + 1
+    if nv > T_MAX_VALUES then over = true end
+    nl = nl + 1; lits[nl] = concat(piece, "", 1, np); np = 0
+    kinds[nv], raws[nv], vals[nv] = kind, raw, v
+    return nv
+  end
+  -- A run of whitespace is a value too (kind "w", in no table): padding that changes from
+  -- text to text (Anthropic pads its events with a run of spaces) is matched as any run.
+  local function ws()
+    local _, e = find(s, "^[ \t\r\n]*", i)
+    if e >= i then slot("w", sub(s, i, e)); i = e + 1 end
+  end
+  -- A value's source: a value number, false (a literal, its value in `const`), or a node.
+  local value
+  value = function()
+    ws()
+    local c = byte(s, i)
+    if c == 34 then
+      local _, e, raw = find(s, '^"([^"\\%c]*)"', i)
+      local v = raw
+      if not e then
+        local ok, x, j = pcall(decode_escaped, s, i + 1)
+        if not ok then return nil end
+        v, e, raw = x, j - 1, sub(s, i + 1, j - 2)
+      end
+      i = e + 1
+      lit('"')
+      local n = slot("s", raw, v)
+      lit('"')
+      return n
+    elseif c == 45 or (c and c >= 48 and c <= 57) then
+      local _, e = find(s, NUMBER, i)
+      if not e then return nil end
+      local raw = sub(s, i, e)
+      local _, int_end = find(s, "^-?%d+", i)
+      i = e + 1
+      return slot(int_end == e and "i" or "n", raw, tonumber(raw))
+    elseif c == 116 or c == 102 or c == 110 then
+      local _, e, word = find(s, "^(%l+)", i)
+      local v = literals[word]
+      if v == nil then return nil end
+      lit(word); i = e + 1
+      return false, v
+    elseif c == 123 or c == 91 then
+      depth = depth + 1
+      if depth > T_MAX_DEPTH then return nil end
+      lit(char(c)); i = i + 1
+      local close = c == 123 and 125 or 93
+      local node = { mt = c == 123 and object_mt or array_mt, keys = {}, src = {}, const = {}, n = 0 }
+      local seen = {}
+      ws()
+      if byte(s, i) == close then
+        lit(char(close)); i = i + 1
+        depth = depth - 1
+        return node
+      end
+      while true do
+        local n = node.n + 1
+        if c == 123 then
+          ws()
+          local _, e, k = find(s, '^"([^"\\%c]*)"', i)
+          if not e or seen[k] then return nil end
+          seen[k] = true
+          lit(sub(s, i, e)); i = e + 1
+          ws()
+          if byte(s, i) ~= 58 then return nil end
+          lit(":"); i = i + 1
+          node.keys[n] = k
+        else
+          node.keys[n] = n
+        end
+        local src, v = value()
+        if src == nil then return nil end
+        if src == false and v == null and c == 91 then return nil end -- holes: general path
+        node.src[n], node.const[n] = src, v
+        node.n = n
+        ws()
+        local b = byte(s, i)
+        if b == 44 then
+          lit(","); i = i + 1
+        elseif b == close then
+          lit(char(close)); i = i + 1
+          depth = depth - 1
+          return node
+        else
+          return nil
+        end
+      end
+    end
+    return nil
+  end
+  local root = value()
+  if type(root) ~= "table" then return nil end
+  ws()
+  if i <= #s or over then return nil end
+  nl = nl + 1; lits[nl] = concat(piece, "", 1, np)
+  local outline = {}
+  for k = 1, nv do outline[k] = lits[k] .. "\1" .. kinds[k] end
+  outline[nv + 1] = lits[nl]
+  return { lits = lits, kinds = kinds, raws = raws, vals = vals, nv = nv, root = root,
+    outline = concat(outline, "\1", 1, nv + 1) }
+end
+
+-- Where a template's values are, in its `vals` array: the captures first (1..T_MAX_CAPTURES),
+-- then what JSON null decodes to in this call, then the constants and the tables made so far.
+local NULL_SLOT = T_MAX_CAPTURES + 1
+
+-- The tables of rec's tree, children before their parent (post-order), as the template's
+-- parallel lists: each table's marker, member keys, the slot of each member's value (with and
+-- without the members that are null), the slot the table itself goes to, and its size (the
+-- number of members that are not null).
+local function lay_out(rec, cap)
+  local vals, nv = {}, NULL_SLOT
+  local t = { vals = vals, mts = {}, keys = {}, srcs = {}, keys_all = {}, srcs_all = {},
+    slots = {}, sizes = {}, nn = 0 }
+  local function slot_of(v)
+    nv = nv + 1; vals[nv] = v
+    return nv
+  end
+  local function visit(node)
+    local keys, srcs, keys_all, srcs_all, size = {}, {}, {}, {}, 0
+    for i = 1, node.n do
+      local x, where = node.src[i], nil
+      if type(x) == "table" then
+        where = visit(x)
+      elseif x and cap[x] then
+        where = cap[x]
+      else
+        local v = x and rec.vals[x] or node.const[i]
+        where = v == null and NULL_SLOT or slot_of(v)
+      end
+      keys_all[i], srcs_all[i] = node.keys[i], where
+      if where ~= NULL_SLOT then
+        size = size + 1
+        keys[size], srcs[size] = node.keys[i], where
+      end
+    end
+    local j = t.nn + 1
+    t.nn = j
+    local where = slot_of(false)
+    t.mts[j], t.keys[j], t.srcs[j], t.slots[j] = node.mt, keys, srcs, where
+    t.keys_all[j], t.srcs_all[j] = keys_all, srcs_all
+    t.sizes[j] = node.mt == object_mt and size or 0
+    return where
+  end
+  visit(rec.root)
+  return t
+end
+
+-- A literal text for a pattern: the magic characters escaped (the others match themselves,
+-- which is the matcher's quickest case).
+local function literal(x) return (gsub(x, "[%^%$%(%)%%%.%[%]%*%+%-%?]", "%%%0")) end
+
+-- A template from a record and which of its values change (changed[k]), or nil: the constant
+-- prefix (compared as a string), the pattern of the rest up to the last changed value (each
+-- changed value one capture), and the constant suffix after it (compared as a string).
+local function template_of(rec, changed)
+  local cap, nc, pieces = {}, 0, 0
+  local nums, strs = {}, {}
+  local pre, fast, slow = { rec.lits[1] }, { "^" }, { "^" }
+  local part = pre
+  for k = 1, rec.nv do
+    if changed[k] then
+      if part ~= pre then
+        local text = literal(concat(part))
+        fast[#fast + 1] = text; slow[#slow + 1] = text
+      end
+      part = {}
+      local kind = rec.kinds[k]
+      pieces = pieces + 1 -- each one a level of the matcher's recursion
+      if pieces > T_MAX_CAPTURES then return nil end
+      if kind ~= "w" then
+        nc = nc + 1
+        cap[k] = nc
+      end
+      if kind == "w" then
+        fast[#fast + 1] = "[ \t\r\n]*"; slow[#slow + 1] = "[ \t\r\n]*"
+      elseif kind == "s" then
+        strs[#strs + 1] = nc
+        fast[#fast + 1] = "([#-\255 !]*)"; slow[#slow + 1] = '([^"%c]*)'
+      else
+        nums[#nums + 1], nums[#nums + 2] = nc, kind == "i"
+        local p = kind == "i" and "(-?%d+)" or "([-%d][-+%d.eE]*)"
+        fast[#fast + 1] = p; slow[#slow + 1] = p
+      end
+    else
+      part[#part + 1] = rec.raws[k]
+    end
+    part[#part + 1] = rec.lits[k + 1]
+  end
+  local t = lay_out(rec, cap)
+  t.outline, t.base, t.changed, t.nc, t.nums, t.strs = rec.outline, rec, changed, nc, nums, strs
+  t.prefix = concat(pre)
+  t.exact = part == pre -- nothing changes: the text is the prefix
+  if not t.exact then
+    t.fast, t.slow, t.suffix = concat(fast), concat(slow), concat(part)
+  end
+  return t
+end
+
+-- The value of s through a template, or nil (then the general decoder reads it).
+local function template_decode(s, esc)
+  -- An escaped quote would end a string capture: the text is read with each \" spelt \q
+  -- (backslashes paired from the left, as JSON does), unless it holds a \q of its own.
+  local quoted = false
+  if esc and find(s, '\\"', 1, true) then
+    if find(s, "\\q", 1, true) then return nil end
+    s = gsub(s, "\\(.)", QUOTE_AS_Q)
+    quoted = true
+  end
+  for j = 1, ntemplates do
+    local t = templates[j]
+    local prefix, nc = t.prefix, t.nc
+    local vals = t.vals
+    local ok
+    if t.exact then
+      ok = s == prefix
+    elseif sub(s, 1, #prefix) == prefix then
+      local pattern = esc and t.slow or t.fast
+      local _, e, c1, c2, c3, c4 = find(s, pattern, #prefix + 1)
+      if e and sub(s, e + 1) == t.suffix then
+        if nc == 1 then
+          vals[1] = c1
+        else
+          vals[1], vals[2], vals[3], vals[4] = c1, c2, c3, c4
+          if nc > 4 then
+            local r = pack(find(s, pattern, #prefix + 1))
+            for c = 5, nc do vals[c] = r[c + 2] end
+          end
+        end
+        ok = true
+        local nums = t.nums
+        for k = 1, #nums, 2 do
+          local c = nums[k]
+          local v
+          if nums[k + 1] then v = tonumber(vals[c]) else v = number_capture(vals[c]) end
+          if v == nil then return nil end
+          vals[c] = v
+        end
+        if esc then
+          local strs = t.strs
+          for k = 1, #strs do
+            local c = strs[k]
+            local v = unescape_capture(vals[c], quoted)
+            if v == nil then return nil end
+            vals[c] = v
+          end
+        end
+      end
+    end
+    if ok then
+      local keys, srcs = t.keys, t.srcs -- without the null members: setting nil sets nothing
+      if null_value ~= nil then
+        vals[NULL_SLOT] = null_value
+        keys, srcs = t.keys_all, t.srcs_all
+      end
+      local mts, slots, sizes = t.mts, t.slots, t.sizes
+      local node
+      for n = 1, t.nn do
+        -- A table with room for its members, so that filling it does not grow it step by
+        -- step: a constructor's named fields size its hash part, and fields set to nil are not
+        -- stored (Lua 5.4), so it starts empty.
+        local size = sizes[n]
+        if size <= 2 then
+          node = {}
+        elseif size <= 4 then
+          node = { a = nil, b = nil, c = nil } -- room for 4
+        elseif size <= 8 then
+          node = { a = nil, b = nil, c = nil, d = nil, e = nil } -- room for 8
+        else
+          node = {}
+        end
+        setmetatable(node, mts[n])
+        local k, src = keys[n], srcs[n]
+        for i = 1, #k do node[k[i]] = vals[src[i]] end
+        vals[slots[n]] = node
+      end
+      return node
+    end
+  end
+  return nil
+end
+
+-- After the general decoder read s (in the hot path): learn its shape, as the module says.
+local function learn_after(s)
+  local rec = learn(s)
+  if not rec then return end
+  for j = 1, ntemplates do
+    local t = templates[j]
+    if t.outline == rec.outline then -- a value the template holds constant has changed
+      local base, changed, more = t.base, {}, false
+      for k = 1, rec.nv do
+        changed[k] = t.changed[k] or rec.raws[k] ~= base.raws[k]
+        if changed[k] and not t.changed[k] then more = true end
+      end
+      if more then
+        local nt = template_of(base, changed)
+        if nt then
+          templates[j] = nt
+          learned = learned + 1
+        else -- count first, then one C call: stopped in between, the list is still sound
+          ntemplates = ntemplates - 1
+          table_remove(templates, j)
+        end
+      end
+      return
+    end
+  end
+  if not (pending and pending.outline == rec.outline) then
+    pending = rec
+    return
+  end
+  local changed = {}
+  for k = 1, rec.nv do changed[k] = rec.raws[k] ~= pending.raws[k] end
+  local t = template_of(pending, changed)
+  pending = nil
+  if not t then return end
+  -- One C call, then the count (the CPU hook may stop the script at any instruction here, and
+  -- the next decode must find a sound list).
+  table_insert(templates, 1, t)
+  templates[T_KEEP + 1] = nil
+  if ntemplates < T_KEEP then ntemplates = ntemplates + 1 end
+  learned = learned + 1
+end
+
 --- Decode a JSON text. Raises an error with the byte position on invalid input.
 --- JSON null decodes to nil; with opts = {null = json.null} it decodes to json.null.
 function json.decode(s, opts)
@@ -591,11 +1008,7 @@ function json.decode(s, opts)
   end
   null_value = nil
   if #s > BIG then charge(#s) end
-  if find(s, "\\", 1, true) then
-    STR, KEY, STR_NEXT, LIT_NEXT, SEP_NEXT, STR_LAST = unpack(SLOW, 1, 6)
-  else
-    STR, KEY, STR_NEXT, LIT_NEXT, SEP_NEXT, STR_LAST = unpack(FAST, 1, 6)
-  end
+  local esc = find(s, "\\", 1, true)
   if opts ~= nil then
     if type(opts) ~= "table" or rawequal(opts, null) then
       error("json.decode: the options must be a table such as {null = json.null}, got "
@@ -609,9 +1022,32 @@ function json.decode(s, opts)
       null_value = null
     end
   end
+  local learning = false
+  if not keep_order and #s <= T_MAX_BYTES then
+    if paused > 0 then
+      paused = paused - 1
+    else
+      if ntemplates > 0 then
+        local v = template_decode(s, esc)
+        if v ~= nil then
+          misses, hits = 0, hits + 1
+          return v
+        end
+      end
+      misses = misses + 1
+      if misses > T_MISSES then misses, paused, pauses = 0, T_PAUSE, pauses + 1 end
+      learning = true
+    end
+  end
+  if esc then
+    STR, KEY, STR_NEXT, LIT_NEXT, SEP_NEXT, STR_LAST = unpack(SLOW, 1, 6)
+  else
+    STR, KEY, STR_NEXT, LIT_NEXT, SEP_NEXT, STR_LAST = unpack(FAST, 1, 6)
+  end
   local v, i = decode_value(s, 1, 0)
   i = find(s, "[^ \t\r\n]", i)
   if i then decode_error(s, i, "trailing data") end
+  if learning then learn_after(s) end
   return v
 end
 
@@ -620,5 +1056,6 @@ local control = {
   set_keep_order = function(on) keep_order = on end,
   set_written = function(t) written = t end,
   set_charge = function(f) charge = f end,
+  stats = function() return hits, learned, pauses end,
 }
 return json, control

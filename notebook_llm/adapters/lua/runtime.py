@@ -415,6 +415,7 @@ class LuaSandbox:
         self._entry_decode = entry.decode
         self._entry_resume = entry.resume
         self._entry_abandon = entry.abandon
+        self._entry_json_stats = entry.json_stats
 
         self._budget.begin()
         status, value, line, _tb = _tuple(entry.load(code, self._chunkname))
@@ -668,6 +669,13 @@ class LuaSandbox:
             http=self._http,
             log=self._log,
         )
+
+    def json_stats(self) -> dict[str, int]:
+        """Counters of the sandbox's ``json.decode`` templates (see ``json.lua``): texts decoded
+        through a learned template, templates learned (made or widened), and times the
+        templates paused themselves for missing."""
+        hits, learned, paused = self._entry_json_stats()
+        return {"hits": int(hits), "learned": int(learned), "paused": int(paused)}
 
     def __repr__(self) -> str:
         return f"<LuaSandbox adapter={self._name!r}>"

@@ -777,6 +777,9 @@ function entry.has(name)
   return convert(run(function() return type(adapter[name]) == "function" end))
 end
 
+--- Counters of json.decode's templates (hits, learned, paused), for tests and diagnostics.
+entry.json_stats = cfg.json_control.stats
+
 local KEEP_NULL = { null = json.null }
 
 --- Decode trusted JSON (call arguments built by Python) into marked tables.
