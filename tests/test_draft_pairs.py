@@ -231,3 +231,60 @@ def test_c_a_draft_from_a_body_with_one_call_maps_two_calls_of_another(api: str)
     )
     assert got.finish is not None
     assert got.finish.kind == kind
+
+
+# ---------------------------------------------------------------- (d) a second, adversarial set
+
+from draft_bodies_more import MORE, MORE_CALLS, More, answers  # noqa: E402
+
+
+def _more_cases() -> list[Any]:
+    out = []
+    for api in MORE:
+        a, b = answers(api)
+        for first, second in ((a, b), (b, a)):
+            tried = [
+                f"finish {first.finish or 'none'!r} -> {second.finish or 'none'!r}",
+                "a 300-piece second body" if second is b and api.long_second else "",
+                "unicode and escapes" if api.unicode else "",
+                "no usage" if not api.usage else "",
+            ]
+            label = f"{api.name}: " + ", ".join(t for t in tried if t)
+            out.append(pytest.param(api, first, second, id=label))
+    return out
+
+
+@pytest.mark.parametrize(("api", "first", "second"), _more_cases())
+def test_d_a_draft_maps_another_body_of_a_second_set_of_made_up_apis(
+    api: More, first: Answer, second: Answer
+) -> None:
+    kinds = dict(api.finishes)
+    draft = draft_adapter(api.make(first), "madeup")
+    assert draft.ok or kinds[first.finish] in ("error", "other"), draft.summary()
+    adapter = LuaAdapter.from_source(draft.source, name="madeup")
+    result = replay_fixture(adapter, _fixture(api.make(second), "second"))
+    got, kind = result.completion, kinds[second.finish]
+    assert result.ok or kind == "error", draft.summary() + "\n" + "\n".join(result.problems)
+    assert got.text == second.text, draft.summary()
+    assert got.finish is not None, draft.summary()
+    assert got.finish.kind == kind, draft.summary()
+    if kind == "other":
+        assert got.finish.raw == second.finish
+    if api.usage:
+        assert got.usage is not None, draft.summary()
+        assert (got.usage.input_tokens, got.usage.output_tokens) == second.counts, draft.summary()
+    else:
+        assert got.usage is None, draft.summary()
+
+
+@pytest.mark.parametrize("api", list(MORE_CALLS))
+def test_d_calls_under_other_names_map_with_their_ids(api: str) -> None:
+    make = MORE_CALLS[api]
+    draft = draft_adapter(make(ONE_CALL, "Let me look."), "calls")
+    assert draft.ok, draft.summary()
+    adapter = LuaAdapter.from_source(draft.source, name="calls")
+    got = replay_fixture(adapter, _fixture(make(TWO_CALLS), "second")).completion
+    want = [(c.id, c.name, c.args) for c in TWO_CALLS]
+    assert [(t.id, t.name, t.args) for t in got.tool_calls] == want, draft.summary()
+    assert got.finish is not None
+    assert got.finish.kind == "tool-calls"

@@ -138,7 +138,7 @@ def find_finish(
             or key.endswith("id")
             or (kinds is not None and path == (kinds.key,))
             or (norm(str(path[0])) in DISCRIMINATORS and len(path) == 1)
-            or EACH in [s for s in path if isinstance(s, int)]
+            or not index.single(pid)
         ):
             continue
         occs = index.strings.get(pid, [])

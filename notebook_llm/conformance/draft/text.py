@@ -110,6 +110,17 @@ MAX_CANDIDATES = 64
 
 #: Words of a key that holds a status, not a payload kind.
 _STATUS_WORDS = frozenset({"status", "state", "finish", "reason", "stop", "done", "end"})
+#: Words of a key that holds a time, an id or a name: values that repeat by chance (a
+#: timestamp to the second), never a payload kind.
+_NOT_KIND_WORDS = frozenset(
+    {"at", "time", "date", "created", "updated", "timestamp", "ts", "id", "model", "name"}
+)
+
+
+def _kind_like(value: str) -> bool:
+    """A payload kind is a word or a few (``content-delta``, ``response.output_text.delta``):
+    letters, at most two digits (a time, an id or a counter has more)."""
+    return any(ch.isalpha() for ch in value) and sum(ch.isdigit() for ch in value) <= 2
 
 
 def payload_kinds(index: BodyIndex) -> PayloadKinds | None:
@@ -135,7 +146,8 @@ def payload_kinds(index: BodyIndex) -> PayloadKinds | None:
         if not named and (
             distinct < 3
             or distinct > min(40, len(values) // 2 + 1)
-            or set(key_words(key)) & _STATUS_WORDS
+            or set(key_words(key)) & (_STATUS_WORDS | _NOT_KIND_WORDS)
+            or not all(_kind_like(v) for v in set(values.values()))
         ):
             continue
         rank = (int(named), len(values), key)

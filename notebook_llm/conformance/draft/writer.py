@@ -16,7 +16,18 @@ from collections.abc import Sequence
 
 from .finish import EndSpec
 from .infer import Candidate, Inference, Mapping, ToolSpec
-from .lua_text import EACH, Path, body_str, comment_text, lua_path, lua_str, sample, show_path
+from .lua_text import (
+    EACH,
+    FIRST,
+    Path,
+    body_str,
+    comment_text,
+    lua_path,
+    lua_str,
+    sample,
+    show_path,
+)
+from .paths import ALTERNATIVES
 from .tools import Fragment
 
 __all__ = ["write_script"]
@@ -199,6 +210,9 @@ def _read(inf: Inference) -> list[str]:
     out = _c("One payload (or a whole body) -> the fields of the unified chunk.")
     out.append("local function read(c)")
     out.append("  local out = {}")
+    for prefix in _choice_lists(inf):
+        out += _c("several choices (n > 1) come in their own payloads: read choice 0 only", "  ")
+        out.append(f"  draft.first_choice(c, {lua_path(prefix)})")
     kind_var = inf.kind_key is not None
     if kind_var:
         out += _c(f"every payload names its kind in {inf.kind_key!r}", "  ")
@@ -251,6 +265,22 @@ def _read(inf: Inference) -> list[str]:
     out += _end_lines(inf.end, inf, ind)
     out.append("  return out")
     out.append("end")
+    return out
+
+
+def _choice_lists(inf: Inference) -> list[Path]:
+    """The lists of alternatives (``choices``) the mapped paths read the first element of."""
+    paths: list[Path] = [c.path for c in (inf.text, inf.reasoning) if c is not None]
+    paths += [f.path for f in inf.finish] + [t.path for t in inf.tools]
+    paths += [f.path for f in inf.fragments]
+    out: list[Path] = []
+    for path in paths:
+        for i in range(1, len(path)):
+            step = path[i - 1]
+            if path[i] == FIRST and isinstance(step, str) and step.lower() in ALTERNATIVES:
+                if path[:i] not in out:
+                    out.append(path[:i])
+                break
     return out
 
 
