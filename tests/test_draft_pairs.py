@@ -288,3 +288,55 @@ def test_d_calls_under_other_names_map_with_their_ids(api: str) -> None:
     assert [(t.id, t.name, t.args) for t in got.tool_calls] == want, draft.summary()
     assert got.finish is not None
     assert got.finish.kind == "tool-calls"
+
+
+# ---------------------------------------------------------------- (e) a first body that is short
+
+SHORT = {"one word": ("Hello!",), "two pieces": ("Hi", " there."), "one sentence": ("Sure.",)}
+
+#: A first body that cannot tell: one bare word is not known to need a space after it.
+UNDECIDABLE = {
+    ("shout-like bare words, n_in/n_out", "one word"),
+    ("shout-like bare words, n_in/n_out", "one sentence"),
+}
+
+
+def _short_cases() -> list[Any]:
+    out = []
+    for api in [*APIS, *MORE]:
+        for what, pieces in SHORT.items():
+            marks = []
+            if (api.name, what) in UNDECIDABLE:
+                marks = [pytest.mark.xfail(strict=True, reason="one bare word cannot tell")]
+            out.append(
+                pytest.param(api, pieces, id=f"{api.name}: drafted from {what}", marks=marks)
+            )
+    return out
+
+
+@pytest.mark.parametrize(("api", "pieces"), _short_cases())
+def test_e_a_draft_from_a_short_body_maps_a_longer_one(
+    api: API | More, pieces: tuple[str, ...], tmp_path: Path
+) -> None:
+    """A first body of one or two pieces (a greeting): whether its text is pieces or the whole
+    text so far, and which string is the text, must still come out right on a longer body. The
+    first body is given as a file named by its framing (a one-line NDJSON file is a stream)."""
+    (f1, _), (f2, kind) = api.finishes
+    second = Answer(("Another ", "and ", "longer ", "second ", "answer ", "now."), f2, (27, 9))
+    raw_second = api.make(second)
+    framing = parse_body(raw_second).framing
+    first = tmp_path / f"first.{ {'sse': 'sse', 'ndjson': 'ndjson', 'json': 'json'}[framing] }"
+    first.write_bytes(api.make(Answer(pieces, f1, (5, 2))))
+    draft = draft_adapter(first, "short", check=False)
+    got = replay_fixture(
+        LuaAdapter.from_source(draft.source, name="short"), _fixture(raw_second, "second")
+    ).completion
+    want = second.text
+    if getattr(api, "words", False):
+        want = "".join(w.upper() + " " for w in want.split())
+    assert got.text == want, draft.summary()
+    assert got.finish is not None, draft.summary()
+    assert got.finish.kind == kind, draft.summary()
+    if getattr(api, "usage", True):
+        assert got.usage is not None, draft.summary()
+        assert (got.usage.input_tokens, got.usage.output_tokens) == (27, 9), draft.summary()

@@ -21,7 +21,8 @@ lines to what its API does (which field is the text, the finish, the usage) and 
                                   or thinking
   draft.first_choice(c, path)     drop the alternatives at `path` (choices) from a payload that
                                   carries another choice than the first (n > 1)
-  draft.cumulative()              a function turning whole-text-so-far values into deltas
+  draft.cumulative(auto)          a function turning whole-text-so-far values into deltas (auto:
+                                  decided on the stream's second value)
   draft.meaning(raw)              a finish value's meaning: "stop", "length", "tool_calls",
                                   "content_filter", "error", or nil (see below)
   draft.finish(raw)               a finish value for the unified chunk: the contract's own word
@@ -222,10 +223,19 @@ end
 
 --- @section cumulative
 -- Per stream (one Lua state per stream): each value is the whole text so far; return what is new.
-function draft.cumulative()
-  local before = ""
+-- With `auto` (the draft saw one value only) the stream's second value decides: the whole text
+-- so far when it starts with the first (of 4 characters or more), else each value is a piece.
+function draft.cumulative(auto)
+  local before, decided, whole = "", not auto, true
   return function(s)
     if type(s) ~= "string" then return nil end
+    if not decided then
+      if s == "" then return s end
+      if before == "" then before = s; return s end
+      decided = true
+      whole = #before >= 4 and sub(s, 1, #before) == before
+    end
+    if not whole then return s end
     local prev = before
     before = s
     if sub(s, 1, #prev) == prev then return sub(s, #prev + 1) end

@@ -25,6 +25,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
+from ...adapters.lua.finish_vocabulary import finish_meaning, is_progress
 from .lua_text import Path, show_path
 from .names import DISCRIMINATORS, NOT_TEXT, TEXT_NAMES, key_words, norm, reasoning_word
 from .paths import BodyIndex, last_key
@@ -79,6 +80,9 @@ class Candidate:
     bodies: int = 1
     #: The text is each payload that is not JSON, whole (plain ``data:`` lines).
     raw: bool = False
+    #: One value only: whether they are pieces or whole texts so far cannot be told, so the
+    #: draft decides on the stream's second value (``draft.cumulative(true)``).
+    undecided: bool = False
 
     @property
     def key(self) -> tuple[Path, Cond | None]:
@@ -189,10 +193,16 @@ def same_text(a: str, b: str) -> bool:
     return len(short) * 10 >= len(long_) * 9 and short in long_
 
 
+#: Words of a path that say its values are pieces of the text, not the whole text so far.
+_PIECE_WORDS = frozenset({"delta", "deltas", "chunk", "token", "piece", "fragment", "increment"})
+
+
 def _is_cumulative(values: list[str]) -> bool:
     vals = [v for v in values if v]
     if len(vals) < 2:
         return False
+    if len(set(vals)) == 1 and len(vals[0]) >= 4:
+        return True  # the whole text, then repeated whole with the finish: nothing was new
     grew = False
     for a, b in itertools.pairwise(vals):
         if not b.startswith(a):
@@ -308,6 +318,26 @@ def _groups(
     return [(None, items, bool(markers))]
 
 
+def _not_prose(values: list[str]) -> bool:
+    """Values that are never answer text whatever their path: each a finish or progress word
+    (``natural``, ``MAX``, ``in_progress``: a status set beside the text) or a link."""
+    vals = [v for v in values if v.strip()]
+    if not vals:
+        return False
+    if all(v.startswith(("http://", "https://", "data:")) and " " not in v for v in vals):
+        return True
+    return all(
+        len(v) <= 40 and " " not in v.strip() and (finish_meaning(v) or is_progress(v))
+        for v in vals
+    )
+
+
+def _status_holder(holder: dict[str, Any] | None) -> bool:
+    """An object that reports a status (``{code: 0, message: "Success"}``): its strings are
+    the status's words, not the answer."""
+    return bool(holder) and isinstance(holder, dict) and "code" in holder and len(holder) <= 8
+
+
 def text_candidates(
     index: BodyIndex, kinds: PayloadKinds | None, excluded: set[int]
 ) -> list[Candidate]:
@@ -321,11 +351,21 @@ def text_candidates(
         if _skip_path(path):
             continue
         values = [v for _, v, _ in occs]
-        if len({p for p, _, _ in occs}) >= 2 and len(set(values)) <= 1:
+        payloads = len({p for p, _, _ in occs})
+        if (
+            payloads >= 2
+            and len(set(values)) <= 1
+            and (payloads >= 3 or norm(last_key(path)) not in TEXT_NAMES)
+        ):
             continue  # the same value on every payload: metadata (a model name, a role)
+        if _not_prose(values):
+            continue
+        status = all(_status_holder(h) for _, _, h in occs)
         for cond, items, marked in _groups(occs, last_key(path), kinds):
             cand = _candidate(path, cond, items, marked)
             if cand is not None:
+                if status:
+                    cand.score *= 0.25
                 out.append(cand)
     out.sort(key=lambda c: (-c.score, -c.payloads, show_path(c.path)))
     return out[:MAX_CANDIDATES]
@@ -344,6 +384,11 @@ def _candidate(
     text = _deltas(seq) if cumulative else separator.join(seq) + separator
     if not text.strip():
         return None
+    # one value: pieces or whole texts so far? A path named like a piece (delta, chunk,
+    # token) says pieces; else the stream's second value decides (in the draft)
+    undecided = len([v for v in seq if v]) == 1 and not _PIECE_WORDS & {
+        w for s in path if isinstance(s, str) for w in key_words(s)
+    }
     reasoning_like = marked or any(isinstance(s, str) and reasoning_word(s) for s in path)
     return Candidate(
         path,
@@ -356,6 +401,7 @@ def _candidate(
         jsonish=_jsonish(text),
         separator=separator,
         revised=revised,
+        undecided=undecided,
     )
 
 

@@ -135,6 +135,13 @@ def _state(inf: Inference) -> list[str]:
         if cand is not None and cand.cumulative:
             out += _c(f"each payload carries the whole {what} so far: {what}_new gives what is new")
             out.append(f"local {what}_new = draft.cumulative() -- per stream: one Lua state each")
+        elif cand is not None and cand.undecided and inf.stream and not cand.raw:
+            out += _c(
+                f"TODO {what}: the body sent it in one payload, so whether payloads carry pieces "
+                "or the whole text so far is unknown: decided on the second value (whole when it "
+                "repeats the first)"
+            )
+            out.append(f"local {what}_new = draft.cumulative(true) -- per stream")
     if inf.tools or inf.fragments:
         out.extend(_tool_tables(inf.tools, inf.fragments))
     out.extend(_usage_table(inf))
@@ -185,9 +192,11 @@ def _text_expr(cand: Candidate, guard: bool) -> str:
     return f"text(c, {lua_path(cand.path)}{keep})"
 
 
-def _assign(cand: Candidate, field: str, expr: str, what: str, kind_var: bool) -> list[str]:
+def _assign(
+    cand: Candidate, field: str, expr: str, what: str, kind_var: bool, stream: bool
+) -> list[str]:
     """``out.FIELD = expr``, with the payload-kind condition and cumulative/separator handling."""
-    if cand.cumulative:
+    if cand.cumulative or (cand.undecided and stream and not cand.raw):
         expr = f"{what}_new({expr})"
     lines: list[str]
     if cand.separator:
@@ -232,7 +241,7 @@ def _read(inf: Inference) -> list[str]:
         if guard:
             out += _c("(strings marked as reasoning, a common convention, are left out)", ind)
         expr = _text_expr(inf.text, guard)
-        out += [ind + x for x in _assign(inf.text, "content", expr, "text", kind_var)]
+        out += [ind + x for x in _assign(inf.text, "content", expr, "text", kind_var, inf.stream)]
     else:
         out += _c("text: no field in the bodies reads like answer text (tool calls only?)", ind)
     # reasoning
@@ -241,7 +250,9 @@ def _read(inf: Inference) -> list[str]:
         expr = _text_expr(inf.reasoning, False)
         out += [
             ind + x
-            for x in _assign(inf.reasoning, "reasoning_content", expr, "reasoning", kind_var)
+            for x in _assign(
+                inf.reasoning, "reasoning_content", expr, "reasoning", kind_var, inf.stream
+            )
         ]
     elif (
         inf.text is not None
