@@ -319,7 +319,7 @@ def _groups(
 
 
 def _not_prose(values: list[str]) -> bool:
-    """Values that are never answer text whatever their path: each a finish or progress word
+    """Values that are hardly answer text whatever their path: each a finish or progress word
     (``natural``, ``MAX``, ``in_progress``: a status set beside the text) or a link."""
     vals = [v for v in values if v.strip()]
     if not vals:
@@ -358,14 +358,14 @@ def text_candidates(
             and (payloads >= 3 or norm(last_key(path)) not in TEXT_NAMES)
         ):
             continue  # the same value on every payload: metadata (a model name, a role)
-        if _not_prose(values):
-            continue
+        # a status word or a link is rarely the answer: it loses to any other candidate (but an
+        # answer that is one such word, "Done.", is still found when nothing else is there)
+        penalty = 0.05 if _not_prose(values) else 1.0
         status = all(_status_holder(h) for _, _, h in occs)
         for cond, items, marked in _groups(occs, last_key(path), kinds):
             cand = _candidate(path, cond, items, marked)
             if cand is not None:
-                if status:
-                    cand.score *= 0.25
+                cand.score *= penalty * (0.25 if status else 1.0)
                 out.append(cand)
     out.sort(key=lambda c: (-c.score, -c.payloads, show_path(c.path)))
     return out[:MAX_CANDIDATES]
