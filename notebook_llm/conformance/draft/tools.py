@@ -104,6 +104,8 @@ def _index_key(root: Any) -> str | None:
 #: ``function_name``, ``toolName``), when its value reads like an identifier.
 _NAME_WORDS = frozenset({"name", "fn", "func", "function", "tool"})
 _ARG_KEY_WORDS = frozenset({"arguments", "args", "parameters", "params", "input"})
+#: Words of a key that names a tool setting, not a call (``tool_choice: "auto"``, ``tool_type``).
+_NOT_NAME = frozenset({"id", "type", "choice", "choices", "mode", "config", "version"})
 #: Words before ``id`` in the key of a call's own id (``call_id``, ``toolUseId``).
 _CALL_ID_WORDS = frozenset({"call", "tool", "use", "function"})
 
@@ -135,7 +137,7 @@ def _name_key(d: dict[str, Any]) -> str | None:
         return "name"
     for k, v in d.items():
         words = set(key_words(str(k))) if len(str(k)) <= 40 else set()
-        if words & _NAME_WORDS and not words & (_ARG_KEY_WORDS | {"id", "type"}) and _identifier(v):
+        if words & _NAME_WORDS and not words & (_ARG_KEY_WORDS | _NOT_NAME) and _identifier(v):
             return str(k)
     return None
 
