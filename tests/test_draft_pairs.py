@@ -231,3 +231,112 @@ def test_c_a_draft_from_a_body_with_one_call_maps_two_calls_of_another(api: str)
     )
     assert got.finish is not None
     assert got.finish.kind == kind
+
+
+# ---------------------------------------------------------------- (d) a second, adversarial set
+
+from draft_bodies_more import MORE, MORE_CALLS, More, answers  # noqa: E402
+
+
+def _more_cases() -> list[Any]:
+    out = []
+    for api in MORE:
+        a, b = answers(api)
+        for first, second in ((a, b), (b, a)):
+            tried = [
+                f"finish {first.finish or 'none'!r} -> {second.finish or 'none'!r}",
+                "a 300-piece second body" if second is b and api.long_second else "",
+                "unicode and escapes" if api.unicode else "",
+                "no usage" if not api.usage else "",
+            ]
+            label = f"{api.name}: " + ", ".join(t for t in tried if t)
+            out.append(pytest.param(api, first, second, id=label))
+    return out
+
+
+@pytest.mark.parametrize(("api", "first", "second"), _more_cases())
+def test_d_a_draft_maps_another_body_of_a_second_set_of_made_up_apis(
+    api: More, first: Answer, second: Answer
+) -> None:
+    kinds = dict(api.finishes)
+    draft = draft_adapter(api.make(first), "madeup")
+    assert draft.ok or kinds[first.finish] in ("error", "other"), draft.summary()
+    adapter = LuaAdapter.from_source(draft.source, name="madeup")
+    result = replay_fixture(adapter, _fixture(api.make(second), "second"))
+    got, kind = result.completion, kinds[second.finish]
+    assert result.ok or kind == "error", draft.summary() + "\n" + "\n".join(result.problems)
+    assert got.text == second.text, draft.summary()
+    assert got.finish is not None, draft.summary()
+    assert got.finish.kind == kind, draft.summary()
+    if kind == "other":
+        assert got.finish.raw == second.finish
+    if api.usage:
+        assert got.usage is not None, draft.summary()
+        assert (got.usage.input_tokens, got.usage.output_tokens) == second.counts, draft.summary()
+    else:
+        assert got.usage is None, draft.summary()
+
+
+@pytest.mark.parametrize("api", list(MORE_CALLS))
+def test_d_calls_under_other_names_map_with_their_ids(api: str) -> None:
+    make = MORE_CALLS[api]
+    draft = draft_adapter(make(ONE_CALL, "Let me look."), "calls")
+    assert draft.ok, draft.summary()
+    adapter = LuaAdapter.from_source(draft.source, name="calls")
+    got = replay_fixture(adapter, _fixture(make(TWO_CALLS), "second")).completion
+    want = [(c.id, c.name, c.args) for c in TWO_CALLS]
+    assert [(t.id, t.name, t.args) for t in got.tool_calls] == want, draft.summary()
+    assert got.finish is not None
+    assert got.finish.kind == "tool-calls"
+
+
+# ---------------------------------------------------------------- (e) a first body that is short
+
+SHORT = {"one word": ("Hello!",), "two pieces": ("Hi", " there."), "one sentence": ("Sure.",)}
+
+#: A first body that cannot tell: one bare word is not known to need a space after it.
+UNDECIDABLE = {
+    ("shout-like bare words, n_in/n_out", "one word"),
+    ("shout-like bare words, n_in/n_out", "one sentence"),
+}
+
+
+def _short_cases() -> list[Any]:
+    out = []
+    for api in [*APIS, *MORE]:
+        for what, pieces in SHORT.items():
+            marks = []
+            if (api.name, what) in UNDECIDABLE:
+                marks = [pytest.mark.xfail(strict=True, reason="one bare word cannot tell")]
+            out.append(
+                pytest.param(api, pieces, id=f"{api.name}: drafted from {what}", marks=marks)
+            )
+    return out
+
+
+@pytest.mark.parametrize(("api", "pieces"), _short_cases())
+def test_e_a_draft_from_a_short_body_maps_a_longer_one(
+    api: API | More, pieces: tuple[str, ...], tmp_path: Path
+) -> None:
+    """A first body of one or two pieces (a greeting): whether its text is pieces or the whole
+    text so far, and which string is the text, must still come out right on a longer body. The
+    first body is given as a file named by its framing (a one-line NDJSON file is a stream)."""
+    (f1, _), (f2, kind) = api.finishes
+    second = Answer(("Another ", "and ", "longer ", "second ", "answer ", "now."), f2, (27, 9))
+    raw_second = api.make(second)
+    framing = parse_body(raw_second).framing
+    first = tmp_path / f"first.{ {'sse': 'sse', 'ndjson': 'ndjson', 'json': 'json'}[framing] }"
+    first.write_bytes(api.make(Answer(pieces, f1, (5, 2))))
+    draft = draft_adapter(first, "short", check=False)
+    got = replay_fixture(
+        LuaAdapter.from_source(draft.source, name="short"), _fixture(raw_second, "second")
+    ).completion
+    want = second.text
+    if getattr(api, "words", False):
+        want = "".join(w.upper() + " " for w in want.split())
+    assert got.text == want, draft.summary()
+    assert got.finish is not None, draft.summary()
+    assert got.finish.kind == kind, draft.summary()
+    if getattr(api, "usage", True):
+        assert got.usage is not None, draft.summary()
+        assert (got.usage.input_tokens, got.usage.output_tokens) == (27, 9), draft.summary()

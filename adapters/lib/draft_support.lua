@@ -6,8 +6,8 @@ lines to what its API does (which field is the text, the finish, the usage) and 
 `local draft = require("draft_support")`. `export-adapter` inlines only the sections a draft uses.
 
   draft.EACH                      a path step: every element of a list
-  draft.get(v, k1, k2, ...)       the value at that path (1 = the first element), nil if a step
-                                  is missing or the value is null
+  draft.get(v, k1, k2, ...)       the value at that path (1 or EACH = the first element), nil if
+                                  a step is missing or the value is null
   draft.is_kind(c, kind, value)   whether a payload of kind `kind` is of kind `value` (a whole
                                   body, read like a payload, is of every kind)
   draft.text(v, path, keep)       the strings at `path` (a list of steps, EACH allowed) joined;
@@ -19,7 +19,10 @@ lines to what its API does (which field is the text, the finish, the usage) and 
   draft.reasoning_near(v, path)   reasoning where none was seen (a guess): marked strings at
                                   `path`, or a sibling of it named reasoning_content, reasoning
                                   or thinking
-  draft.cumulative()              a function turning whole-text-so-far values into deltas
+  draft.first_choice(c, path)     drop the alternatives at `path` (choices) from a payload that
+                                  carries another choice than the first (n > 1)
+  draft.cumulative(auto)          a function turning whole-text-so-far values into deltas (auto:
+                                  decided on the stream's second value)
   draft.meaning(raw)              a finish value's meaning: "stop", "length", "tool_calls",
                                   "content_filter", "error", or nil (see below)
   draft.finish(raw)               a finish value for the unified chunk: the contract's own word
@@ -117,12 +120,14 @@ function draft.is_kind(c, kind, value)
   return kind == value or WHOLE[c] == true
 end
 
---- @section get  uses: whole
+--- @section get  uses: EACH, whole
 function draft.get(v, ...)
   local root, n = v, select("#", ...)
   for i = 1, n do
     if type(v) ~= "table" then v = nil; break end
-    v = v[(select(i, ...))]
+    local k = select(i, ...)
+    if k == draft.EACH then k = 1 end -- a list of one (results[*]): its element
+    v = v[k]
   end
   if (v == nil or v == null) and n > 0 and WHOLE[root] then
     local key = select(n, ...)
@@ -200,12 +205,37 @@ function draft.unless(key, value)
   return function(holder) return not (type(holder) == "table" and holder[key] == value) end
 end
 
+--- @section first_choice
+-- Several choices (n > 1) come each in its own payloads, numbered by an `index`: a payload
+-- whose list of alternatives at `path` (choices) holds another choice than the first loses
+-- that list, so only choice 0 is read as the answer.
+function draft.first_choice(c, path)
+  local parent = c
+  for i = 1, #path - 1 do
+    if type(parent) ~= "table" then return end
+    parent = parent[path[i]]
+  end
+  local list = type(parent) == "table" and parent[path[#path]] or nil
+  local first = type(list) == "table" and list[1] or nil
+  local index = type(first) == "table" and first.index or nil
+  if math.type(index) == "integer" and index ~= 0 then parent[path[#path]] = nil end
+end
+
 --- @section cumulative
 -- Per stream (one Lua state per stream): each value is the whole text so far; return what is new.
-function draft.cumulative()
-  local before = ""
+-- With `auto` (the draft saw one value only) the stream's second value decides: the whole text
+-- so far when it starts with the first (of 4 characters or more), else each value is a piece.
+function draft.cumulative(auto)
+  local before, decided, whole = "", not auto, true
   return function(s)
     if type(s) ~= "string" then return nil end
+    if not decided then
+      if s == "" then return s end
+      if before == "" then before = s; return s end
+      decided = true
+      whole = #before >= 4 and sub(s, 1, #before) == before
+    end
+    if not whole then return s end
     local prev = before
     before = s
     if sub(s, 1, #prev) == prev then return sub(s, #prev + 1) end
@@ -220,6 +250,12 @@ local PROGRESS = {
   streaming = true, generating = true, processing = true, partial = true, continue = true,
   continuing = true, active = true, ongoing = true,
 }
+-- words that make a whole value progress wherever they stand (ALTERNATIVE_STATUS_PARTIAL)
+local PROGRESS_WORDS = {
+  partial = true, progress = true, running = true, pending = true, queued = true,
+  streaming = true, generating = true, processing = true, continuing = true, ongoing = true,
+  unfinished = true, ["not"] = true,
+}
 local NO_MEANING = { unspecified = true, unknown = true, other = true }
 -- { meaning, word stems, whole words, whole values }, tried in this order
 local MEANINGS = {
@@ -232,7 +268,7 @@ local MEANINGS = {
     "cutoff" }, { "long", "cut" }, {} },
   { "tool_calls", { "tool", "function" }, {}, { "requiresaction" } },
   { "stop", { "stop", "end", "eos", "eot", "eom", "complete", "done", "finish", "success",
-    "succeed", "normal", "natural", "terminat", "halt" }, { "ok" }, {} },
+    "succeed", "normal", "natural", "terminat", "halt", "final" }, { "ok" }, {} },
 }
 draft.MEANINGS = MEANINGS
 draft.MAX_VALUE = 64
@@ -274,11 +310,19 @@ local function member(w, list)
   return false
 end
 
+local function progress_words(words)
+  if PROGRESS[table.concat(words)] then return true end
+  for _, w in ipairs(words) do
+    if PROGRESS_WORDS[w] then return true end
+  end
+  return false
+end
+
 function draft.meaning(raw)
   if type(raw) ~= "string" or #raw > draft.MAX_VALUE then return nil end
   local words = words_of(raw)
   local joined = table.concat(words)
-  if PROGRESS[joined] then return nil end
+  if progress_words(words) then return nil end
   for _, w in ipairs(words) do
     if NO_MEANING[w] then return nil end
   end
@@ -292,7 +336,7 @@ function draft.meaning(raw)
 end
 
 function draft.is_progress(raw)
-  return type(raw) == "string" and #raw <= draft.MAX_VALUE and PROGRESS[table.concat(words_of(raw))] == true
+  return type(raw) == "string" and #raw <= draft.MAX_VALUE and progress_words(words_of(raw))
 end
 
 --- @section finish  uses: meaning
@@ -340,6 +384,10 @@ local function number_at(v, paths)
       n, holder = found and found[1], found and found[2]
     end
     if math.type(n) == "integer" then return n, holder end
+    -- a count some APIs send as a string of digits ("27"; at most 8, below 10^8)
+    if type(n) == "string" and #n <= 8 and string.find(n, "^%d+$") then
+      return math.tointeger(tonumber(n)), holder
+    end
   end
   return nil, nil
 end

@@ -10,7 +10,9 @@ and not a stop, ``MALFORMED_FUNCTION_CALL`` an error and not a tool call):
 
 ==================  ========================================================================
 ``progress``        not a finish at all: ``""``, ``null``, ``none``, ``in_progress``,
-                    ``running``, ``pending``... (a field that says the answer goes on)
+                    ``running``, ``pending``... (a field that says the answer goes on);
+                    also any value with one of the words ``partial``, ``running``,
+                    ``not``... (``ALTERNATIVE_STATUS_PARTIAL``, ``not_finished``)
 ``error``           a word starting ``error``, ``fail``, ``malformed``, ``invalid``,
                     ``exception``, ``timeout``, ``cancel``, ``abort``, ``expire``
 ``content_filter``  ``filter``, ``safety``/``unsafe``, ``block``, ``moderat``,
@@ -21,7 +23,7 @@ and not a stop, ``MALFORMED_FUNCTION_CALL`` an error and not a tool call):
 ``tool_calls``      ``tool``, ``function``; ``requires_action``
 ``stop``            ``stop``, ``end``, ``eos``, ``eot``, ``eom``, ``complete``, ``done``,
                     ``finish``, ``success``/``succeed``, ``normal``, ``natural``, ``terminat``,
-                    ``halt``; the word ``ok``
+                    ``halt``, ``final``; the word ``ok``
 ==================  ========================================================================
 
 A value with the word ``unspecified``/``unknown``/``other`` (``FINISH_REASON_UNSPECIFIED``), or
@@ -42,6 +44,8 @@ from typing import Literal
 __all__ = [
     "MAX_VALUE",
     "MEANING_WORDS",
+    "PROGRESS",
+    "PROGRESS_WORDS",
     "FinishMeaning",
     "finish_meaning",
     "is_progress",
@@ -75,6 +79,25 @@ PROGRESS = frozenset(
         "continuing",
         "active",
         "ongoing",
+    }
+)
+
+#: Words that make a whole value say the answer goes on, wherever they stand in it
+#: (``ALTERNATIVE_STATUS_PARTIAL``, ``not_finished``, ``STILL_RUNNING``).
+PROGRESS_WORDS = frozenset(
+    {
+        "partial",
+        "progress",
+        "running",
+        "pending",
+        "queued",
+        "streaming",
+        "generating",
+        "processing",
+        "continuing",
+        "ongoing",
+        "unfinished",
+        "not",
     }
 )
 
@@ -158,6 +181,7 @@ MEANING_WORDS: tuple[
             "natural",
             "terminat",
             "halt",
+            "final",
         ),
         ("ok",),
         (),
@@ -188,9 +212,14 @@ def value_words(raw: str) -> list[str]:
     return words
 
 
+def _progress_words(words: list[str]) -> bool:
+    return "".join(words) in PROGRESS or any(w in PROGRESS_WORDS for w in words)
+
+
 def is_progress(raw: str) -> bool:
-    """Whether ``raw`` says the answer goes on (``""``, ``null``, ``in_progress``...)."""
-    return len(raw) <= MAX_VALUE and "".join(value_words(raw)) in PROGRESS
+    """Whether ``raw`` says the answer goes on (``""``, ``null``, ``in_progress``,
+    ``not_finished``, ``ALTERNATIVE_STATUS_PARTIAL``...)."""
+    return len(raw) <= MAX_VALUE and _progress_words(value_words(raw))
 
 
 def finish_meaning(raw: str) -> FinishMeaning | None:
@@ -200,7 +229,7 @@ def finish_meaning(raw: str) -> FinishMeaning | None:
         return None
     words = value_words(raw)
     joined = "".join(words)
-    if joined in PROGRESS or any(w in NO_MEANING for w in words):
+    if _progress_words(words) or any(w in NO_MEANING for w in words):
         return None
     for meaning, stems, exact, whole in MEANING_WORDS:
         if joined in whole:

@@ -138,7 +138,7 @@ def find_finish(
             or key.endswith("id")
             or (kinds is not None and path == (kinds.key,))
             or (norm(str(path[0])) in DISCRIMINATORS and len(path) == 1)
-            or EACH in [s for s in path if isinstance(s, int)]
+            or not index.single(pid)
         ):
             continue
         occs = index.strings.get(pid, [])
@@ -224,6 +224,7 @@ def find_end(
     json_at = sorted(index.roots)
     if not json_at:
         return EndSpec("eof", note="no JSON payload")
+    finished = any(f.values for f in finish)
     last = json_at[-1]
     if len(json_at) >= 2:
         for pid, occs in index.bools.items():
@@ -238,7 +239,12 @@ def find_end(
         if kinds is not None:
             value = kinds.by_payload.get(last)
             before = {v for p, v in kinds.by_payload.items() if p != last}
-            if value is not None and value not in before:
+            # a kind that says nothing of an end (a `ping` that happens to come last) is no end
+            # marker when a finish field already says how the answer ended
+            says_end = finish_meaning(value or "") is not None or bool(
+                set(key_words(value or "")) & _DONE_WORDS
+            )
+            if value is not None and value not in before and (says_end or not finished):
                 family = end_family(value)
                 alt = f" (and the other ends {family}*)" if family else ""
                 return EndSpec(

@@ -172,7 +172,10 @@ def parse_body(raw: bytes, label: str = "the body") -> Body:
         body = _sse(raw)
     else:
         ok, value = _loads(text)
-        if ok:
+        if ok and label.lower().endswith((".ndjson", ".jsonl")):
+            # a stream of one line (a very short answer): the file's name says it is a stream
+            body = Body("ndjson", [Payload(text.strip(), value, True)], size=len(raw), read=1)
+        elif ok:
             body = Body("json", [Payload(text, value, True)], size=len(raw), read=1)
         else:
             lines = _ndjson_lines(raw)

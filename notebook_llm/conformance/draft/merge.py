@@ -40,6 +40,7 @@ def merge_candidates(lists: list[list[Candidate]]) -> list[Candidate]:
                 have.bodies += 1
                 have.payloads = max(have.payloads, c.payloads)
                 have.cumulative = have.cumulative or c.cumulative
+                have.undecided = have.undecided and c.undecided
                 have.revised = have.revised or c.revised
     out = list(merged.values())
     out.sort(key=lambda c: (-c.bodies, -c.score, -c.payloads, c.show()))

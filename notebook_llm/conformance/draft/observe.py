@@ -59,7 +59,7 @@ def observe(body: Body, table: PathTable, label: str) -> Observation:
     texts = [c for c in plain if not c.reasoning_like]
     reasonings = [c for c in plain if c.reasoning_like]
     others = [p.text for p in body.payloads if not p.is_json and p.text != "[DONE]"]
-    raw = _raw_text(body, others)
+    raw = _raw_text(body, others, force=not texts)
     if raw is not None and (not texts or raw.score > texts[0].score):
         texts = [raw, *texts]
     content_at = _content_at(index, texts[:1] + reasonings[:1], tools, fragments)
@@ -91,14 +91,16 @@ def observe(body: Body, table: PathTable, label: str) -> Observation:
     return obs
 
 
-def _raw_text(body: Body, others: list[str]) -> Candidate | None:
+def _raw_text(body: Body, others: list[str], force: bool) -> Candidate | None:
     """The payloads that are not JSON, when they read like the answer (a stream that sends its
-    text as plain ``data:`` lines and its events as JSON): the whole payload is the text."""
-    if body.framing != "sse" or len(others) < 2:
+    text as plain ``data:`` lines and its events as JSON): the whole payload is the text.
+    ``force``: no JSON field holds text, so even one short payload is taken."""
+    if body.framing != "sse" or not others:
         return None
     text = "".join(others)
     score = prose_score(text) * 2.0
-    if score < 10:
+    enough = len(others) >= 2 and score >= 10
+    if not (enough or (force and text.strip())):
         return None
     return Candidate((), None, False, text, score, len(others), raw=True)
 

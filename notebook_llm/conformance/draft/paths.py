@@ -33,6 +33,7 @@ __all__ = [
     "PathTable",
     "index_body",
     "last_key",
+    "other_choice",
 ]
 
 #: Distinct paths told apart across a draft's bodies (real APIs use a few dozen).
@@ -124,9 +125,17 @@ class BodyIndex:
     #: Values read; whether the walk stopped at MAX_VALUES.
     values: int = 0
     truncated: bool = False
+    #: Ids of EACH steps whose list held more than one element somewhere.
+    multi: set[int] = field(default_factory=set)
 
     def path(self, pid: int) -> Path:
         return self.table.path(pid)
+
+    def single(self, pid: int) -> bool:
+        """Whether every list on the way to ``pid`` held one element at most (a list of one,
+        watsonx's ``results[*]``, holds the answer's own counts and finish)."""
+        table = self.table
+        return not any(table.step(p) == EACH and p in self.multi for p in table.prefixes(pid))
 
 
 def last_key(path: Path) -> str:
@@ -135,6 +144,15 @@ def last_key(path: Path) -> str:
         if isinstance(step, str):
             return step
     return ""
+
+
+def other_choice(alternatives: list[Any]) -> bool:
+    """Whether a list of alternatives holds another choice than the first: with several
+    choices (``n > 1``) a stream sends each in its own payloads, numbered by an ``index``
+    that is not 0 (the drafts read choice 0 only; ``draft.first_choice`` in Lua)."""
+    first = alternatives[0] if alternatives else None
+    index = first.get("index") if isinstance(first, dict) else None
+    return isinstance(index, int) and not isinstance(index, bool) and index != 0
 
 
 def _walk(index: BodyIndex, pos: int, value: Any) -> None:
@@ -164,11 +182,13 @@ def _walk(index: BodyIndex, pos: int, value: Any) -> None:
             step = table.step(pid)
             if isinstance(step, str) and step.lower() in ALTERNATIVES:
                 child = table.child(pid, FIRST)
-                if child is not None and v:
+                if child is not None and v and not other_choice(v):
                     stack.append((v[0], child, None))
             else:
                 child = table.child(pid, EACH)
                 if child is not None:
+                    if len(v) > 1:
+                        index.multi.add(child)
                     if len(v) > room:
                         index.truncated = True
                     stack.extend((x, child, None) for x in reversed(v[: max(room, 0)]))

@@ -25,6 +25,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
+from ...adapters.lua.finish_vocabulary import finish_meaning, is_progress
 from .lua_text import Path, show_path
 from .names import DISCRIMINATORS, NOT_TEXT, TEXT_NAMES, key_words, norm, reasoning_word
 from .paths import BodyIndex, last_key
@@ -79,6 +80,9 @@ class Candidate:
     bodies: int = 1
     #: The text is each payload that is not JSON, whole (plain ``data:`` lines).
     raw: bool = False
+    #: One value only: whether they are pieces or whole texts so far cannot be told, so the
+    #: draft decides on the stream's second value (``draft.cumulative(true)``).
+    undecided: bool = False
 
     @property
     def key(self) -> tuple[Path, Cond | None]:
@@ -110,6 +114,17 @@ MAX_CANDIDATES = 64
 
 #: Words of a key that holds a status, not a payload kind.
 _STATUS_WORDS = frozenset({"status", "state", "finish", "reason", "stop", "done", "end"})
+#: Words of a key that holds a time, an id or a name: values that repeat by chance (a
+#: timestamp to the second), never a payload kind.
+_NOT_KIND_WORDS = frozenset(
+    {"at", "time", "date", "created", "updated", "timestamp", "ts", "id", "model", "name"}
+)
+
+
+def _kind_like(value: str) -> bool:
+    """A payload kind is a word or a few (``content-delta``, ``response.output_text.delta``):
+    letters, at most two digits (a time, an id or a counter has more)."""
+    return any(ch.isalpha() for ch in value) and sum(ch.isdigit() for ch in value) <= 2
 
 
 def payload_kinds(index: BodyIndex) -> PayloadKinds | None:
@@ -135,7 +150,8 @@ def payload_kinds(index: BodyIndex) -> PayloadKinds | None:
         if not named and (
             distinct < 3
             or distinct > min(40, len(values) // 2 + 1)
-            or set(key_words(key)) & _STATUS_WORDS
+            or set(key_words(key)) & (_STATUS_WORDS | _NOT_KIND_WORDS)
+            or not all(_kind_like(v) for v in set(values.values()))
         ):
             continue
         rank = (int(named), len(values), key)
@@ -177,10 +193,16 @@ def same_text(a: str, b: str) -> bool:
     return len(short) * 10 >= len(long_) * 9 and short in long_
 
 
+#: Words of a path that say its values are pieces of the text, not the whole text so far.
+_PIECE_WORDS = frozenset({"delta", "deltas", "chunk", "token", "piece", "fragment", "increment"})
+
+
 def _is_cumulative(values: list[str]) -> bool:
     vals = [v for v in values if v]
     if len(vals) < 2:
         return False
+    if len(set(vals)) == 1 and len(vals[0]) >= 4:
+        return True  # the whole text, then repeated whole with the finish: nothing was new
     grew = False
     for a, b in itertools.pairwise(vals):
         if not b.startswith(a):
@@ -296,6 +318,26 @@ def _groups(
     return [(None, items, bool(markers))]
 
 
+def _not_prose(values: list[str]) -> bool:
+    """Values that are hardly answer text whatever their path: each a finish or progress word
+    (``natural``, ``MAX``, ``in_progress``: a status set beside the text) or a link."""
+    vals = [v for v in values if v.strip()]
+    if not vals:
+        return False
+    if all(v.startswith(("http://", "https://", "data:")) and " " not in v for v in vals):
+        return True
+    return all(
+        len(v) <= 40 and " " not in v.strip() and (finish_meaning(v) or is_progress(v))
+        for v in vals
+    )
+
+
+def _status_holder(holder: dict[str, Any] | None) -> bool:
+    """An object that reports a status (``{code: 0, message: "Success"}``): its strings are
+    the status's words, not the answer."""
+    return bool(holder) and isinstance(holder, dict) and "code" in holder and len(holder) <= 8
+
+
 def text_candidates(
     index: BodyIndex, kinds: PayloadKinds | None, excluded: set[int]
 ) -> list[Candidate]:
@@ -309,11 +351,21 @@ def text_candidates(
         if _skip_path(path):
             continue
         values = [v for _, v, _ in occs]
-        if len({p for p, _, _ in occs}) >= 2 and len(set(values)) <= 1:
+        payloads = len({p for p, _, _ in occs})
+        if (
+            payloads >= 2
+            and len(set(values)) <= 1
+            and (payloads >= 3 or norm(last_key(path)) not in TEXT_NAMES)
+        ):
             continue  # the same value on every payload: metadata (a model name, a role)
+        # a status word or a link is rarely the answer: it loses to any other candidate (but an
+        # answer that is one such word, "Done.", is still found when nothing else is there)
+        penalty = 0.05 if _not_prose(values) else 1.0
+        status = all(_status_holder(h) for _, _, h in occs)
         for cond, items, marked in _groups(occs, last_key(path), kinds):
             cand = _candidate(path, cond, items, marked)
             if cand is not None:
+                cand.score *= penalty * (0.25 if status else 1.0)
                 out.append(cand)
     out.sort(key=lambda c: (-c.score, -c.payloads, show_path(c.path)))
     return out[:MAX_CANDIDATES]
@@ -332,6 +384,11 @@ def _candidate(
     text = _deltas(seq) if cumulative else separator.join(seq) + separator
     if not text.strip():
         return None
+    # one value: pieces or whole texts so far? A path named like a piece (delta, chunk,
+    # token) says pieces; else the stream's second value decides (in the draft)
+    undecided = len([v for v in seq if v]) == 1 and not _PIECE_WORDS & {
+        w for s in path if isinstance(s, str) for w in key_words(s)
+    }
     reasoning_like = marked or any(isinstance(s, str) and reasoning_word(s) for s in path)
     return Candidate(
         path,
@@ -344,6 +401,7 @@ def _candidate(
         jsonish=_jsonish(text),
         separator=separator,
         revised=revised,
+        undecided=undecided,
     )
 
 

@@ -91,7 +91,53 @@ def _index_key(root: Any) -> str | None:
     if not isinstance(root, dict):
         return None
     for k, v in root.items():
-        if isinstance(v, int) and not isinstance(v, bool) and "index" in key_words(str(k)):
+        if (
+            isinstance(v, int)
+            and not isinstance(v, bool)
+            and {"index", "idx"} & set(key_words(str(k)))
+        ):
+            return str(k)
+    return None
+
+
+#: Words of a key that may hold a call's name besides ``name`` (``fn``, ``tool``,
+#: ``function_name``, ``toolName``), when its value reads like an identifier.
+_NAME_WORDS = frozenset({"name", "fn", "func", "function", "tool"})
+_ARG_KEY_WORDS = frozenset({"arguments", "args", "parameters", "params", "input"})
+#: Words of a key that names a tool setting, not a call (``tool_choice: "auto"``, ``tool_type``).
+_NOT_NAME = frozenset({"id", "type", "choice", "choices", "mode", "config", "version"})
+#: Words before ``id`` in the key of a call's own id (``call_id``, ``toolUseId``).
+_CALL_ID_WORDS = frozenset({"call", "tool", "use", "function"})
+
+
+def _identifier(value: object) -> bool:
+    """A tool's name: 1 to 64 letters, digits, ``_``, ``-``, ``.`` (no space: not prose)."""
+    return (
+        isinstance(value, str)
+        and 0 < len(value) <= 64
+        and value.isascii()
+        and all(ch.isalnum() or ch in "_-." for ch in value)
+    )
+
+
+def _arg_key(d: dict[str, Any]) -> str | None:
+    found = next((k for k in ARG_KEYS if k in d), None)
+    if found is not None:
+        return found
+    return next(
+        (str(k) for k in d if len(str(k)) <= 40 and set(key_words(str(k))) & _ARG_KEY_WORDS),
+        None,
+    )
+
+
+def _name_key(d: dict[str, Any]) -> str | None:
+    """The key of an object that holds a call's name: ``name``, else a key named like one
+    (``fn``, ``tool``, ``function_name``) whose value is an identifier."""
+    if isinstance(d.get("name"), str) and d["name"]:
+        return "name"
+    for k, v in d.items():
+        words = set(key_words(str(k))) if len(str(k)) <= 40 else set()
+        if words & _NAME_WORDS and not words & (_ARG_KEY_WORDS | _NOT_NAME) and _identifier(v):
             return str(k)
     return None
 
@@ -99,13 +145,38 @@ def _index_key(root: Any) -> str | None:
 def _call_shape(d: dict[str, Any], under_function: bool) -> tuple[Path, Path | None] | None:
     fn = d.get("function")
     if isinstance(fn, dict) and isinstance(fn.get("name"), str) and fn.get("name"):
-        arg = next((k for k in ARG_KEYS if k in fn), None)
+        arg = _arg_key(fn)
         return ("function", "name"), ("function", arg) if arg else None
-    name = d.get("name")
-    if isinstance(name, str) and name and not under_function:
-        arg = next((k for k in ARG_KEYS if k in d), None)
-        if arg is not None:
-            return ("name",), (arg,)
+    if under_function:
+        return None
+    name = _name_key(d)
+    if name is not None:
+        arg = _arg_key(d)
+        if arg is not None and arg != name:
+            return (name,), (arg,)
+    return None
+
+
+def _id_key(d: dict[str, Any]) -> str | None:
+    """The key of a call's id: one named the call's id (``call_id``, ``tool_call_id``,
+    ``toolUseId``: the id a tool result answers) over a bare ``id`` (the Responses API's item
+    id is ``fc_...``, its call id ``call_...``)."""
+    for k, v in d.items():
+        words = key_words(str(k)) if len(str(k)) <= 40 else []
+        named = len(words) >= 2 and words[-1] == "id"
+        if named and isinstance(v, str) and v and set(words[:-1]) & _CALL_ID_WORDS:
+            return str(k)
+    if isinstance(d.get("id"), str) and d["id"]:
+        return "id"
+    return None
+
+
+def _own_index_key(d: dict[str, Any]) -> str | None:
+    """The key of a call's number inside it: ``index``, ``idx`` and the like."""
+    for k, v in d.items():
+        words = set(key_words(str(k))) if len(str(k)) <= 40 else set()
+        if isinstance(v, int) and not isinstance(v, bool) and words & {"index", "idx"}:
+            return str(k)
     return None
 
 
@@ -136,11 +207,13 @@ def find_tools(index: BodyIndex, kinds: PayloadKinds | None) -> list[ToolSpec]:
         spec.calls += 1
         if spec.args is None and shape[1] is not None:
             spec.args = shape[1]
-        call_id = d.get("id") if isinstance(d.get("id"), str) else None
-        if call_id:
-            spec.id = ("id",)
-        if isinstance(d.get("index"), int) and not isinstance(d.get("index"), bool):
-            spec.index = ("index",)
+        id_key = _id_key(d)
+        call_id = d.get(id_key) if id_key else None
+        if id_key and (spec.id is None or spec.id == ("id",)):
+            spec.id = (id_key,)
+        own_index = _own_index_key(d)
+        if own_index is not None:
+            spec.index = (own_index,)
         if spec.index is None and path and spec.index_root is None:
             spec.index_root = _index_key(index.roots.get(pos))
         kind = kinds.by_payload.get(pos, "") if kinds is not None else ""

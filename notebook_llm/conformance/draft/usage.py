@@ -25,10 +25,11 @@ payload are taken as input then output, in their order: a guess the report says 
 from __future__ import annotations
 
 import itertools
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from .lua_text import EACH, Path, show_path
+from .lua_text import Path, show_path
 from .names import key_words
 from .paths import BodyIndex
 
@@ -205,8 +206,9 @@ def _role_of(words: list[str]) -> Role | None:
         return "cache_read"
     if ws & _REASONING:
         return "reasoning_tokens"
-    if ws & _TOTAL:
-        return "total"
+    if ws & _TOTAL and not ws & set(_INPUT + _OUTPUT):
+        return "total"  # a total of the input or of the output (Titan's
+        # totalOutputTextTokenCount) is that count, below
     if ws & set(_INPUT):
         return "prompt"
     if ws & set(_OUTPUT):
@@ -280,8 +282,8 @@ def find_usage(index: BodyIndex, final_from: int, stream: bool) -> UsageFound:
     groups: dict[Path, list[tuple[Path, int]]] = {}
     for pid, occs in index.ints.items():
         path = index.path(pid)
-        if EACH in [s for s in path if isinstance(s, int)]:
-            continue  # counts are never per element of a list
+        if not index.single(pid):
+            continue  # counts are never per element of a list (a list of one is the answer's)
         values = [v for _, v in occs]
         if min(values) < 0 or max(values) >= 10**8:
             continue
@@ -300,9 +302,29 @@ def find_usage(index: BodyIndex, final_from: int, stream: bool) -> UsageFound:
             found.add(UsagePath(path, role, "likely", f"{named}, {why}", values[-1]))
         elif role is None and (counted or why == "set at the end" or not stream):
             groups.setdefault(path[:-1], []).append((path, values[-1]))
+    for pid, socc in index.strings.items():
+        path = index.path(pid)
+        counts = _digit_counts(socc)
+        if counts is None or not index.single(pid):
+            continue
+        role, counted = usage_role(path)
+        if role is not None and counted:  # a count sent as a string: only when named as one
+            basis = "named as a count, sent as a string of digits"
+            found.add(UsagePath(path, role, "sure", basis, counts[-1]))
     if "prompt" not in found.roles and "completion" not in found.roles:
         _pair_by_order(found, groups)
     return found
+
+
+def _digit_counts(occs: Sequence[tuple[int, str, object]]) -> list[int] | None:
+    """The values of a string field when every one is a count written in digits (``"27"``,
+    at most 8 of them, as an integer count is below 10^8); else ``None``."""
+    out = []
+    for _, v, _ in occs:
+        if not (0 < len(v) <= 8 and v.isascii() and v.isdigit()):
+            return None
+        out.append(int(v))
+    return out
 
 
 def _pair_by_order(found: UsageFound, groups: dict[Path, list[tuple[Path, int]]]) -> None:

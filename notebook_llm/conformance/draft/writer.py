@@ -16,7 +16,18 @@ from collections.abc import Sequence
 
 from .finish import EndSpec
 from .infer import Candidate, Inference, Mapping, ToolSpec
-from .lua_text import EACH, Path, body_str, comment_text, lua_path, lua_str, sample, show_path
+from .lua_text import (
+    EACH,
+    FIRST,
+    Path,
+    body_str,
+    comment_text,
+    lua_path,
+    lua_str,
+    sample,
+    show_path,
+)
+from .paths import ALTERNATIVES
 from .tools import Fragment
 
 __all__ = ["write_script"]
@@ -124,6 +135,13 @@ def _state(inf: Inference) -> list[str]:
         if cand is not None and cand.cumulative:
             out += _c(f"each payload carries the whole {what} so far: {what}_new gives what is new")
             out.append(f"local {what}_new = draft.cumulative() -- per stream: one Lua state each")
+        elif cand is not None and cand.undecided and inf.stream and not cand.raw:
+            out += _c(
+                f"TODO {what}: the body sent it in one payload, so whether payloads carry pieces "
+                "or the whole text so far is unknown: decided on the second value (whole when it "
+                "repeats the first)"
+            )
+            out.append(f"local {what}_new = draft.cumulative(true) -- per stream")
     if inf.tools or inf.fragments:
         out.extend(_tool_tables(inf.tools, inf.fragments))
     out.extend(_usage_table(inf))
@@ -174,9 +192,11 @@ def _text_expr(cand: Candidate, guard: bool) -> str:
     return f"text(c, {lua_path(cand.path)}{keep})"
 
 
-def _assign(cand: Candidate, field: str, expr: str, what: str, kind_var: bool) -> list[str]:
+def _assign(
+    cand: Candidate, field: str, expr: str, what: str, kind_var: bool, stream: bool
+) -> list[str]:
     """``out.FIELD = expr``, with the payload-kind condition and cumulative/separator handling."""
-    if cand.cumulative:
+    if cand.cumulative or (cand.undecided and stream and not cand.raw):
         expr = f"{what}_new({expr})"
     lines: list[str]
     if cand.separator:
@@ -199,6 +219,9 @@ def _read(inf: Inference) -> list[str]:
     out = _c("One payload (or a whole body) -> the fields of the unified chunk.")
     out.append("local function read(c)")
     out.append("  local out = {}")
+    for prefix in _choice_lists(inf):
+        out += _c("several choices (n > 1) come in their own payloads: read choice 0 only", "  ")
+        out.append(f"  draft.first_choice(c, {lua_path(prefix)})")
     kind_var = inf.kind_key is not None
     if kind_var:
         out += _c(f"every payload names its kind in {inf.kind_key!r}", "  ")
@@ -218,7 +241,7 @@ def _read(inf: Inference) -> list[str]:
         if guard:
             out += _c("(strings marked as reasoning, a common convention, are left out)", ind)
         expr = _text_expr(inf.text, guard)
-        out += [ind + x for x in _assign(inf.text, "content", expr, "text", kind_var)]
+        out += [ind + x for x in _assign(inf.text, "content", expr, "text", kind_var, inf.stream)]
     else:
         out += _c("text: no field in the bodies reads like answer text (tool calls only?)", ind)
     # reasoning
@@ -227,7 +250,9 @@ def _read(inf: Inference) -> list[str]:
         expr = _text_expr(inf.reasoning, False)
         out += [
             ind + x
-            for x in _assign(inf.reasoning, "reasoning_content", expr, "reasoning", kind_var)
+            for x in _assign(
+                inf.reasoning, "reasoning_content", expr, "reasoning", kind_var, inf.stream
+            )
         ]
     elif (
         inf.text is not None
@@ -251,6 +276,22 @@ def _read(inf: Inference) -> list[str]:
     out += _end_lines(inf.end, inf, ind)
     out.append("  return out")
     out.append("end")
+    return out
+
+
+def _choice_lists(inf: Inference) -> list[Path]:
+    """The lists of alternatives (``choices``) the mapped paths read the first element of."""
+    paths: list[Path] = [c.path for c in (inf.text, inf.reasoning) if c is not None]
+    paths += [f.path for f in inf.finish] + [t.path for t in inf.tools]
+    paths += [f.path for f in inf.fragments]
+    out: list[Path] = []
+    for path in paths:
+        for i in range(1, len(path)):
+            step = path[i - 1]
+            if path[i] == FIRST and isinstance(step, str) and step.lower() in ALTERNATIVES:
+                if path[:i] not in out:
+                    out.append(path[:i])
+                break
     return out
 
 
