@@ -294,7 +294,9 @@ def test_d_calls_under_other_names_map_with_their_ids(api: str) -> None:
 
 SHORT = {"one word": ("Hello!",), "two pieces": ("Hi", " there."), "one sentence": ("Sure.",)}
 
-#: A first body that cannot tell: one bare word is not known to need a space after it.
+#: A first body that cannot tell: one bare word is not known to need a space after it. These
+#: pairs are held to everything else (the words in order, the finish, the usage); only the spaces
+#: between words are not promised.
 UNDECIDABLE = {
     ("shout-like bare words, n_in/n_out", "one word"),
     ("shout-like bare words, n_in/n_out", "one sentence"),
@@ -305,12 +307,7 @@ def _short_cases() -> list[Any]:
     out = []
     for api in [*APIS, *MORE]:
         for what, pieces in SHORT.items():
-            marks = []
-            if (api.name, what) in UNDECIDABLE:
-                marks = [pytest.mark.xfail(strict=True, reason="one bare word cannot tell")]
-            out.append(
-                pytest.param(api, pieces, id=f"{api.name}: drafted from {what}", marks=marks)
-            )
+            out.append(pytest.param(api, pieces, id=f"{api.name}: drafted from {what}"))
     return out
 
 
@@ -334,7 +331,11 @@ def test_e_a_draft_from_a_short_body_maps_a_longer_one(
     want = second.text
     if getattr(api, "words", False):
         want = "".join(w.upper() + " " for w in want.split())
-    assert got.text == want, draft.summary()
+    if (api.name, next(k for k, v in SHORT.items() if v == pieces)) in UNDECIDABLE:
+        # the words, in order, with whatever separator the one-word body suggested
+        assert got.text.replace(" ", "") == want.replace(" ", ""), draft.summary()
+    else:
+        assert got.text == want, draft.summary()
     assert got.finish is not None, draft.summary()
     assert got.finish.kind == kind, draft.summary()
     if getattr(api, "usage", True):
