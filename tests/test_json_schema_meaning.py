@@ -6,6 +6,7 @@ checked by one validator, and a pydantic answer never imports it."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import math
 import subprocess
@@ -267,6 +268,27 @@ def test_a_pydantic_or_dataclass_answer_never_imports_jsonschema() -> None:
         "print('jsonschema' in sys.modules)\n"
     )
     assert out.split() == ["False", "True"]
+
+
+def test_a_json_schema_answer_defers_jsonschemas_slow_format_checker() -> None:
+    """jsonschema imports its optional ``iri`` checker (rfc3987_syntax: seconds) on its own
+    import; a JSON Schema dict answer must not pay that, and a user's own ``iri`` check in the
+    same process must still work (it pays the import on its first call)."""
+    # the test extra brings it (jupyterlab -> jupyter-events -> jsonschema[format-nongpl])
+    assert importlib.util.find_spec("rfc3987_syntax") is not None
+    out = _run(
+        "import sys\n"
+        "from notebook_llm import Engine\n"
+        "e = Engine(config_file=False, env_file=False)\n"
+        "r = e.complete_sync('mock', 'echo', prompt='x', schema={'type': 'object', "
+        "'properties': {'a': {'type': 'string'}}, 'required': ['a']})\n"
+        "print('jsonschema' in sys.modules, 'rfc3987_syntax' in sys.modules)\n"
+        "import jsonschema\n"
+        "check = jsonschema.Draft202012Validator.FORMAT_CHECKER\n"
+        "print(check.conforms('https://example.org/ä', 'iri'), check.conforms('not an iri', 'iri'))\n"
+        "print(sys.modules['rfc3987_syntax'].__spec__ is not None)  # the real module now\n"
+    )
+    assert out.split("\n")[:3] == ["True False", "True False", "True"]
 
 
 def test_a_dataclass_answer_without_pydantic_never_imports_jsonschema() -> None:

@@ -31,9 +31,10 @@ exception) on a value nested 200,000 levels deep: a kernel must not die of an an
 
 Cost of the import: jsonschema is imported on the first check, not before. In an environment
 where JupyterLab is installed, ``import jsonschema`` also imports the optional format checkers
-it finds (``rfc3987_syntax`` builds a grammar: about two seconds, ``bench/bench_typed_start.py``);
-that is paid by the first JSON Schema dict or tool call of a process, never by a pydantic or
-dataclass answer.
+it finds; the slowest of them (``rfc3987_syntax`` builds a grammar: seconds) is deferred to its
+own first use (:func:`_jsonschema`), so the first JSON Schema dict or tool call of a process pays
+jsonschema's import alone (``bench/bench_typed_start.py``), and a pydantic or dataclass answer
+pays nothing.
 """
 
 from __future__ import annotations
@@ -345,9 +346,50 @@ _STEPS: contextvars.ContextVar[_Steps | None] = contextvars.ContextVar(
 )
 
 
-def _jsonschema() -> Any:
-    import jsonschema  # here, not at import: see the module docstring
+#: An optional format checker of jsonschema whose own import is slow and which this module never
+#: calls (``format`` is an annotation here): ``rfc3987_syntax`` builds a Lark grammar at import,
+#: 2-4 s, for the ``iri`` format only.
+_SLOW_FORMAT_MODULE = "rfc3987_syntax"
 
+
+def _deferred_is_valid_syntax(*args: Any, **kwargs: Any) -> Any:
+    """Stands for ``rfc3987_syntax.is_valid_syntax`` in jsonschema's ``iri`` format checker:
+    imports the real module on the first call (someone's own ``FormatChecker``) and hands on."""
+    import importlib
+
+    return importlib.import_module(_SLOW_FORMAT_MODULE).is_valid_syntax(*args, **kwargs)
+
+
+def _jsonschema() -> Any:
+    """jsonschema, imported here (not at module import: see the module docstring).
+
+    jsonschema imports every optional format checker it finds when it is first imported. One of
+    them (``rfc3987_syntax``, which JupyterLab's environment brings) costs seconds and is never
+    used by this module, so while jsonschema is first imported a stand-in module answers for it
+    with :func:`_deferred_is_valid_syntax`, and is removed at once: a user's own ``iri`` check
+    still works, and pays that import on its first call. No library defers an import that
+    another library makes with ``from x import y``, hence these few lines."""
+    import sys
+
+    if "jsonschema" in sys.modules or _SLOW_FORMAT_MODULE in sys.modules:
+        import jsonschema
+
+        return jsonschema
+    import importlib.util
+    import types
+
+    if importlib.util.find_spec(_SLOW_FORMAT_MODULE) is None:
+        import jsonschema
+
+        return jsonschema
+    stand_in = types.ModuleType(_SLOW_FORMAT_MODULE)
+    stand_in.is_valid_syntax = _deferred_is_valid_syntax  # type: ignore[attr-defined]
+    sys.modules[_SLOW_FORMAT_MODULE] = stand_in
+    try:
+        import jsonschema
+    finally:
+        if sys.modules.get(_SLOW_FORMAT_MODULE) is stand_in:
+            del sys.modules[_SLOW_FORMAT_MODULE]
     return jsonschema
 
 
