@@ -81,6 +81,28 @@ CASES: dict[str, tuple[str, str]] = {
         "from notebook_llm.notebook.widgets.live import RedactedStream\ns = RedactedStream()",
         "s.push('?sig=' + 'a' * N); s.take(); s.push(' bearer' * (N // 7)); s.take()",
     ),
+    # --- an answer shown as Markdown: bare links (linkify-it-py's patterns backtrack; a word of
+    # 40,000 characters of "http://a/(" took 19 s, a megabyte hours), code blocks (Pygments)
+    "showing an answer: one long word of URL parentheses": (
+        "from notebook_llm.notebook.widgets.safe_html import markdown_html",
+        "markdown_html(('http://a/(' * N)[:N])",
+    ),
+    "showing an answer: URL words at the linkify bound": (
+        "from notebook_llm.notebook.widgets.safe_html import markdown_html, LINKIFY_MAX_WORD\n"
+        "w = ('ftp://a/(' * N)[:LINKIFY_MAX_WORD] + ' '",
+        "markdown_html((w * (N // len(w)))[:N])",
+    ),
+    "showing an answer: runs of dots, @, :// and scheme-like words": (
+        "from notebook_llm.notebook.widgets.safe_html import markdown_html",
+        "markdown_html('.' * N); markdown_html('@' * N); markdown_html('a://' * (N // 4));"
+        "markdown_html('x!://' * (N // 5)); markdown_html('a@a.' * (N // 4));"
+        "markdown_html('www.' * (N // 4)); markdown_html('http://' + 'a.' * (N // 2))",
+    ),
+    "showing an answer: code blocks past the highlighting bounds": (
+        "from notebook_llm.notebook.widgets.safe_html import markdown_html",
+        "markdown_html(''.join(f'```{l}\\n' + 'a' + ' ' * (N // 40) + '(\\n```\\n' "
+        "for l in ('c', 'cpp', 'csharp', 'r', 'java', 'python') * 6))",
+    ),
     "the mock reads a prompt: quotes, question words, numbers": (
         "from notebook_llm.adapters.mock.models import _Prompt",
         "p = _Prompt(\"'a \" * (N // 3) + 'please ' * 1000 + '\"x' * 1000 + ' 1' * 1000);"

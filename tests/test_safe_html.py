@@ -15,7 +15,7 @@ from notebook_llm.core.errors import ErrorCode, LlmError
 from notebook_llm.notebook.widgets.final import FinalView, ToolCallInfo
 from notebook_llm.notebook.widgets.render import ErrorBox, Result
 from notebook_llm.notebook.widgets.safe_html import (
-    HIGHLIGHT_MAX_CHARS,
+    HIGHLIGHT_LEXERS,
     clean,
     highlight_code,
     markdown_html,
@@ -271,7 +271,7 @@ def test_code_blocks_are_highlighted_whatever_they_hold() -> None:
     html = final('```python" onmouseover="alert(1) mathjax_process\nx\n```')
     assert_inert(html)
     assert "<pre><code>x\n</code></pre>" in html  # no such language, and no class of it
-    big = "x = 1\n" * (HIGHLIGHT_MAX_CHARS // 6 + 1)
+    big = "x = 1\n" * (HIGHLIGHT_LEXERS["PythonLexer"] // 6 + 1)
     assert highlight_code(big, "python") is None  # too long: shown plain
     assert highlight_code("x", "") is None
 

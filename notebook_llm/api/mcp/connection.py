@@ -49,7 +49,7 @@ from .text import one_line, printable
 if TYPE_CHECKING:
     from mcp import Client
 
-__all__ = ["McpFailure", "ServerConnection", "ToolInfo", "require_sdk"]
+__all__ = ["McpFailure", "ServerConnection", "ToolInfo", "require_sdk", "schema_problem"]
 
 log = logging.getLogger("notebook_llm.api.tool_calling")
 
@@ -144,19 +144,33 @@ class StderrTail:
         ).start()
 
     def _read(self, fd: int) -> None:
+        # Whole lines are logged (a key cut by a read's boundary would be redacted in neither
+        # half); a line longer than the limit is logged in parts of the limit.
+        partial = b""
         try:
             while chunk := os.read(fd, 4096):
                 with self._lock:
                     self._buffer += chunk
                     del self._buffer[: max(0, len(self._buffer) - self._limit)]
-                if log.isEnabledFor(logging.DEBUG):
-                    for line in chunk.decode("utf-8", "replace").splitlines():
-                        log.debug("mcp server %s: %s", self._name, redact(line))
+                partial += chunk
+                *lines, partial = partial.split(b"\n")
+                if len(partial) > self._limit:
+                    lines.append(partial)
+                    partial = b""
+                self._log(lines)
+            self._log([partial])
         except OSError:
             pass
         finally:
             os.close(fd)
             self.ended.set()
+
+    def _log(self, lines: list[bytes]) -> None:
+        if log.isEnabledFor(logging.DEBUG):
+            for line in lines:
+                text = line.decode("utf-8", "replace").strip()
+                if text:
+                    log.debug("mcp server %s: %s", self._name, redact(text))
 
     def close_writer(self) -> None:
         """Close our copy of the pipe's write end (the server holds its own)."""
@@ -210,6 +224,24 @@ def _depth(value: Any, limit: int) -> int:
         elif isinstance(item, list | tuple):
             stack.extend((v, depth + 1) for v in item)
     return deepest
+
+
+def schema_problem(info: ToolInfo) -> str:
+    """Why a listed tool is not offered (its input schema missing, nested deeper than
+    :data:`MAX_SCHEMA_DEPTH` or larger than :data:`MAX_SCHEMA_CHARS` as JSON), or ``""``.
+    The same for a live listing and one read back from a recording."""
+    schema = info.get("inputSchema")
+    if not isinstance(schema, dict):
+        return "no input schema"
+    if _depth(schema, MAX_SCHEMA_DEPTH) > MAX_SCHEMA_DEPTH:
+        return f"its input schema nests deeper than {MAX_SCHEMA_DEPTH} levels"
+    try:
+        size = len(json.dumps(schema))
+    except (TypeError, ValueError):
+        return "its input schema is not JSON"
+    if size > MAX_SCHEMA_CHARS:
+        return f"its input schema is larger than {MAX_SCHEMA_CHARS:,} characters"
+    return ""
 
 
 class ServerConnection:
@@ -386,14 +418,7 @@ class ServerConnection:
 
     @staticmethod
     def _schema_problem(info: ToolInfo) -> str:
-        schema = info.get("inputSchema")
-        if not isinstance(schema, dict):
-            return "no input schema"
-        if _depth(schema, MAX_SCHEMA_DEPTH) > MAX_SCHEMA_DEPTH:
-            return f"its input schema nests deeper than {MAX_SCHEMA_DEPTH} levels"
-        if len(json.dumps(schema)) > MAX_SCHEMA_CHARS:
-            return f"its input schema is larger than {MAX_SCHEMA_CHARS:,} characters"
-        return ""
+        return schema_problem(info)
 
     async def check_result(self, name: str, result: Any) -> None:
         """A result's structured content against the tool's output schema, in place of the

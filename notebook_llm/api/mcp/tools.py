@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import urllib.parse
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
@@ -32,19 +33,23 @@ import httpx
 from ...core.background_loop import run_sync
 from ...core.cancel import StopSignal, until_stopped
 from ...core.errors import ErrorCode, LlmError
+from ...core.redaction import redact
 from ...core.timeouts import Timeouts
 from ...wire.codec import WireRequest
 from ...wire.exchange import HttpExchange
 from ..tool_calling.tools import Tool, ToolReply
 from .config import DEFAULT_MAX_RESULT_CHARS
-from .connection import McpFailure, ToolInfo
+from .connection import MAX_TOOLS, McpFailure, ToolInfo, schema_problem
 from .results import reply_of
 from .servers import McpServers, mcp_servers
+from .text import one_line, printable
 
 if TYPE_CHECKING:
     from ...engine.engine import Engine
 
 __all__ = ["MCP_PREFIX", "RECORDING_HOST", "McpTool", "parse_spec", "resolve_specs"]
+
+log = logging.getLogger("notebook_llm.api.tool_calling")
 
 MCP_PREFIX = "mcp:"
 #: The host of the exchanges an MCP listing or call is recorded as (``.invalid`` resolves
@@ -200,7 +205,7 @@ async def _exchange(
     )
     try:
         return answer.status, json.loads(answer.body)
-    except ValueError:
+    except (ValueError, RecursionError):  # a recording nested past the parser's depth
         return 502, {"error": f"the recording of {url} is not JSON"}
 
 
@@ -242,7 +247,29 @@ async def _listing(
             ErrorCode.MCP_SERVER,
             details={"server": server},
         )
-    return [t for t in tools if isinstance(t, dict) and isinstance(t.get("name"), str)]
+    return _offered(server, tools)
+
+
+def _offered(server: str, tools: list[Any]) -> list[ToolInfo]:
+    """The tools of a listing that may be offered: a listing read back from a recording is
+    checked as a live one is (``schema_problem``: the input schema's depth and size; at most
+    ``MAX_TOOLS``), since a recording is a file anyone may have written. Those left out are
+    logged, one line each."""
+    kept: list[ToolInfo] = []
+    for tool in tools:
+        if not isinstance(tool, dict) or not isinstance(tool.get("name"), str):
+            continue
+        problem = schema_problem(tool)
+        if problem:
+            log.warning(
+                "MCP server %r: tool %s is not offered: %s",
+                server,
+                redact(one_line(printable(tool["name"]), 64)),
+                problem,
+            )
+        elif len(kept) < MAX_TOOLS:
+            kept.append(tool)
+    return kept
 
 
 async def resolve_specs(
