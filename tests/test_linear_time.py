@@ -19,9 +19,11 @@ import textwrap
 
 import pytest
 
-#: Seconds a child may run. The linear code needs a small fraction of it even on a loaded
-#: machine; the superlinear code needed minutes for the same megabyte.
-LIMIT = 30.0
+#: Seconds a child may run: far above what the linear code needs on a loaded machine (the
+#: slowest case, several megabytes through markdown-it, took about 30 s with two busy loops and
+#: the suite beside it), and far below what a superlinear one needs (a quadratic pass over a
+#: megabyte takes hours). The verdict must not depend on the machine's speed.
+LIMIT = 300.0
 #: About a megabyte of adversarial text.
 N = 1_000_000
 
@@ -80,6 +82,12 @@ CASES: dict[str, tuple[str, str]] = {
     "showing an answer: the stream's cut points": (
         "from notebook_llm.notebook.widgets.live import RedactedStream\ns = RedactedStream()",
         "s.push('?sig=' + 'a' * N); s.take(); s.push(' bearer' * (N // 7)); s.take()",
+    ),
+    "showing an answer: the stream's cut point after eight megabytes of bearer words": (
+        # quadratic here took 17 s a megabyte, so a megabyte alone passed the limit: at eight,
+        # quadratic needs over 1,000 s and linear a few
+        "from notebook_llm.notebook.widgets.live import RedactedStream\ns = RedactedStream()",
+        "s.push(' bearer' * (8 * N // 7)); s.take()",
     ),
     # --- an answer shown as Markdown: bare links (linkify-it-py's patterns backtrack; a word of
     # 40,000 characters of "http://a/(" took 19 s, a megabyte hours), code blocks (Pygments)

@@ -101,8 +101,16 @@ class RedactedStream:
         """Where ``tail`` may be cut now (see the class docstring); linear in ``tail``: a run of
         ``bearer`` words is stepped over whole, and the spans are walked once, from the end."""
         end, cut = len(tail), 0
+        # the last space and the last newline before ``end``, each searched again only once
+        # ``end`` has moved before it (a search from ``end`` each step scanned a text with no
+        # newline whole for every "bearer": quadratic)
+        last_space, last_newline = len(tail), len(tail)
         while end > 0:
-            space = max(tail.rfind(" ", 0, end), tail.rfind("\n", 0, end))
+            if last_space >= end:
+                last_space = tail.rfind(" ", 0, end)
+            if last_newline >= end:
+                last_newline = tail.rfind("\n", 0, end)
+            space = max(last_space, last_newline)
             if space < 0:
                 break
             word_end = space
