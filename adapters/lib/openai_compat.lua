@@ -192,9 +192,10 @@ function compat.chunk_reader(spec)
         else
           text, reasoning = d.content, d[first]
           if type(text) ~= "string" then text = nil end
-          if type(reasoning) ~= "string" then
-            reasoning = second and d[second]
-            if type(reasoning) ~= "string" then reasoning = nil end
+          if reasoning ~= nil and type(reasoning) ~= "string" then reasoning = nil end
+          if reasoning == nil and second then
+            reasoning = d[second]
+            if reasoning ~= nil and type(reasoning) ~= "string" then reasoning = nil end
           end
         end
         if reasoning and reasoning ~= "" then out.reasoning_content = reasoning; any = true end
