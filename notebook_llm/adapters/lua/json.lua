@@ -626,6 +626,11 @@ local templates, ntemplates = {}, 0
 local hits, learned, pauses = 0, 0, 0 -- totals, for tests and diagnostics (control.stats)
 local pending = nil -- the record of the last text whose outline had no template yet
 local misses, paused = 0, 0
+-- The templates' hot path is open (key order not kept, not paused, a template to try): one
+-- upvalue for json.decode to test, set again by rehot() wherever one of the three changes
+-- (and on json.decode's other path, should the CPU hook have stopped a change half way).
+local hot = false
+local function rehot() hot = not keep_order and paused == 0 and ntemplates > 0 end
 
 local simple_escapes = {
   ['"'] = '"', ["\\"] = "\\", ["/"] = "/", b = "\b", f = "\f", n = "\n", r = "\r", t = "\t",
@@ -876,6 +881,7 @@ local function template_of(rec, changed)
   end
   local t = lay_out(rec, cap)
   t.outline, t.base, t.changed, t.nc, t.nums, t.strs = rec.outline, rec, changed, nc, nums, strs
+  t.has_nums = #nums > 0
   t.prefix = concat(pre)
   t.exact = part == pre -- nothing changes: the text is the prefix
   if not t.exact then
@@ -915,13 +921,15 @@ local function template_decode(s, esc)
           end
         end
         ok = true
-        local nums = t.nums
-        for k = 1, #nums, 2 do
+        if t.has_nums then
+          local nums = t.nums
+          for k = 1, #nums, 2 do
           local c = nums[k]
           local v
-          if nums[k + 1] then v = tonumber(vals[c]) else v = number_capture(vals[c]) end
-          if v == nil then return nil end
-          vals[c] = v
+            if nums[k + 1] then v = tonumber(vals[c]) else v = number_capture(vals[c]) end
+            if v == nil then return nil end
+            vals[c] = v
+          end
         end
         if esc then
           local strs = t.strs
@@ -1062,7 +1070,10 @@ local function decode_general(s, esc, learning)
   local v, i = decode_value(s, 1, 0)
   i = find(s, "[^ \t\r\n]", i)
   if i then decode_error(s, i, "trailing data") end
-  if learning then learn_after(s) end
+  if learning then
+    learn_after(s)
+    rehot()
+  end
   return v
 end
 
@@ -1071,8 +1082,7 @@ end
 function json.decode(s, opts)
   -- The hot path first (a stream payload a template reads): the fewest VM instructions before
   -- the template, each one paying the CPU hook. The same checks as below, in another order.
-  if opts == nil and not keep_order and paused == 0 and ntemplates > 0 and type(s) == "string"
-    and #s <= T_MAX_BYTES then
+  if hot and opts == nil and type(s) == "string" and #s <= T_MAX_BYTES then
     null_value = nil
     local esc = find(s, "\\", 1, true)
     local v = template_decode(s, esc)
@@ -1081,7 +1091,10 @@ function json.decode(s, opts)
       return v
     end
     misses = misses + 1
-    if misses > T_MISSES then misses, paused, pauses = 0, T_PAUSE, pauses + 1 end
+    if misses > T_MISSES then
+      misses, paused, pauses = 0, T_PAUSE, pauses + 1
+      hot = false
+    end
     return decode_general(s, esc, true)
   end
   local st = type(s)
@@ -1122,13 +1135,14 @@ function json.decode(s, opts)
       if misses > T_MISSES then misses, paused, pauses = 0, T_PAUSE, pauses + 1 end
       learning = true
     end
+    rehot()
   end
   return decode_general(s, esc, learning)
 end
 
 -- The second value is for the trusted sandbox setup only (never given to scripts).
 local control = {
-  set_keep_order = function(on) keep_order = on end,
+  set_keep_order = function(on) keep_order = on; rehot() end,
   set_written = function(t) written = t end,
   set_charge = function(f) charge = f end,
   stats = function() return hits, learned, pauses end,
