@@ -387,3 +387,67 @@ def test_feed_data_gives_the_data_of_feed(parts: list[bytes], cuts: list[int], l
 
 def test_feed_data_on_recorded_bodies(sse_body: bytes) -> None:
     assert _data_outcome([sse_body], 16 * 1024 * 1024) == [e.data for e in decode(sse_body)]
+
+
+_PAIRS = [b"data: {}\n\n", b"data: abcdef\n\n", b"data: \n\n", b"data: x\r\n\r\n", b"\n"]
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    parts=st.lists(
+        st.one_of(st.sampled_from(_PAIRS), st.sampled_from(_FRAGMENTS), st.binary(max_size=4)),
+        max_size=40,
+    ),
+    cuts=st.lists(st.integers(min_value=0, max_value=400), max_size=8),
+    limit=st.sampled_from([4, 12, 64, 16 * 1024 * 1024]),
+    max_event=st.sampled_from([None, 0, 3, 6, 64]),
+)
+def test_feed_data_pairs_path_gives_the_data_of_feed(
+    parts: list[bytes], cuts: list[int], limit: int, max_event: int | None
+) -> None:
+    # feed_data takes whole "data: " + blank-line events in pairs: the same data, the same
+    # errors (line and event caps) at the same place as feed.
+    body = b"".join(parts)
+    offsets = sorted({min(c, len(body)) for c in cuts})
+    bounds = [0, *offsets, len(body)]
+    # A comment first, in a read of its own: the decoder has seen SSE when the pairs come.
+    chunks = [b":\n", *(body[a:b] for a, b in itertools.pairwise(bounds))]
+
+    def run(data_only: bool) -> object:
+        decoder = SSEDecoder(limit, max_event_bytes=max_event)
+        out: list[str] = []
+        try:
+            for chunk in chunks:
+                if data_only:
+                    out += decoder.feed_data(chunk)
+                else:
+                    out += [e.data for e in decoder.feed(chunk)]
+            return out + (decoder.flush_data() if data_only else [e.data for e in decoder.flush()])
+        except LlmError as err:
+            return (out, "error", err.code)
+
+    assert run(True) == run(False)
+
+
+@pytest.mark.parametrize("max_event", [3, 6])
+def test_feed_data_pairs_path_holds_the_event_cap(max_event: int) -> None:
+    def run(data_only: bool) -> object:
+        decoder = SSEDecoder(max_event_bytes=max_event)
+        out: list[str] = []
+        try:
+            # the error of the event over the cap is raised by the call after its read
+            for chunk in (b": hi\n\n", b"data: x\n\ndata: abcdef\n\ndata: y\n\n", b"\n"):
+                out += (
+                    decoder.feed_data(chunk) if data_only else [e.data for e in decoder.feed(chunk)]
+                )
+            return out
+        except LlmError as err:
+            return (out, "error", err.code)
+
+    got = run(True)
+    assert got == run(False)
+    if max_event == 6:
+        assert got == ["x", "abcdef", "y"]
+    else:  # the event over the cap ends the stream, after the one before it
+        assert isinstance(got, tuple)
+        assert got[:2] == (["x"], "error")

@@ -49,7 +49,7 @@ compat.error_of(e).
 
 local util = require("adapter_util")
 local json, type, ipairs = json, type, ipairs
-local present, text_of, KEEP_NULLS = util.present, util.text_of, util.KEEP_NULLS
+local present, text_of, KEEP_NULLS, null = util.present, util.text_of, util.KEEP_NULLS, util.null
 
 local compat = {}
 
@@ -167,30 +167,57 @@ function compat.response_reader(spec)
 end
 
 -- One stream payload -> one unified chunk ("" when it holds nothing), as spec says.
+-- The hot path of a stream (one call per payload): present() and the text reader are written
+-- out inline, each field is read once, so a text delta costs few VM instructions.
 function compat.chunk_reader(spec)
-  local usage_of, texts, usage_in = compat.usage_reader(spec), text_reader(spec), spec.usage_in
+  local usage_of, usage_in = compat.usage_reader(spec), spec.usage_in
+  local split = spec.content
+  local fields = spec.reasoning or { "reasoning_content" }
+  local first, second = fields[1], fields[2]
+  local decode, encode = json.decode, json.encode
   return function(line)
-    if line == "[DONE]" then return json.encode({ done = true }) end
-    local c = json.decode(line)
-    if present(c.error) then return json.encode({ error = error_of(c.error) }) end
+    if line == "[DONE]" then return encode({ done = true }) end
+    local c = decode(line)
+    local e = c.error
+    if e ~= nil and e ~= null then return encode({ error = error_of(e) }) end
     local out, any = {}, false
-    local choice = present(c.choices) and c.choices[1] or nil
+    local choices = c.choices
+    local choice = choices ~= nil and choices ~= null and choices[1] or nil
     if choice then
       local d = choice.delta
-      if present(d) then
-        local text, reasoning = texts(d)
+      if d ~= nil and d ~= null then
+        local text, reasoning
+        if split then
+          text, reasoning = split(d.content)
+        else
+          text, reasoning = d.content, d[first]
+          if type(text) ~= "string" then text = nil end
+          if reasoning ~= nil and type(reasoning) ~= "string" then reasoning = nil end
+          if reasoning == nil and second then
+            reasoning = d[second]
+            if reasoning ~= nil and type(reasoning) ~= "string" then reasoning = nil end
+          end
+        end
         if reasoning and reasoning ~= "" then out.reasoning_content = reasoning; any = true end
         if text and text ~= "" then out.content = text; any = true end
-        if present(d.tool_calls) then out.tool_calls = d.tool_calls; any = true end
+        local calls = d.tool_calls
+        if calls ~= nil and calls ~= null then out.tool_calls = calls; any = true end
       end
-      if present(choice.finish_reason) then out.finish_reason = choice.finish_reason; any = true end
+      local finish = choice.finish_reason
+      if finish ~= nil and finish ~= null then out.finish_reason = finish; any = true end
     end
     local u
-    if usage_in then u = usage_of(present(c[usage_in]) and c[usage_in].usage or nil) end
-    if u == nil then u = usage_of(c.usage) end
+    if usage_in then
+      local x = c[usage_in]
+      u = usage_of(x ~= nil and x ~= null and x.usage or nil)
+    end
+    if u == nil then
+      u = c.usage
+      if u ~= nil and u ~= null then u = usage_of(u) else u = nil end
+    end
     if u then out.usage = u; any = true end
     if not any then return "" end
-    return json.encode(out)
+    return encode(out)
   end
 end
 

@@ -148,7 +148,25 @@ class SSEDecoder:
     def feed_data(self, chunk: bytes) -> list[str]:
         """Like :meth:`feed`, but return only the ``data`` of each event (the stream hot path:
         no :class:`SSEEvent` objects are made). Don't mix with :meth:`feed` on one decoder."""
-        return self._process(self._lines(chunk), self._dispatch_data)
+        lines = self._lines(chunk)
+        if not (self._saw_sse and not self._data and not self._event and self._retry is None):
+            return self._process(lines, self._dispatch_data)
+        # The common event, a "data: " line and the blank line after it, is taken here in
+        # pairs, with no state to keep between them (what _process and _dispatch_data would do
+        # for it, in fewer steps); from the first other line, _process takes the rest.
+        out: list[str] = []
+        limit = min(self._max_line, self._max_event + 6)
+        n = len(lines) - 1
+        i = 0
+        while i < n:
+            line = lines[i]
+            if lines[i + 1] or line[:6] != b"data: " or len(line) > limit:
+                break
+            out.append(line[6:].decode("utf-8", "replace"))
+            i += 2
+        if i <= n:
+            out += self._process(lines[i:] if i else lines, self._dispatch_data)
+        return out
 
     def _lines(self, chunk: bytes) -> list[bytes]:
         if self._pending is not None:

@@ -298,14 +298,16 @@ function json.encode(v)
     -- text delta ({content = "..."}): written in one concatenation, without the general
     -- encoder's buffer and calls (about half the cost of an encode there). Same text as the
     -- general path: an unmarked or object-marked table, a string key, a string value.
+    -- A key found in key_texts is a string (only string keys go there); another key takes
+    -- the general path, which adds it.
     local mt = getmetatable(v)
     if mt == nil or rawequal(mt, object_mt) then
       local k, x = next(v)
-      if type(k) == "string" and type(x) == "string" and next(v, k) == nil then
+      local q = key_texts[k]
+      if q and type(x) == "string" and next(v, k) == nil then
         if #x > BIG then charge(#x // 2) end
-        k = key_texts[k] or quote_key(k)
         if not find(x, PLAIN) then x = gsub(x, '[%c"\\]', escapes) end
-        local r = '{"' .. k .. '":"' .. x .. '"}'
+        local r = '{"' .. q .. '":"' .. x .. '"}'
         if written then written[1] = r end
         return r
       end
@@ -624,6 +626,11 @@ local templates, ntemplates = {}, 0
 local hits, learned, pauses = 0, 0, 0 -- totals, for tests and diagnostics (control.stats)
 local pending = nil -- the record of the last text whose outline had no template yet
 local misses, paused = 0, 0
+-- The templates' hot path is open (key order not kept, not paused, a template to try): one
+-- upvalue for json.decode to test, set again by rehot() wherever one of the three changes
+-- (and on json.decode's other path, should the CPU hook have stopped a change half way).
+local hot = false
+local function rehot() hot = not keep_order and paused == 0 and ntemplates > 0 end
 
 local simple_escapes = {
   ['"'] = '"', ["\\"] = "\\", ["/"] = "/", b = "\b", f = "\f", n = "\n", r = "\r", t = "\t",
@@ -783,10 +790,19 @@ local NULL_SLOT = T_MAX_CAPTURES + 1
 -- parallel lists: each table's marker, member keys, the slot of each member's value (with and
 -- without the members that are null), the slot the table itself goes to, and its size (the
 -- number of members that are not null).
+-- How template_decode makes a table of m members (see there): an object of 1 to 8 members or
+-- an array of 1 to 4 items by a constructor of that many fields (an array's as -m), any other
+-- by the general loop (0).
+local OPS_MAX_OBJECT, OPS_MAX_ARRAY = 8, 4
+local function op_of(mt, m)
+  if mt == object_mt then return m <= OPS_MAX_OBJECT and m or 0 end
+  return m <= OPS_MAX_ARRAY and -m or 0
+end
+
 local function lay_out(rec, cap)
   local vals, nv = {}, NULL_SLOT
   local t = { vals = vals, mts = {}, keys = {}, srcs = {}, keys_all = {}, srcs_all = {},
-    slots = {}, sizes = {}, nn = 0 }
+    slots = {}, sizes = {}, ops = {}, ops_all = {}, nn = 0 }
   local function slot_of(v)
     nv = nv + 1; vals[nv] = v
     return nv
@@ -815,6 +831,7 @@ local function lay_out(rec, cap)
     t.mts[j], t.keys[j], t.srcs[j], t.slots[j] = node.mt, keys, srcs, where
     t.keys_all[j], t.srcs_all[j] = keys_all, srcs_all
     t.sizes[j] = node.mt == object_mt and size or 0
+    t.ops[j], t.ops_all[j] = op_of(node.mt, size), op_of(node.mt, node.n)
     return where
   end
   visit(rec.root)
@@ -864,6 +881,7 @@ local function template_of(rec, changed)
   end
   local t = lay_out(rec, cap)
   t.outline, t.base, t.changed, t.nc, t.nums, t.strs = rec.outline, rec, changed, nc, nums, strs
+  t.has_nums = #nums > 0
   t.prefix = concat(pre)
   t.exact = part == pre -- nothing changes: the text is the prefix
   if not t.exact then
@@ -903,13 +921,15 @@ local function template_decode(s, esc)
           end
         end
         ok = true
-        local nums = t.nums
-        for k = 1, #nums, 2 do
+        if t.has_nums then
+          local nums = t.nums
+          for k = 1, #nums, 2 do
           local c = nums[k]
           local v
-          if nums[k + 1] then v = tonumber(vals[c]) else v = number_capture(vals[c]) end
-          if v == nil then return nil end
-          vals[c] = v
+            if nums[k + 1] then v = tonumber(vals[c]) else v = number_capture(vals[c]) end
+            if v == nil then return nil end
+            vals[c] = v
+          end
         end
         if esc then
           local strs = t.strs
@@ -923,30 +943,73 @@ local function template_decode(s, esc)
       end
     end
     if ok then
-      local keys, srcs = t.keys, t.srcs -- without the null members: setting nil sets nothing
+      -- The tables, children first. Each is made by one constructor with a field per member
+      -- where its size has a branch below (a table of that size, its hash part sized by the
+      -- constructor, and no loop: the fewest VM instructions, each of which pays the CPU
+      -- hook), else sized and filled by a loop.
+      local keys, srcs, ops = t.keys, t.srcs, t.ops -- without the null members
       if null_value ~= nil then
         vals[NULL_SLOT] = null_value
-        keys, srcs = t.keys_all, t.srcs_all
+        keys, srcs, ops = t.keys_all, t.srcs_all, t.ops_all
       end
-      local mts, slots, sizes = t.mts, t.slots, t.sizes
+      local mts, slots = t.mts, t.slots
       local node
       for n = 1, t.nn do
-        -- A table with room for its members, so that filling it does not grow it step by
-        -- step: a constructor's named fields size its hash part, and fields set to nil are not
-        -- stored (Lua 5.4), so it starts empty.
-        local size = sizes[n]
-        if size <= 2 then
-          node = {}
-        elseif size <= 4 then
-          node = { a = nil, b = nil, c = nil } -- room for 4
-        elseif size <= 8 then
-          node = { a = nil, b = nil, c = nil, d = nil, e = nil } -- room for 8
+        local k, src, op = keys[n], srcs[n], ops[n]
+        if op == 1 then
+          node = { [k[1]] = vals[src[1]] }
+        elseif op == 2 then
+          node = { [k[1]] = vals[src[1]], [k[2]] = vals[src[2]] }
+        elseif op < 0 then
+          if op == -1 then
+            node = { vals[src[1]] }
+          elseif op == -2 then
+            node = { vals[src[1]], vals[src[2]] }
+          elseif op == -3 then
+            node = { vals[src[1]], vals[src[2]], vals[src[3]] }
+          else
+            node = { vals[src[1]], vals[src[2]], vals[src[3]], vals[src[4]] }
+          end
+        elseif op == 0 then
+          -- A table with room for its members, so that filling it does not grow it step by
+          -- step: a constructor's named fields size its hash part, and fields set to nil are
+          -- not stored (Lua 5.4), so it starts empty.
+          local size = t.sizes[n]
+          if size <= 2 then
+            node = {}
+          elseif size <= 4 then
+            node = { a = nil, b = nil, c = nil } -- room for 4
+          elseif size <= 8 then
+            node = { a = nil, b = nil, c = nil, d = nil, e = nil } -- room for 8
+          else
+            node = {}
+          end
+          for i = 1, #k do node[k[i]] = vals[src[i]] end
+        elseif op <= 4 then
+          if op == 3 then
+            node = { [k[1]] = vals[src[1]], [k[2]] = vals[src[2]], [k[3]] = vals[src[3]] }
+          else
+            node = { [k[1]] = vals[src[1]], [k[2]] = vals[src[2]], [k[3]] = vals[src[3]],
+              [k[4]] = vals[src[4]] }
+          end
+        elseif op <= 6 then
+          if op == 5 then
+            node = { [k[1]] = vals[src[1]], [k[2]] = vals[src[2]], [k[3]] = vals[src[3]],
+              [k[4]] = vals[src[4]], [k[5]] = vals[src[5]] }
+          else
+            node = { [k[1]] = vals[src[1]], [k[2]] = vals[src[2]], [k[3]] = vals[src[3]],
+              [k[4]] = vals[src[4]], [k[5]] = vals[src[5]], [k[6]] = vals[src[6]] }
+          end
+        elseif op == 7 then
+          node = { [k[1]] = vals[src[1]], [k[2]] = vals[src[2]], [k[3]] = vals[src[3]],
+            [k[4]] = vals[src[4]], [k[5]] = vals[src[5]], [k[6]] = vals[src[6]],
+            [k[7]] = vals[src[7]] }
         else
-          node = {}
+          node = { [k[1]] = vals[src[1]], [k[2]] = vals[src[2]], [k[3]] = vals[src[3]],
+            [k[4]] = vals[src[4]], [k[5]] = vals[src[5]], [k[6]] = vals[src[6]],
+            [k[7]] = vals[src[7]], [k[8]] = vals[src[8]] }
         end
         setmetatable(node, mts[n])
-        local k, src = keys[n], srcs[n]
-        for i = 1, #k do node[k[i]] = vals[src[i]] end
         vals[slots[n]] = node
       end
       return node
@@ -997,9 +1060,43 @@ local function learn_after(s)
   learned = learned + 1
 end
 
+-- The general decoder on s (esc: s holds a backslash); then, when learning, its shape.
+local function decode_general(s, esc, learning)
+  if esc then
+    STR, KEY, STR_NEXT, LIT_NEXT, SEP_NEXT, STR_LAST = unpack(SLOW, 1, 6)
+  else
+    STR, KEY, STR_NEXT, LIT_NEXT, SEP_NEXT, STR_LAST = unpack(FAST, 1, 6)
+  end
+  local v, i = decode_value(s, 1, 0)
+  i = find(s, "[^ \t\r\n]", i)
+  if i then decode_error(s, i, "trailing data") end
+  if learning then
+    learn_after(s)
+    rehot()
+  end
+  return v
+end
+
 --- Decode a JSON text. Raises an error with the byte position on invalid input.
 --- JSON null decodes to nil; with opts = {null = json.null} it decodes to json.null.
 function json.decode(s, opts)
+  -- The hot path first (a stream payload a template reads): the fewest VM instructions before
+  -- the template, each one paying the CPU hook. The same checks as below, in another order.
+  if hot and opts == nil and type(s) == "string" and #s <= T_MAX_BYTES then
+    null_value = nil
+    local esc = find(s, "\\", 1, true)
+    local v = template_decode(s, esc)
+    if v ~= nil then
+      misses, hits = 0, hits + 1
+      return v
+    end
+    misses = misses + 1
+    if misses > T_MISSES then
+      misses, paused, pauses = 0, T_PAUSE, pauses + 1
+      hot = false
+    end
+    return decode_general(s, esc, true)
+  end
   local st = type(s)
   if st == "number" then
     s = tostring(s) -- as the kernel (its string check converts numbers)
@@ -1038,22 +1135,14 @@ function json.decode(s, opts)
       if misses > T_MISSES then misses, paused, pauses = 0, T_PAUSE, pauses + 1 end
       learning = true
     end
+    rehot()
   end
-  if esc then
-    STR, KEY, STR_NEXT, LIT_NEXT, SEP_NEXT, STR_LAST = unpack(SLOW, 1, 6)
-  else
-    STR, KEY, STR_NEXT, LIT_NEXT, SEP_NEXT, STR_LAST = unpack(FAST, 1, 6)
-  end
-  local v, i = decode_value(s, 1, 0)
-  i = find(s, "[^ \t\r\n]", i)
-  if i then decode_error(s, i, "trailing data") end
-  if learning then learn_after(s) end
-  return v
+  return decode_general(s, esc, learning)
 end
 
 -- The second value is for the trusted sandbox setup only (never given to scripts).
 local control = {
-  set_keep_order = function(on) keep_order = on end,
+  set_keep_order = function(on) keep_order = on; rehot() end,
   set_written = function(t) written = t end,
   set_charge = function(f) charge = f end,
   stats = function() return hits, learned, pauses end,

@@ -106,16 +106,16 @@ class LuaCodec:
         # parsed: what json.encode wrote comes back as dicts, from one json.loads per read
         results, error = self.sandbox.call_each("transform_stream_chunk", items, parsed=True)
         feed = mapper.feed
+        # The mapper finishes only by mapper.finish(), which returns at once below: checked
+        # once above, not per result.
         for result in results:
-            if mapper.finished:
-                return
             if not result:  # "" (or nil): the script skipped this payload; {} maps to nothing
                 continue
             if type(result) is dict:
                 chunk = result
             else:
                 chunk = json_object_output(result, self.name, "transform_stream_chunk")
-            out.extend(feed(chunk))
+            out += feed(chunk)
             if chunk.get("done") is True:  # the script's own end marker (message_stop, ...)
                 out.extend(mapper.finish())
                 return

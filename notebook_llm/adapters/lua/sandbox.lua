@@ -698,25 +698,34 @@ function entry.call_each(name, items, as_array)
   local function each()
     local fn = adapter[name]
     if type(fn) ~= "function" then error("the adapter has no function '" .. name .. "'", 0) end
-    for i = 1, #items do
+    -- The loop runs once per payload, each VM instruction paying the CPU hook: the common
+    -- result (a string, the text json.encode wrote last) takes the fewest branches.
+    local list, out = items, results
+    for i = 1, #list do
       payload = i
-      local v = fn(items[i])
+      local v = fn(list[i])
       if type(v) == "string" then -- the common result, checked here without two more calls
         if not utf8_len(v) then error("returned a string that is not valid UTF-8", 0) end
+        if v == "" then
+          blanks = true
+        elseif written and v ~= written[1] then
+          written = nil
+          set_written(nil)
+        end
       else
         local _
         _, v = converted(v)
+        if v == nil or v == "" then
+          v, blanks = "", true
+        elseif written and v ~= written[1] then
+          written = nil
+          set_written(nil)
+          if type(v) ~= "string" then strings = false end
+        elseif type(v) ~= "string" then
+          strings = false
+        end
       end
-      if v == nil or v == "" then
-        v, blanks = "", true
-      elseif written and v ~= written[1] then
-        written = nil
-        set_written(nil)
-        if type(v) ~= "string" then strings = false end
-      elseif type(v) ~= "string" then
-        strings = false
-      end
-      results[i] = v
+      out[i] = v
       count = i
     end
   end
