@@ -412,18 +412,13 @@ def _no_batch_api_on_dask(options: Any) -> None:
         )
 
 
-#: Why ``batch_api`` takes no tools (the batch API's codec says the same of tool schemas).
-NO_TOOLS_IN_BATCHES = (
-    "batch_api does not run tools: a batch answers each row once, with no turn to run a tool "
-    "and answer again; map without batch_api to use tools"
-)
-
-
 def _check_batch_api(rates: tuple[Any, Any, Any], store: Any, tools: Sequence[Any]) -> None:
     """What ``batch_api=`` cannot be given with, refused in one line each, before a store is
     opened, a server started or anything sent. ``tools``: the functions and ``"mcp:"`` specs
     of ``tools=`` (schemas alone are the request's, refused by the batch API's own check)."""
     if tools:
+        from .batch_api.codec import NO_TOOLS_IN_BATCHES
+
         raise LlmError(NO_TOOLS_IN_BATCHES, ErrorCode.INVALID_OPTIONS)
     if store is None:
         raise LlmError(

@@ -29,9 +29,15 @@ from ...core.protocol import GenerateOptions, Message
 from ...engine.engine import Engine
 from ...engine.request import Request
 from ...engine.routing.builtin_plugin import LoopbackMock
-from ..batch import NO_TOOLS_IN_BATCHES
 
 __all__ = ["API_NAMES", "KNOWN_BATCH_APIS", "RowCodec", "batch_api_of", "prompt_fields"]
+
+#: Why a batch API is refused tools: the one line of ``map(tools=..., batch_api=...)`` and of
+#: a request with tools in a batch.
+NO_TOOLS_IN_BATCHES = (
+    "batch_api does not run tools: a batch answers each row once, with no turn to run a tool "
+    "and answer again; map without batch_api to use tools"
+)
 
 #: The batch APIs this package speaks.
 API_NAMES = ("openai", "anthropic")
