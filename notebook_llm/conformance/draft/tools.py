@@ -191,6 +191,9 @@ def find_tools(index: BodyIndex, kinds: PayloadKinds | None) -> list[ToolSpec]:
     """The call objects of one body, by path (see the module doc)."""
     found: dict[int, _Seen] = {}
     ids: set[str] = set()
+    # a payload's index key, found once per payload: every call object of one payload shares
+    # its root, and a root of 20,000 keys scanned again for each of its calls was quadratic
+    index_keys: dict[int, str | None] = {}
     occurrences = sorted(
         ((pos, pid, d) for pid, occs in index.dicts.items() for pos, d in occs),
         key=lambda o: (o[0], o[1]),
@@ -215,7 +218,9 @@ def find_tools(index: BodyIndex, kinds: PayloadKinds | None) -> list[ToolSpec]:
         if own_index is not None:
             spec.index = (own_index,)
         if spec.index is None and path and spec.index_root is None:
-            spec.index_root = _index_key(index.roots.get(pos))
+            if pos not in index_keys:
+                index_keys[pos] = _index_key(index.roots.get(pos))
+            spec.index_root = index_keys[pos]
         kind = kinds.by_payload.get(pos, "") if kinds is not None else ""
         if call_id and call_id in ids:
             seen.kinds_repeat.add(kind)
