@@ -103,6 +103,11 @@ CASES: dict[str, tuple[str, str]] = {
         "markdown_html(''.join(f'```{l}\\n' + 'a' + ' ' * (N // 40) + '(\\n```\\n' "
         "for l in ('c', 'cpp', 'csharp', 'r', 'java', 'python') * 6))",
     ),
+    "showing an answer: a megabyte of image starts, links and emphasis": (
+        "from notebook_llm.notebook.widgets.final import FinalView",
+        "FinalView('![' * (N // 2)).html(); FinalView('[a *b* _c_](http://x.y/z) ' * (N // 26))"
+        ".html(); FinalView('&' * N, fmt='text').html()",
+    ),
     "the mock reads a prompt: quotes, question words, numbers": (
         "from notebook_llm.adapters.mock.models import _Prompt",
         "p = _Prompt(\"'a \" * (N // 3) + 'please ' * 1000 + '\"x' * 1000 + ' 1' * 1000);"
