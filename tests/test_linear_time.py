@@ -162,6 +162,12 @@ CASES: dict[str, tuple[str, str]] = {
         "from notebook_llm.adapters.lua.standalone import required_libraries",
         "required_libraries('require' + ' ' * N + 'x')",
     ),
+    "an adapter's source highlighted: unclosed long strings and comments, attribute names": (
+        "from notebook_llm.notebook.widgets.adapter_view import _linear_lua_lexer\n"
+        "lex = _linear_lua_lexer()",
+        "for t in ('[[a\\n' * (N // 4), '--[[a\\n' * (N // 6), '[=[a\\n' * (N // 5),"
+        " '<a' * (N // 8)):\n    list(lex.get_tokens(t))",
+    ),
     "a cell's fields: an unclosed brace with a long path": (
         "from notebook_llm.notebook.magics.interpolate import fields, interpolate",
         "fields('{a' + '.a' * (N // 2), {}); interpolate('{' * N, {})",
