@@ -119,9 +119,7 @@ def test_the_bundle_is_sanitized_html_and_plain_text_only() -> None:
 
 def test_a_text_answer_is_shown_as_escaped_text() -> None:
     html = final("a <b>*c*</b>\n\n[x](javascript:alert(1))", fmt="text")
-    assert (
-        '<pre style="white-space:pre-wrap"><span>a &lt;b&gt;*c*&lt;/b&gt;\n\n[x](javascript' in html
-    )
+    assert '<pre style="white-space:pre-wrap">a &lt;b&gt;*c*&lt;/b&gt;\n\n[x](javascript' in html
     assert not Elements(html).hrefs()
 
 

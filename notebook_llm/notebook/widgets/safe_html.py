@@ -433,7 +433,10 @@ PLAIN_PIECE = 4_096
 
 def plain_html(text: str) -> str:
     """``text`` whole as escaped HTML text in a ``<pre>`` that wraps, cut into ``<span>`` pieces
-    (:data:`PLAIN_PIECE`) so that :func:`clean` stays linear on it."""
+    (:data:`PLAIN_PIECE`) so that :func:`clean` stays linear on it (a text of one piece as it
+    is)."""
+    if len(text) <= PLAIN_PIECE:
+        return f'<pre style="white-space:pre-wrap">{html.escape(text, quote=False)}</pre>'
     pieces = "".join(
         f"<span>{html.escape(text[i : i + PLAIN_PIECE], quote=False)}</span>"
         for i in range(0, len(text), PLAIN_PIECE)
