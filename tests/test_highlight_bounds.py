@@ -172,3 +172,74 @@ def _ends_in_child(class_name: str) -> None:
 @pytest.mark.parametrize("class_name", sorted(HIGHLIGHT_LEXERS))
 def test_every_allowed_lexer_ends_on_adversarial_blocks_at_its_bound(class_name: str) -> None:
     _ends_in_child(class_name)
+
+
+# --- adapter sources (`%adapter show`, the adapter views): Pygments' Lua lexer made linear
+
+LUA_FILES = sorted([*(ROOT / "adapters").rglob("*.lua"), *(ROOT / "notebook_llm").rglob("*.lua")])
+
+
+def lua_shapes(n: int) -> dict[str, str]:
+    """The shapes that made Pygments' Lua lexer quadratic, and the generic ones, at ``n``."""
+    built = {
+        "attribute-like names on one line": "<a" * n,
+        "names before an unclosed attribute": "a< b" * n,
+        "unclosed long strings": "[[a\n" * n,
+        "unclosed long comments": "--[[a\n" * n,
+        "unclosed level-1 strings": "[=[a\n" * n,
+        "long string with wrong closers": "[==[" + "]=]" * n,
+        "names and spaces before <": ("a <" + " " * 100) * n,
+    }
+    return {**shapes(n), **{name: text[:n] for name, text in built.items()}}
+
+
+def test_the_lua_lexer_reads_the_built_in_sources_as_pygments_does() -> None:
+    from pygments.lexers import LuaLexer
+    from pygments.token import Error
+
+    from notebook_llm.notebook.widgets.adapter_view import _linear_lua_lexer
+
+    linear = _linear_lua_lexer()
+    assert linear is not None  # the three rules it replaces are Pygments' current ones
+    assert len(LUA_FILES) >= 10
+    for path in LUA_FILES:
+        source = path.read_text()
+        ours = list(linear.get_tokens(source))
+        assert not [t for t, _ in ours if t in Error], path
+        theirs = list(LuaLexer().get_tokens(source))
+        if not [t for t, _ in theirs if t in Error]:
+            assert ours == theirs, path
+        # else Pygments read a comparison (`c <= 1 ... >`) as an attribute, with errors
+    # an attribute is still one; an unclosed long string runs to the end (as in Lua)
+    tokens = list(linear.get_tokens("local x <const> = [[a\nb = 1"))
+    assert ("Token.Name.Variable", "x") in [(str(t), v) for t, v in tokens]
+    assert tokens[-1][1].startswith("[[a\nb = 1") or tokens[-2][1].startswith("[[a\nb = 1")
+
+
+def test_adapter_sources_are_highlighted_up_to_the_bound() -> None:
+    from notebook_llm.notebook.widgets.adapter_view import LUA_HIGHLIGHT_MAX_CHARS, highlight_lua
+
+    for path in sorted((ROOT / "adapters").glob("*.lua")):
+        assert "<span" in (highlight_lua(path.read_text()) or ""), path
+    assert highlight_lua("x = 1\n" * (LUA_HIGHLIGHT_MAX_CHARS // 6)) is not None
+    assert highlight_lua("x" * (LUA_HIGHLIGHT_MAX_CHARS + 1)) is None
+
+
+def test_adversarial_lua_at_the_bound_ends() -> None:
+    code = textwrap.dedent(
+        """
+        from tests.test_highlight_bounds import lua_shapes
+        from notebook_llm.notebook.widgets.adapter_view import LUA_HIGHLIGHT_MAX_CHARS, highlight_lua
+        for name, text in lua_shapes(LUA_HIGHLIGHT_MAX_CHARS).items():
+            assert highlight_lua(text) is not None, name
+        print("finished")
+        """
+    )
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, timeout=LIMIT, cwd=ROOT
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"Lua still running after {LIMIT:.0f} s at its bound (superlinear)")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "finished" in done.stdout

@@ -111,6 +111,11 @@ CASES: dict[str, tuple[str, str]] = {
         "markdown_html(''.join(f'```{l}\\n' + 'a' + ' ' * (N // 40) + '(\\n```\\n' "
         "for l in ('c', 'cpp', 'csharp', 'r', 'java', 'python') * 6))",
     ),
+    "showing an answer: a megabyte of image starts, links and emphasis": (
+        "from notebook_llm.notebook.widgets.final import FinalView",
+        "FinalView('![' * (N // 2)).html(); FinalView('[a *b* _c_](http://x.y/z) ' * (N // 26))"
+        ".html(); FinalView('&' * N, fmt='text').html()",
+    ),
     "the mock reads a prompt: quotes, question words, numbers": (
         "from notebook_llm.adapters.mock.models import _Prompt",
         "p = _Prompt(\"'a \" * (N // 3) + 'please ' * 1000 + '\"x' * 1000 + ' 1' * 1000);"
@@ -164,6 +169,12 @@ CASES: dict[str, tuple[str, str]] = {
     "an adapter's source: require followed by spaces": (
         "from notebook_llm.adapters.lua.standalone import required_libraries",
         "required_libraries('require' + ' ' * N + 'x')",
+    ),
+    "an adapter's source highlighted: unclosed long strings and comments, attribute names": (
+        "from notebook_llm.notebook.widgets.adapter_view import _linear_lua_lexer\n"
+        "lex = _linear_lua_lexer()",
+        "for t in ('[[a\\n' * (N // 4), '--[[a\\n' * (N // 6), '[=[a\\n' * (N // 5),"
+        " '<a' * (N // 8)):\n    list(lex.get_tokens(t))",
     ),
     "a cell's fields: an unclosed brace with a long path": (
         "from notebook_llm.notebook.magics.interpolate import fields, interpolate",

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import html
 from collections.abc import Sequence
+from functools import cache
 from typing import Any
 
 from ...adapters.lua.lines import excerpt, lua_line_of
@@ -60,15 +61,66 @@ class Rich:
         return self.plain
 
 
+#: The longest adapter source highlighted, in characters (a longer one is shown plain). The
+#: lexer of :func:`_linear_lua_lexer` is linear but costs about 11 us a character on its
+#: worst shape (``<a`` repeated: 0.77 s at 64,000 on a loaded 2-core machine, 2.9 s at
+#: 256,000); the built-in adapters are up to 13,500 characters, their libraries up to 42,000.
+LUA_HIGHLIGHT_MAX_CHARS = 64_000
+
+
+@cache
+def _linear_lua_lexer() -> Any:
+    """Pygments' Lua lexer with its three superlinear rules made linear; the same tokens on
+    the built-in adapters (``tests/test_highlight_bounds.py`` compares them).
+
+    Pygments' own lexer is quadratic on shapes a drafted adapter may carry from a hostile
+    body: a name's lookahead for an attribute (``<.+?>``) scans the rest of its line at each
+    name (8,000 characters of ``<a`` on one line: 0.84 s, 16,000: 3.1 s), and an unclosed long
+    string or comment (``[[``, ``[=[``, ``--[[``) scans to the end of the source at each one
+    (16,000 characters of ``--[[a`` lines: 2.2 s). Here an attribute is ``< name >`` (all Lua
+    allows), and a long string or comment not closed runs to the end, as in Lua (an unclosed
+    one is an error there), so each is scanned once."""
+    from pygments.lexers import LuaLexer
+    from pygments.token import Comment, Name, String
+
+    replaced = {
+        r"(?:--\[(?P<level>=*)\[[\w\W]*?\](?P=level)\])": (
+            r"--\[(=*)\[[\w\W]*?(?:\]\1\]|\Z)",
+            Comment.Multiline,
+        ),
+        r"(?s)\[(=*)\[.*?\]\1\]": (r"(?s)\[(=*)\[.*?(?:\]\1\]|\Z)", String),
+        r"[A-Za-z_]\w*(?=\s*<.+?>)": (r"[A-Za-z_]\w*(?=\s*<\s*[^\W\d]\w*\s*>)", Name.Variable),
+    }
+    tokens: dict[str, list[Any]] = {}
+    found = set()
+    for state, rules in LuaLexer.tokens.items():
+        tokens[state] = []
+        for rule in rules:
+            if isinstance(rule, tuple) and isinstance(rule[0], str) and rule[0] in replaced:
+                found.add(rule[0])
+                pattern, kind = replaced[rule[0]]
+                rule = (pattern, kind, *rule[2:])
+            tokens[state].append(rule)
+    if found != set(replaced):  # a Pygments release changed the rules: plain text then
+        return None
+    return type("LinearLuaLexer", (LuaLexer,), {"tokens": tokens})()
+
+
 def highlight_lua(source: str) -> str | None:
-    """Source as highlighted HTML (inline styles), or ``None`` without pygments."""
+    """Source as highlighted HTML (inline styles), or ``None`` (shown plain) without pygments,
+    past :data:`LUA_HIGHLIGHT_MAX_CHARS`, or when Pygments' Lua rules are not the ones
+    :func:`_linear_lua_lexer` made linear."""
+    if len(source) > LUA_HIGHLIGHT_MAX_CHARS:
+        return None
     try:
         from pygments import highlight
         from pygments.formatters import HtmlFormatter
-        from pygments.lexers import LuaLexer
     except ImportError:  # pragma: no cover - pygments comes with IPython
         return None
-    return str(highlight(source, LuaLexer(), HtmlFormatter(noclasses=True, linenos="inline")))
+    lexer = _linear_lua_lexer()
+    if lexer is None:
+        return None
+    return str(highlight(source, lexer, HtmlFormatter(noclasses=True, linenos="inline")))
 
 
 def error_view(err: LlmError, source: str | None, *, note: str = "", context: int = 3) -> Rich:

@@ -35,7 +35,7 @@ from ...core.protocol import TokenUsage
 from ...core.redaction import redact
 from ...engine.pricing import format_cost
 from .render import EMPTY_ANSWER, STOPPED_MARK, USAGE_NOT_REPORTED, ErrorBox, reasoning_html
-from .safe_html import clean, escape, isolated, markdown_html
+from .safe_html import clean, escape, isolated, markdown_html, plain_html
 
 FOOTER_STYLE = "opacity:.75;font-size:90%"
 
@@ -157,7 +157,7 @@ class FinalView:
         if not self.text:
             return ""
         if self.fmt == "text":
-            return f'<pre style="white-space:pre-wrap">{_text(self.text)}</pre>'
+            return plain_html(self.text)  # redacted in __init__
         return markdown_html(self.text)
 
     def html(self) -> str:

@@ -416,8 +416,47 @@ def clean(fragment: str) -> str:
     return _CLEANER.clean(fragment)
 
 
+#: The longest text formatted as Markdown, in characters; a longer one is shown whole as
+#: escaped plain text under a one-line note. markdown-it-py is linear but slow: measured by
+#: ``bench/bench_markdown.py`` on a loaded 2-core machine, 100,000 characters of its worst
+#: shape (``![`` repeated) took about 7 s, of a realistic answer under 1 s, and twice the length
+#: about twice the time (no shape grew faster). A model writes a longer answer rarely (about
+#: 25,000 tokens), and then reading it whole matters more than its formatting.
+MARKDOWN_MAX_CHARS = 100_000
+
+
+#: Plain text is escaped in pieces of this many characters, each in its own ``<span>``: nh3
+#: (html5ever) is quadratic in the length of one text node full of character references
+#: (1 MB of ``&amp;`` 1.3 s, 2 MB 4.3 s, 4 MB 19.6 s; in spans of 2,000, linear).
+PLAIN_PIECE = 4_096
+
+
+def plain_html(text: str) -> str:
+    """``text`` whole as escaped HTML text in a ``<pre>`` that wraps, cut into ``<span>`` pieces
+    (:data:`PLAIN_PIECE`) so that :func:`clean` stays linear on it (a text of one piece as it
+    is)."""
+    if len(text) <= PLAIN_PIECE:
+        return f'<pre style="white-space:pre-wrap">{html.escape(text, quote=False)}</pre>'
+    pieces = "".join(
+        f"<span>{html.escape(text[i : i + PLAIN_PIECE], quote=False)}</span>"
+        for i in range(0, len(text), PLAIN_PIECE)
+    )
+    return f'<pre style="white-space:pre-wrap">{pieces}</pre>'
+
+
+def too_large_html(text: str) -> str:
+    """``text`` whole, as escaped plain text, under a note that it was too large to format."""
+    return (
+        f"<p><em>Too large to format as Markdown ({len(text):,} characters, over "
+        f"{MARKDOWN_MAX_CHARS:,}): shown as plain text.</em></p>{plain_html(text)}"
+    )
+
+
 def markdown_html(markdown: str) -> str:
-    """Untrusted Markdown as sanitized HTML (steps 1-4 of the module docstring)."""
+    """Untrusted Markdown as sanitized HTML (steps 1-4 of the module docstring); past
+    :data:`MARKDOWN_MAX_CHARS`, as plain text (:func:`too_large_html`)."""
+    if len(markdown) > MARKDOWN_MAX_CHARS:
+        return clean(too_large_html(markdown))
     with highlight_budget():
         return clean(_MD.render(markdown))
 
