@@ -32,6 +32,11 @@ PARROT = (
 def ip() -> Iterator[Any]:
     set_default_engine(None)
     shell = InteractiveShell.instance()
+    # The shell is one per process: a test file run before this one on the same worker may
+    # have loaded the extension, or registered an ``%adapter`` of its own engine, on it. Load
+    # afresh, so ``%adapter`` and ``%%llm`` are the extension's own (the session engine's).
+    notebook_llm.unload_ipython_extension(shell)  # also drops magics registered by hand
+    shell.extension_manager.loaded.discard("notebook_llm")
     shell.run_line_magic("load_ext", "notebook_llm")
     magics = shell.magics_manager.registry["LlmMagics"]
     magics.default_provider = None
