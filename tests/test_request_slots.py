@@ -147,9 +147,13 @@ async def test_after_a_stop_the_remaining_prompts_do_not_wait_for_an_idle_loop()
         done.set()
         await spinner
     assert all(isinstance(r, LlmError) and r.code == ErrorCode.ABORTED for r in results)
-    # Counted in loop turns, not seconds: waiting for an idle loop would cost each of the
-    # remaining prompts IDLE_TURNS turns of the spinner.
-    assert after_stop < 10 * IDLE_TURNS, after_stop
+    # Counted in loop turns, not seconds. Waiting for an idle loop costs each remaining prompt
+    # IDLE_TURNS turns of the spinner: about 600,000 here. A right stop costs one idle wait
+    # (IDLE_TURNS) plus the turns the spinner makes while the two aborted connections close,
+    # which grow with the machine's load (200-400 on a quiet machine, 2,315 once under load).
+    # The bar sits ten times below the fault and does not depend on that load.
+    remaining = 3000 - 2
+    assert after_stop < remaining * IDLE_TURNS // 10, after_stop
     assert len(srv.requests) <= 2
 
 
