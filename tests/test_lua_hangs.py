@@ -520,6 +520,20 @@ def interrupt_me() -> None:
     os.kill(os.getpid(), signal.SIGINT)
 
 
+@pytest.fixture
+def python_sigint() -> Iterator[None]:
+    """SIGINT handled as a Python process handles it by default (KeyboardInterrupt). A process
+    started in the background of a shell without job control inherits SIGINT *ignored*, and so
+    does pytest (and its workers) there: the interrupt would never arrive and the hook would
+    run into its 120 s budget."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+@pytest.mark.usefixtures("python_sigint")
 def test_sigint_in_the_main_thread_is_handed_on_as_keyboard_interrupt() -> None:
     sb = LuaSandbox(EXPLODE, limits=PATIENT, log=once_running(interrupt_me))
     with pytest.raises(KeyboardInterrupt):
@@ -626,6 +640,7 @@ def test_a_kernel_interrupt_stops_a_spinning_hook(kernel: tuple[Any, Any], call:
     assert alive["content"]["status"] == "ok"
 
 
+@pytest.mark.usefixtures("python_sigint")
 @pytest.mark.parametrize(
     "body",
     [
