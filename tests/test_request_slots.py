@@ -133,12 +133,15 @@ async def test_after_a_stop_the_remaining_prompts_do_not_wait_for_an_idle_loop()
             turns += 1
             await asyncio.sleep(0)
 
+    prompts, concurrency = 3000, 2
     spinner = asyncio.ensure_future(busy())
     stop = StopSignal()
     try:
         with HeldServer() as srv:
-            batch = asyncio.ensure_future(batch_on(srv, 3000, concurrency=2, stop_signal=stop))
-            await until(lambda: len(srv.requests) == 2, "two requests at the server")
+            batch = asyncio.ensure_future(
+                batch_on(srv, prompts, concurrency=concurrency, stop_signal=stop)
+            )
+            await until(lambda: len(srv.requests) == concurrency, "two requests at the server")
             stopped_at = turns
             stop.set()
             results = await asyncio.wait_for(batch, GUARD)
@@ -152,9 +155,9 @@ async def test_after_a_stop_the_remaining_prompts_do_not_wait_for_an_idle_loop()
     # (IDLE_TURNS) plus the turns the spinner makes while the two aborted connections close,
     # which grow with the machine's load (200-400 on a quiet machine, 2,315 once under load).
     # The bar sits ten times below the fault and does not depend on that load.
-    remaining = 3000 - 2
+    remaining = prompts - concurrency
     assert after_stop < remaining * IDLE_TURNS // 10, after_stop
-    assert len(srv.requests) <= 2
+    assert len(srv.requests) <= concurrency
 
 
 async def test_a_failed_request_gives_its_slot_back() -> None:
