@@ -16,8 +16,6 @@ chooses the bounds; ``docs/reliability.md`` has the figures.
 from __future__ import annotations
 
 import random
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
@@ -30,6 +28,7 @@ from notebook_llm.notebook.widgets.safe_html import (
     highlight_code,
     markdown_html,
 )
+from tests.child_python import run_python
 
 #: Seconds the child running one lexer's shapes may take. At the bound each shape takes at
 #: most about 0.25 s on a loaded 2-core machine (about 80 shapes); a lexer run past a bound
@@ -155,18 +154,8 @@ def _ends_in_child(class_name: str) -> None:
         print("finished")
         """
     )
-    try:
-        done = subprocess.run(
-            [sys.executable, "-c", code],
-            capture_output=True,
-            text=True,
-            timeout=LIMIT,
-            cwd=ROOT,
-        )
-    except subprocess.TimeoutExpired:
-        pytest.fail(f"{class_name} still running after {LIMIT:.0f} s at its bound (superlinear)")
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert "finished" in done.stdout
+    out = run_python(code, limit=LIMIT, what=f"{class_name} at its bound (superlinear)")
+    assert "finished" in out
 
 
 @pytest.mark.parametrize("class_name", sorted(HIGHLIGHT_LEXERS))
@@ -235,11 +224,5 @@ def test_adversarial_lua_at_the_bound_ends() -> None:
         print("finished")
         """
     )
-    try:
-        done = subprocess.run(
-            [sys.executable, "-c", code], capture_output=True, text=True, timeout=LIMIT, cwd=ROOT
-        )
-    except subprocess.TimeoutExpired:
-        pytest.fail(f"Lua still running after {LIMIT:.0f} s at its bound (superlinear)")
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert "finished" in done.stdout
+    out = run_python(code, limit=LIMIT, what="Lua at its bound (superlinear)")
+    assert "finished" in out

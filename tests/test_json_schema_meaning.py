@@ -9,8 +9,6 @@ from __future__ import annotations
 import importlib.util
 import json
 import math
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 from typing import Any
@@ -21,6 +19,7 @@ import pytest
 from notebook_llm.core.errors import ErrorCode, LlmError
 from notebook_llm.core.json_schema_check import check
 from notebook_llm.core.response_schema import as_schema
+from tests.child_python import run_python
 
 SUITE = Path(__file__).parent / "fixtures" / "json_schema_test_suite"
 #: Wall-clock seconds a child process gets (the answers here take well under one).
@@ -186,14 +185,7 @@ def test_a_refused_schema_says_why_in_one_line() -> None:
 
 
 def _run(code: str) -> str:
-    try:
-        done = subprocess.run(
-            [sys.executable, "-c", code], capture_output=True, text=True, timeout=LIMIT
-        )
-    except subprocess.TimeoutExpired:
-        pytest.fail(f"still running after {LIMIT:.0f} s:\n{textwrap.indent(code, '  ')}")
-    assert done.returncode == 0, done.stderr[-2000:]
-    return done.stdout
+    return run_python(code, limit=LIMIT, what=f"\n{textwrap.indent(code, '  ')}\n")
 
 
 #: A0 = anyOf[A1, A1], A1 = anyOf[A2, A2], ...: about 1.6 KB that inlines to 2^depth nodes.

@@ -13,11 +13,11 @@ pattern and its bound.
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import textwrap
 
 import pytest
+
+from tests.child_python import run_python
 
 #: Seconds a child may run: far above what the linear code needs on a loaded machine (the
 #: slowest case, several megabytes through markdown-it, took about 30 s with two busy loops and
@@ -189,16 +189,8 @@ CASES: dict[str, tuple[str, str]] = {
 
 def _runs_in_child(setup: str, call: str) -> None:
     code = f"N = {N}\n{setup}\n{call}\nprint('finished')\n"
-    try:
-        done = subprocess.run(
-            [sys.executable, "-c", code], capture_output=True, text=True, timeout=LIMIT
-        )
-    except subprocess.TimeoutExpired:
-        pytest.fail(
-            f"still running after {LIMIT:.0f} s (superlinear):\n{textwrap.indent(code, '  ')}"
-        )
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert "finished" in done.stdout
+    out = run_python(code, limit=LIMIT, what=f"\n{textwrap.indent(code, '  ')}\n(superlinear)")
+    assert "finished" in out
 
 
 @pytest.mark.parametrize("name", list(CASES))

@@ -13,18 +13,13 @@ limit far above what the bound allows: the verdict is that they end, not how fas
 from __future__ import annotations
 
 import html
-import subprocess
-import sys
 import textwrap
-from pathlib import Path
-
-import pytest
 
 from notebook_llm.notebook.widgets.final import FinalView
 from notebook_llm.notebook.widgets.render import Result
 from notebook_llm.notebook.widgets.safe_html import MARKDOWN_MAX_CHARS, PLAIN_PIECE, markdown_html
+from tests.child_python import run_python
 
-ROOT = Path(__file__).resolve().parents[1]
 #: Seconds a child may run: the shapes at the bound take about a minute together on a loaded
 #: 2-core machine; a megabyte past the bound is escaped in well under a second.
 LIMIT = 600.0
@@ -143,14 +138,8 @@ def _ends_in_child(n: int, expect_plain: bool) -> None:
         print("finished")
         """
     )
-    try:
-        done = subprocess.run(
-            [sys.executable, "-c", code], capture_output=True, text=True, timeout=LIMIT, cwd=ROOT
-        )
-    except subprocess.TimeoutExpired:
-        pytest.fail(f"Markdown of {n:,} characters still running after {LIMIT:.0f} s")
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert "finished" in done.stdout
+    out = run_python(code, limit=LIMIT, what=f"Markdown of {n:,} characters")
+    assert "finished" in out
 
 
 def test_adversarial_markdown_at_the_bound_ends() -> None:

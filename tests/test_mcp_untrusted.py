@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import json
 import logging
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
@@ -27,8 +25,8 @@ from notebook_llm.api.mcp.servers import McpServers
 from notebook_llm.api.mcp.tools import resolve_specs
 from notebook_llm.notebook.widgets.final import ToolCallInfo, card_html, card_text
 from notebook_llm.notebook.widgets.render import tool_card_html
+from tests.child_python import run_python
 
-ROOT = Path(__file__).resolve().parents[1]
 #: Seconds the child running the hostile-schema call may take: starting the server and one
 #: call take a few seconds on a loaded machine; the backtracking check took hours.
 LIMIT = 180.0
@@ -222,18 +220,7 @@ def test_a_hostile_output_schema_ends_the_call_with_a_clear_error(tmp_path: Path
         asyncio.run(main())
         """
     )
-    try:
-        done = subprocess.run(
-            [sys.executable, "-c", code],
-            capture_output=True,
-            text=True,
-            timeout=LIMIT,
-            cwd=ROOT,
-        )
-    except subprocess.TimeoutExpired:
-        pytest.fail(f"the call still ran after {LIMIT:.0f} s (a backtracking output check)")
-    assert done.returncode == 0, done.stderr[-2000:]
-    out = done.stdout
+    out = run_python(code, limit=LIMIT, what="the call (a backtracking output check?)")
     assert out.startswith("ERROR"), out[-2000:]
     assert "invalid structured content returned by tool hostile_pattern" in out
     assert "does not match" in out or "pattern" in out
