@@ -13,10 +13,14 @@ limit far above what the bound allows: the verdict is that they end, not how fas
 from __future__ import annotations
 
 import html
+import re
 import textwrap
 
-from notebook_llm.notebook.widgets.final import FinalView
-from notebook_llm.notebook.widgets.render import Result
+from notebook_llm.api.mcp.servers import ServerStatus
+from notebook_llm.core.errors import ErrorCode, LlmError
+from notebook_llm.notebook.widgets.final import FinalView, ToolCallInfo
+from notebook_llm.notebook.widgets.mcp_view import McpServerTable
+from notebook_llm.notebook.widgets.render import ErrorBox, Result
 from notebook_llm.notebook.widgets.safe_html import MARKDOWN_MAX_CHARS, PLAIN_PIECE, markdown_html
 from tests.child_python import run_python
 
@@ -118,6 +122,38 @@ def test_plain_text_full_of_references_is_cleaned_in_linear_pieces() -> None:
     shown = FinalView(text, fmt="text").html()
     assert _plain_body(shown) == text
     assert shown.count("<span>") == len(text) // PLAIN_PIECE + 1
+
+
+def _text_nodes(page: str) -> list[str]:
+    """The text between the tags of ``page`` (still escaped)."""
+    return re.split(r"<[^>]*>", page)
+
+
+def _shown_text(page: str) -> str:
+    return html.unescape("".join(_text_nodes(page)))
+
+
+def test_every_untrusted_field_reaches_the_sanitizer_in_pieces() -> None:
+    # nh3 is quadratic in the "&" of one text node (1,000,000 of them: 15 s, holding the cell).
+    # Whatever a model, a tool, a server or an error writes is cut into pieces before it.
+    amps = "&" * (PLAIN_PIECE * 25)
+    error = LlmError(amps, ErrorCode.SERVER, provider=amps)
+    pages = {
+        "tool call": FinalView(
+            "ok", tools=[ToolCallInfo(amps, amps, result=amps, status="ok", source=amps)]
+        ).html(),
+        "error box": ErrorBox(error, hint=amps, excerpt=[(1, amps, True)])._repr_mimebundle_()[
+            "text/html"
+        ],
+        "turn with an error": FinalView("", error=ErrorBox(error), footer=amps).html(),
+        "mcp table": McpServerTable(
+            [ServerStatus(amps, amps, "cmd", amps, "failed", problem=amps, skipped=[amps])]
+        ).html(),
+    }
+    for name, page in pages.items():
+        longest = max(node.count("&") for node in _text_nodes(page))
+        assert longest <= PLAIN_PIECE, (name, longest)
+        assert amps in _shown_text(page), name  # whole, only cut into pieces
 
 
 def test_an_answer_at_the_bound_is_formatted() -> None:

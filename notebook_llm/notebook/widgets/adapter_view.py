@@ -17,7 +17,7 @@ from typing import Any
 from ...adapters.lua.lines import excerpt, lua_line_of
 from ...core.errors import ErrorCode, LlmError
 from ...core.redaction import redact
-from .safe_html import isolated
+from .safe_html import isolated, text_html
 
 __all__ = [
     "Rich",
@@ -181,7 +181,7 @@ def excerpt_html(rows: Sequence[tuple[int, str, bool]]) -> str:
         return ""
     divs = "".join(
         f'<div style="{"background:#fdd;font-weight:bold" if hit else ""}">'
-        f'<span style="color:#888">{n:4} </span>{html.escape(text) or "&nbsp;"}</div>'
+        f'<span style="color:#888">{n:4} </span>{text_html(text) or "&nbsp;"}</div>'
         for n, text, hit in rows
     )
     return f'<pre style="margin:4px 0">{divs}</pre>'

@@ -35,7 +35,7 @@ from ...core.protocol import TokenUsage
 from ...core.redaction import redact
 from ...engine.pricing import format_cost
 from .render import EMPTY_ANSWER, STOPPED_MARK, USAGE_NOT_REPORTED, ErrorBox, reasoning_html
-from .safe_html import clean, escape, isolated, markdown_html, plain_html
+from .safe_html import clean, escape, isolated, markdown_html, plain_html, text_html
 
 FOOTER_STYLE = "opacity:.75;font-size:90%"
 
@@ -54,8 +54,8 @@ class ToolCallInfo:
 
 
 def _text(text: str) -> str:
-    """Redacted and escaped: HTML text."""
-    return escape(redact(text))
+    """Redacted and escaped: HTML text (in pieces when long: :func:`.safe_html.text_html`)."""
+    return text_html(redact(text))
 
 
 def card_html(call: ToolCallInfo) -> str:

@@ -15,7 +15,7 @@ from ...api.mcp.servers import ServerStatus
 from ...api.mcp.text import one_line, printable
 from ...core.redaction import redact
 from .adapter_view import text_table
-from .safe_html import clean, escape, isolated, markdown_html
+from .safe_html import clean, isolated, markdown_html, text_html
 
 __all__ = ["McpServerTable"]
 
@@ -67,7 +67,7 @@ class McpServerTable:
 
     def html(self) -> str:
         if not self.rows:
-            return f"<p>{escape(self.plain())}</p>"
+            return f"<p>{text_html(self.plain())}</p>"
         head = "".join(
             f"<th>{h}</th>" for h in ("server", "transport", "command / url", "from", "state")
         )
@@ -77,27 +77,27 @@ class McpServerTable:
                 continue
             cells = (r.name, r.transport, one_line(r.command, 80), r.origin, self._state(r))
             body.append(
-                "<tr>" + "".join(f"<td>{escape(printable(c))}</td>" for c in cells) + "</tr>"
+                "<tr>" + "".join(f"<td>{text_html(printable(c))}</td>" for c in cells) + "</tr>"
             )
         parts = [f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"]
         for r in self.rows:
             if r.problem:
                 parts.append(
-                    f'<div style="color:#d33"><b>{escape(printable(r.name))}</b>: '
-                    f"{escape(one_line(r.problem, 500))}</div>"
+                    f'<div style="color:#d33"><b>{text_html(printable(r.name))}</b>: '
+                    f"{text_html(one_line(r.problem, 500))}</div>"
                 )
             if r.tools:
                 items = "".join(
-                    f"<li><code>{escape(one_line(str(t.get('name', '')), 64))}</code>: "
+                    f"<li><code>{text_html(one_line(str(t.get('name', '')), 64))}</code>: "
                     f"{markdown_html(_description(t))}</li>"
                     for t in r.tools
                 )
                 parts.append(
-                    f"<div><b>{escape(printable(r.name))}</b> tools:<ul>{items}</ul></div>"
+                    f"<div><b>{text_html(printable(r.name))}</b> tools:<ul>{items}</ul></div>"
                 )
             for skipped in r.skipped:
                 parts.append(
-                    f"<div>{escape(printable(r.name))}: not offered: {escape(one_line(skipped, 200))}</div>"
+                    f"<div>{text_html(printable(r.name))}: not offered: {text_html(one_line(skipped, 200))}</div>"
                 )
         return isolated(clean(redact("".join(parts))), "output")
 

@@ -16,7 +16,7 @@ from ...core.errors import ErrorCode, LlmError
 from ...core.redaction import redact
 from ...engine.pricing import format_cost
 from .adapter_view import excerpt_html, excerpt_text
-from .safe_html import NO_MATH_CLASSES, clean, isolated, markdown_html
+from .safe_html import NO_MATH_CLASSES, clean, isolated, markdown_html, text_html
 
 STOPPED_MARK = "[stopped]"
 #: Shown instead of an answer when the model answered nothing (finish stop, no text).
@@ -219,7 +219,7 @@ class ErrorBox:
     def html(self) -> str:
         """The box as HTML, every string escaped (a message is untrusted: a provider's). Also
         shown by the live view's error widget, so it is complete by itself."""
-        e = html.escape
+        e = text_html
         where = f" &middot; {e(self.provider)}" if self.provider else ""
         hint = f"<div><b>What to do:</b> {e(self.hint)}</div>" if self.hint else ""
         return (
