@@ -433,15 +433,16 @@ PLAIN_PIECE = 4_096
 
 
 def text_html(text: str) -> str:
-    """Untrusted ``text`` as HTML text (an element's content, never an attribute): escaped, and
+    """Untrusted ``text`` as HTML text (an element's content, never an attribute): escaped
+    (quotes too, as ``html.escape`` does, so output that is not cleaned stays as it was), and
     when longer than :data:`PLAIN_PIECE`, cut into ``<span>`` pieces so that :func:`clean`
     stays linear on it. Every string a model, a tool, a server or a provider's error wrote
     reaches HTML that :func:`clean` reads through this (or through :func:`markdown_html`, whose
     text is bounded by :data:`MARKDOWN_MAX_CHARS`)."""
     if len(text) <= PLAIN_PIECE:
-        return html.escape(text, quote=False)
+        return html.escape(text)
     return "".join(
-        f"<span>{html.escape(text[i : i + PLAIN_PIECE], quote=False)}</span>"
+        f"<span>{html.escape(text[i : i + PLAIN_PIECE])}</span>"
         for i in range(0, len(text), PLAIN_PIECE)
     )
 
