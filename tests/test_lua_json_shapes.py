@@ -69,6 +69,31 @@ CHUNK = (
 )
 
 
+@pytest.fixture(autouse=True, scope="module")
+def _learn_from_the_first_text() -> Any:
+    """The tests here count hits from the first text on: no warmup (its own test sets one).
+    Module-scoped, so the property tests run under it too."""
+    warmup, runtime.JSON_TEMPLATE_WARMUP = runtime.JSON_TEMPLATE_WARMUP, 0
+    yield
+    runtime.JSON_TEMPLATE_WARMUP = warmup
+
+
+def test_a_short_stream_learns_no_shape_and_a_long_one_does_after_the_warmup(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Learning a shape costs more than a dozen payloads save, and a sandbox serves one request:
+    # a map row paid it (about 2 ms, 1.4x its CPU) and never gained.
+    monkeypatch.setattr(runtime, "JSON_TEMPLATE_WARMUP", 32)
+    sb = LuaSandbox(SCRIPT_ONE, name="shapes")
+    short = [CHUNK.replace("%s", f"tok{i} ") for i in range(12)]
+    assert hot(sb, short) == general(sb, short)
+    assert sb.json_stats() == {"hits": 0, "learned": 0, "paused": 0}
+    more = [CHUNK.replace("%s", f"more{i} ") for i in range(50)]
+    assert hot(sb, more) == general(sb, more)
+    # 20 more texts of warmup, then one notes the outline, the next is learned, the rest hit
+    assert sb.json_stats() == {"hits": 50 - 20 - 2, "learned": 1, "paused": 0}
+
+
 def test_a_learned_shape_decodes_later_chunks() -> None:
     sb = LuaSandbox(SCRIPT_ONE, name="shapes")
     texts = [CHUNK.replace("%s", f"tok{i} ") for i in range(50)]

@@ -626,6 +626,11 @@ local templates, ntemplates = {}, 0
 local hits, learned, pauses = 0, 0, 0 -- totals, for tests and diagnostics (control.stats)
 local pending = nil -- the record of the last text whose outline had no template yet
 local misses, paused = 0, 0
+-- Texts the hot path decodes before it learns any shape (set by the sandbox: control.set_warmup).
+-- Learning a shape costs more than many texts read through it save, and a sandbox lives for one
+-- request: a short answer (a map row: a dozen payloads) would pay the learning and never the gain
+-- (it cost a map row about 2 ms of CPU, 1.4x). A long stream loses the first few texts' gain only.
+local warmup = 0
 -- The templates' hot path is open (key order not kept, not paused, a template to try): one
 -- upvalue for json.decode to test, set again by rehot() wherever one of the three changes
 -- (and on json.decode's other path, should the CPU hook have stopped a change half way).
@@ -1121,7 +1126,9 @@ function json.decode(s, opts)
   end
   local learning = false
   if not keep_order and #s <= T_MAX_BYTES then
-    if paused > 0 then
+    if warmup > 0 then
+      warmup = warmup - 1
+    elseif paused > 0 then
       paused = paused - 1
     else
       if ntemplates > 0 then
@@ -1145,6 +1152,7 @@ local control = {
   set_keep_order = function(on) keep_order = on; rehot() end,
   set_written = function(t) written = t end,
   set_charge = function(f) charge = f end,
+  set_warmup = function(n) warmup = n end,
   stats = function() return hits, learned, pauses end,
 }
 return json, control

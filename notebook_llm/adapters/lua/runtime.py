@@ -68,6 +68,10 @@ from .host import Budget, Host, HttpBridge, LogCallback, TransportHttp, envelope
 from .lines import line_of as _line_of
 
 DEFAULT_ENDPOINT = "/chat/completions"
+#: Stream payloads a sandbox's ``json.decode`` reads with its general decoder before it learns
+#: their shapes (see ``json.lua``): learning costs more than a short answer's payloads would
+#: save, and a sandbox serves one request. Measured by ``bench/bench_batch_scale.py``.
+JSON_TEMPLATE_WARMUP = 32
 
 
 @dataclass
@@ -392,6 +396,7 @@ class LuaSandbox:
         json_lib, json_control = load(_builtin("json.lua"), "=nbllm.json", "b")(
             g.debug.getmetatable, g.debug.setmetatable
         )
+        json_control.set_warmup(JSON_TEMPLATE_WARMUP)
         safe_string, self._pattern_probe = load(_builtin("patterns.lua"), "=nbllm.patterns", "b")()
         cfg = lua.table_from(
             {
