@@ -35,7 +35,7 @@ from ...core.protocol import TokenUsage
 from ...core.redaction import redact
 from ...engine.pricing import format_cost
 from .render import EMPTY_ANSWER, STOPPED_MARK, USAGE_NOT_REPORTED, ErrorBox, reasoning_html
-from .safe_html import clean, escape, isolated, markdown_html, plain_html, text_html
+from .safe_html import clean, isolated, markdown_html, plain_html, text_html
 
 FOOTER_STYLE = "opacity:.75;font-size:90%"
 
@@ -68,7 +68,7 @@ def card_html(call: ToolCallInfo) -> str:
         'padding:4px 8px;margin:2px 0">'
         f"<div>🔧 <b>{_text(call.name or '?')}</b> "
         + (f'<span style="opacity:.7">{_text(call.source)}</span> ' if call.source else "")
-        + f'<span style="color:{color}">{escape(status)}</span></div>'
+        + f'<span style="color:{color}">{text_html(status)}</span></div>'
         f'<pre style="{pre}">{_text(call.arguments)}</pre>'
     )
     if call.result is not None:

@@ -34,7 +34,6 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from functools import cache
-from typing import Any
 from urllib.parse import unquote
 
 import nh3
@@ -475,8 +474,3 @@ def isolated(fragment: str, kind: str = "final") -> str:
     The fragment must be sanitized already (no ``mathjax_process`` class can be inside: the
     allow-list has none, so nothing re-enables typesetting below the wrapper)."""
     return f'<div class="notebook-llm-{kind} {NO_MATH_CLASSES}">{fragment}</div>'
-
-
-def escape(text: Any) -> str:
-    """``text`` as HTML text (``&``, ``<``, ``>`` and quotes escaped)."""
-    return html.escape(str(text), quote=True)
