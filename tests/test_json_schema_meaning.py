@@ -262,25 +262,91 @@ def test_a_pydantic_or_dataclass_answer_never_imports_jsonschema() -> None:
     assert out.split() == ["False", "True"]
 
 
-def test_a_json_schema_answer_defers_jsonschemas_slow_format_checker() -> None:
-    """jsonschema imports its optional ``iri`` checker (rfc3987_syntax: seconds) on its own
-    import; a JSON Schema dict answer must not pay that, and a user's own ``iri`` check in the
-    same process must still work (it pays the import on its first call)."""
-    # the test extra brings it (jupyterlab -> jupyter-events -> jsonschema[format-nongpl])
-    assert importlib.util.find_spec("rfc3987_syntax") is not None
+#: A user's own format checks, one valid and one invalid value per deferred module's format.
+_USER_FORMAT_CHECKS = (
+    "import jsonschema\n"
+    "check = jsonschema.Draft202012Validator.FORMAT_CHECKER\n"
+    "for fmt, good, bad in [('iri', 'https://example.org/\u00e4', 'not an iri'),\n"
+    "                       ('duration', 'P3D', 'three days'),\n"
+    "                       ('uri', 'https://example.org/a', 'no scheme')]:\n"
+    "    print(fmt, check.conforms(good, fmt), check.conforms(bad, fmt))\n"
+    "    try:\n"
+    "        check.check(bad, fmt)\n"
+    "    except jsonschema.FormatError as err:\n"
+    "        print(fmt, 'FormatError', str(err).startswith(repr(bad)))\n"
+    "print(*(sys.modules[m].__spec__ is not None for m in DEFERRED))  # the real modules now\n"
+)
+
+
+def test_a_json_schema_answer_defers_jsonschemas_slow_format_checkers() -> None:
+    """jsonschema imports its optional format checkers on its own import, and some are slow
+    (rfc3987_syntax: seconds; isoduration, which imports arrow; rfc3986_validator). A JSON Schema
+    dict answer must not pay them, and a user's own format checks in the same process must
+    still work, valid and invalid alike (each pays its module's import on its first call)."""
+    # the test extra brings them (jupyterlab -> jupyter-events -> jsonschema[format-nongpl])
+    from notebook_llm.core.json_schema_check import _DEFERRED_FORMAT_MODULES
+
+    deferred = sorted(_DEFERRED_FORMAT_MODULES)
+    assert deferred == ["isoduration", "rfc3986_validator", "rfc3987_syntax"]
+    for module in deferred:
+        assert importlib.util.find_spec(module) is not None, module
     out = _run(
         "import sys\n"
+        f"DEFERRED = {deferred!r}\n"
         "from notebook_llm import Engine\n"
         "e = Engine(config_file=False, env_file=False)\n"
         "r = e.complete_sync('mock', 'echo', prompt='x', schema={'type': 'object', "
         "'properties': {'a': {'type': 'string'}}, 'required': ['a']})\n"
-        "print('jsonschema' in sys.modules, 'rfc3987_syntax' in sys.modules)\n"
-        "import jsonschema\n"
-        "check = jsonschema.Draft202012Validator.FORMAT_CHECKER\n"
-        "print(check.conforms('https://example.org/ä', 'iri'), check.conforms('not an iri', 'iri'))\n"
-        "print(sys.modules['rfc3987_syntax'].__spec__ is not None)  # the real module now\n"
+        "assert r.parsed is not None, r\n"
+        "print('jsonschema' in sys.modules, *(m in sys.modules for m in DEFERRED))\n"
+        + _USER_FORMAT_CHECKS
     )
-    assert out.split("\n")[:3] == ["True False", "True False", "True"]
+    assert out.split("\n")[:8] == [
+        "True False False False",
+        "iri True False",
+        "iri FormatError True",
+        "duration True False",
+        "duration FormatError True",
+        "uri True False",
+        "uri FormatError True",
+        "True True True",
+    ]
+
+
+def test_a_jsonschema_that_reads_more_of_a_stand_in_imports_the_real_ones() -> None:
+    """A later jsonschema may read something a stand-in lacks at its import: the import is then
+    made again with the real modules, and every format check still works."""
+    out = _run(
+        "import sys\n"
+        "from notebook_llm.core import json_schema_check as c\n"
+        "DEFERRED = sorted(c._DEFERRED_FORMAT_MODULES)\n"
+        "c._DEFERRED_ERRORS.clear()  # isoduration's stand-in now lacks the error class read\n"
+        "print(len(c.check({'a': 1}, {'properties': {'a': {'type': 'string'}}})) == 1)\n"
+        + _USER_FORMAT_CHECKS
+    )
+    assert out.split("\n")[:8] == [
+        "True",
+        "iri True False",
+        "iri FormatError True",
+        "duration True False",
+        "duration FormatError True",
+        "uri True False",
+        "uri FormatError True",
+        "True True True",
+    ]
+
+
+def test_the_mcp_warmup_imports_jsonschema_with_the_slow_checkers_deferred() -> None:
+    """Connecting an MCP server imports jsonschema in a thread (the SDK checks results with it):
+    that import defers the same slow format checkers as an answer's."""
+    out = _run(
+        "import sys\n"
+        "from notebook_llm.api.mcp import connection\n"
+        "from notebook_llm.core.json_schema_check import _DEFERRED_FORMAT_MODULES\n"
+        "connection._import_validator()  # what the warm-up thread runs\n"
+        "print('jsonschema' in sys.modules, any(m in sys.modules for m in _DEFERRED_FORMAT_MODULES))\n"
+    )
+    assert out.split("\n")[0] == "True False"
 
 
 def test_a_dataclass_answer_without_pydantic_never_imports_jsonschema() -> None:

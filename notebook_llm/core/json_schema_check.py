@@ -31,10 +31,10 @@ exception) on a value nested 200,000 levels deep: a kernel must not die of an an
 
 Cost of the import: jsonschema is imported on the first check, not before. In an environment
 where JupyterLab is installed, ``import jsonschema`` also imports the optional format checkers
-it finds; the slowest of them (``rfc3987_syntax`` builds a grammar: seconds) is deferred to its
-own first use (:func:`_jsonschema`), so the first JSON Schema dict or tool call of a process pays
-jsonschema's import alone (``bench/bench_typed_start.py``), and a pydantic or dataclass answer
-pays nothing.
+it finds; the slow ones (``rfc3987_syntax`` builds a grammar: seconds; ``isoduration`` imports
+arrow) are deferred to their own first use (:func:`load_jsonschema`), so the first JSON Schema
+dict or tool call of a process pays jsonschema's own import (``bench/bench_typed_start.py``), and
+a pydantic or dataclass answer pays nothing.
 """
 
 from __future__ import annotations
@@ -52,6 +52,7 @@ __all__ = [
     "MAX_SCHEMA_DEPTH",
     "MAX_SCHEMA_NODES",
     "check",
+    "load_jsonschema",
     "schema_problem",
     "subschemas",
 ]
@@ -128,7 +129,7 @@ def schema_problem(schema: Any) -> str | None:
     found = _structure_problem(schema)
     if found is not None:
         return found
-    jsonschema = _jsonschema()
+    jsonschema = load_jsonschema()
     cls = _base_class(schema)
     errors = cls(cls.META_SCHEMA).iter_errors(schema)
     error = jsonschema.exceptions.best_match(errors)
@@ -226,7 +227,7 @@ def check(value: Any, schema: Mapping[str, Any] | bool, path: str = "$") -> list
         return [f"{root}: the schema and the value nest too deeply to check"]
     finally:
         _STEPS.reset(token)
-    jsonschema = _jsonschema()
+    jsonschema = load_jsonschema()
     errors.sort(key=jsonschema.exceptions.relevance)
     return [_describe(error, path) for error in errors]
 
@@ -258,7 +259,7 @@ def _message(error: Any) -> str:
         missing = [r for r in expected if r not in value]
         return f"missing required {', '.join(repr(m) for m in missing)}"
     if error.context and keyword in ("anyOf", "oneOf"):
-        best = _jsonschema().exceptions.best_match(error.context)
+        best = load_jsonschema().exceptions.best_match(error.context)
         if best is not None:
             return f"matches none of the allowed forms ({_message(best)})"
     return str(error.message)
@@ -346,56 +347,92 @@ _STEPS: contextvars.ContextVar[_Steps | None] = contextvars.ContextVar(
 )
 
 
-#: An optional format checker of jsonschema whose own import is slow and which this module never
-#: calls (``format`` is an annotation here): ``rfc3987_syntax`` builds a Lark grammar at import,
-#: 2-4 s, for the ``iri`` format only.
-_SLOW_FORMAT_MODULE = "rfc3987_syntax"
+#: Optional format checkers that jsonschema imports when it is first imported and that this
+#: module never calls (``format`` is an annotation here), each with the functions jsonschema's
+#: ``_format`` takes from it. Each is slow to import where it is installed (JupyterLab's
+#: environment brings all three), measured in a kernel-like process:
+#:
+#: * ``rfc3987_syntax`` builds a Lark grammar: 2-4 s (formats ``iri``, ``iri-reference``);
+#: * ``isoduration`` imports arrow and dateutil: about 20 ms (``duration``);
+#: * ``rfc3986_validator`` compiles its grammar's regular expressions: about 10 ms (``uri``).
+_DEFERRED_FORMAT_MODULES: dict[str, tuple[str, ...]] = {
+    "rfc3987_syntax": ("is_valid_syntax",),
+    "isoduration": ("parse_duration",),
+    "rfc3986_validator": ("validate_rfc3986",),
+}
+#: Error classes jsonschema reads from a deferred module at its import (``raises=``), each
+#: answered by a base class of the real one, which catches it.
+_DEFERRED_ERRORS: dict[str, dict[str, type[Exception]]] = {
+    "isoduration": {"DurationParsingException": ValueError},
+}
 
 
-def _deferred_is_valid_syntax(*args: Any, **kwargs: Any) -> Any:
-    """Stands for ``rfc3987_syntax.is_valid_syntax`` in jsonschema's ``iri`` format checker:
-    imports the real module on the first call (someone's own ``FormatChecker``) and hands on."""
-    import importlib
+def _deferred_function(module: str, name: str) -> Any:
+    """Stands for ``module.name`` in one of jsonschema's format checkers: imports the real module
+    on the first call (someone's own ``FormatChecker``) and hands on."""
 
-    return importlib.import_module(_SLOW_FORMAT_MODULE).is_valid_syntax(*args, **kwargs)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        import importlib
+
+        return getattr(importlib.import_module(module), name)(*args, **kwargs)
+
+    call.__name__ = call.__qualname__ = name
+    return call
 
 
-def _jsonschema() -> Any:
+def load_jsonschema() -> Any:
     """jsonschema, imported here (not at module import: see the module docstring).
 
-    jsonschema imports every optional format checker it finds when it is first imported. One of
-    them (``rfc3987_syntax``, which JupyterLab's environment brings) costs seconds and is never
-    used by this module, so while jsonschema is first imported a stand-in module answers for it
-    with :func:`_deferred_is_valid_syntax`, and is removed at once: a user's own ``iri`` check
-    still works, and pays that import on its first call. No library defers an import that
-    another library makes with ``from x import y``, hence these few lines."""
+    jsonschema imports every optional format checker it finds when it is first imported, and
+    some of them are slow to import (:data:`_DEFERRED_FORMAT_MODULES`). While jsonschema is first
+    imported, a stand-in module answers for each of those that is installed and not yet
+    imported, and is removed at once: a user's own format check still works, and pays the real
+    import on its first call. No library defers an import that another library makes with
+    ``from x import y``, hence these few lines."""
     import sys
 
-    if "jsonschema" in sys.modules or _SLOW_FORMAT_MODULE in sys.modules:
+    if "jsonschema" in sys.modules:
         import jsonschema
 
         return jsonschema
     import importlib.util
     import types
 
-    if importlib.util.find_spec(_SLOW_FORMAT_MODULE) is None:
-        import jsonschema
-
-        return jsonschema
-    stand_in = types.ModuleType(_SLOW_FORMAT_MODULE)
-    stand_in.is_valid_syntax = _deferred_is_valid_syntax  # type: ignore[attr-defined]
-    sys.modules[_SLOW_FORMAT_MODULE] = stand_in
+    stand_ins: dict[str, types.ModuleType] = {}
+    for module, functions in _DEFERRED_FORMAT_MODULES.items():
+        if module in sys.modules or importlib.util.find_spec(module) is None:
+            continue
+        stand_in = types.ModuleType(module)
+        for name in functions:
+            setattr(stand_in, name, _deferred_function(module, name))
+        for name, error in _DEFERRED_ERRORS.get(module, {}).items():
+            setattr(stand_in, name, error)
+        stand_ins[module] = stand_in
+    sys.modules.update(stand_ins)
     try:
         import jsonschema
+    except Exception:  # a jsonschema that reads more of a module: import it with the real ones
+        _remove(stand_ins)
+        for name in [name for name in sys.modules if name.partition(".")[0] == "jsonschema"]:
+            del sys.modules[name]  # its half-made package: its submodules bind to the new one
+        import jsonschema
     finally:
-        if sys.modules.get(_SLOW_FORMAT_MODULE) is stand_in:
-            del sys.modules[_SLOW_FORMAT_MODULE]
+        _remove(stand_ins)
     return jsonschema
+
+
+def _remove(stand_ins: Mapping[str, Any]) -> None:
+    """Take the stand-ins out of ``sys.modules`` (those still there: the real module may be)."""
+    import sys
+
+    for module, stand_in in stand_ins.items():
+        if sys.modules.get(module) is stand_in:
+            del sys.modules[module]
 
 
 def _base_class(schema: Any) -> Any:
     """The validator class of the schema's ``$schema`` (2020-12 when it names none)."""
-    jsonschema = _jsonschema()
+    jsonschema = load_jsonschema()
     return jsonschema.validators.validator_for(
         schema, default=jsonschema.validators.Draft202012Validator
     )
@@ -404,7 +441,7 @@ def _base_class(schema: Any) -> Any:
 @functools.cache
 def _validator_class(base: Any) -> Any:
     """``base`` with the keywords of the module docstring replaced (built once per draft)."""
-    jsonschema = _jsonschema()
+    jsonschema = load_jsonschema()
     error = jsonschema.exceptions.ValidationError
     original = base.VALIDATORS
 

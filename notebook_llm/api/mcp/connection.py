@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import importlib
 import importlib.metadata
 import json
 import logging
@@ -41,7 +40,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from ...core.errors import ErrorCode, LlmError
-from ...core.json_schema_check import check
+from ...core.json_schema_check import check, load_jsonschema
 from ...core.redaction import RedactingFilter, redact
 from .config import ServerConfig, resolve_values
 from .text import one_line, printable
@@ -104,7 +103,7 @@ def _warm_validator() -> None:
 
 def _import_validator() -> None:
     with contextlib.suppress(ImportError):
-        importlib.import_module("jsonschema")
+        load_jsonschema()  # with the slow optional format checkers deferred
 
 
 class McpFailure(Exception):
