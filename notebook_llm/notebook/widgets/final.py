@@ -34,7 +34,14 @@ from typing import Any
 from ...core.protocol import TokenUsage
 from ...core.redaction import redact
 from ...engine.pricing import format_cost
-from .render import EMPTY_ANSWER, STOPPED_MARK, USAGE_NOT_REPORTED, ErrorBox, reasoning_html
+from .render import (
+    EMPTY_ANSWER,
+    STOPPED_MARK,
+    USAGE_NOT_REPORTED,
+    ErrorBox,
+    reasoning_html,
+    tool_card_html,
+)
 from .safe_html import clean, isolated, markdown_html, plain_html, text_html
 
 FOOTER_STYLE = "opacity:.75;font-size:90%"
@@ -53,28 +60,12 @@ class ToolCallInfo:
     source: str = ""
 
 
-def _text(text: str) -> str:
-    """Redacted and escaped: HTML text (in pieces when long: :func:`.safe_html.text_html`)."""
-    return text_html(redact(text))
-
-
 def card_html(call: ToolCallInfo) -> str:
-    """A tool-call card as HTML, every string escaped."""
-    color = {"ok": "#2a7", "error": "#d33", "skipped": "#888"}.get(call.status, "#47c")
+    """A tool-call card as HTML (the live view's card, :func:`.render.tool_card_html`)."""
     status = {"called": "not run"}.get(call.status, call.status)
-    pre = "margin:2px 0;white-space:pre-wrap"
-    out = (
-        '<div class="notebook-llm-tool" style="border:1px solid #8885;border-radius:4px;'
-        'padding:4px 8px;margin:2px 0">'
-        f"<div>🔧 <b>{_text(call.name or '?')}</b> "
-        + (f'<span style="opacity:.7">{_text(call.source)}</span> ' if call.source else "")
-        + f'<span style="color:{color}">{text_html(status)}</span></div>'
-        f'<pre style="{pre}">{_text(call.arguments)}</pre>'
+    return tool_card_html(
+        call.name or "?", status, call.arguments, call.result, call.is_error, call.source
     )
-    if call.result is not None:
-        style = f"color:#d33;{pre}" if call.is_error else pre
-        out += f'<pre style="{style}">→ {_text(call.result)}</pre>'
-    return out + "</div>"
 
 
 def card_text(call: ToolCallInfo) -> str:
@@ -173,7 +164,7 @@ class FinalView:
             blocks.append(self.error.html())
         if self.footer:
             blocks.append(
-                f'<div class="notebook-llm-footer" style="{FOOTER_STYLE}">{_text(self.footer)}</div>'
+                f'<div class="notebook-llm-footer" style="{FOOTER_STYLE}">{text_html(redact(self.footer))}</div>'
             )
         return isolated(clean("".join(blocks)))
 

@@ -74,7 +74,7 @@ class ToolCard:
 
     def html(self) -> str:
         return tool_card_html(
-            self.name, self.status, self.arguments, self.result, self.is_error, self.source
+            self.name or "…", self.status, self.arguments, self.result, self.is_error, self.source
         )
 
     def take(self, final: bool = False) -> tuple[str | None, str]:

@@ -6,7 +6,6 @@ so these are what nbconvert, nbval and terminals see. Every string passes throug
 
 from __future__ import annotations
 
-import html
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -245,19 +244,25 @@ def tool_card_html(
     is_error: bool,
     source: str = "",
 ) -> str:
-    """One tool call card: name (and where the tool lives: ``mcp:SERVER``), status, the
-    arguments as they stream, then the result."""
-    e = html.escape
+    """One tool call card, the live view's and the final view's: name (and where the tool
+    lives: ``mcp:SERVER``), status, the arguments (as they stream, in the live view), then the
+    result. Every string is redacted and escaped in pieces (:func:`.safe_html.text_html`: the
+    final view's HTML goes through nh3)."""
+
+    def e(text: str) -> str:
+        return text_html(redact(text))
+
     color = {"ok": "#2a7", "error": "#d33", "skipped": "#888"}.get(status, "#47c")
+    pre = "margin:2px 0;white-space:pre-wrap"
     out = (
-        '<div class="notebook-llm-tool" style="border:1px solid rgba(128,128,128,.35);'
-        'border-radius:4px;padding:4px 8px;margin:2px 0">'
-        f"<div>🔧 <b>{e(redact(name) or '…')}</b> "
-        + (f'<span style="opacity:.7">{e(redact(source))}</span> ' if source else "")
+        '<div class="notebook-llm-tool" style="border:1px solid #8885;border-radius:4px;'
+        'padding:4px 8px;margin:2px 0">'
+        f"<div>🔧 <b>{e(name)}</b> "
+        + (f'<span style="opacity:.7">{e(source)}</span> ' if source else "")
         + f'<span style="color:{color}">{e(status)}</span></div>'
-        f'<pre style="margin:2px 0;white-space:pre-wrap">{e(redact(arguments))}</pre>'
+        f'<pre style="{pre}">{e(arguments)}</pre>'
     )
     if result is not None:
-        style = "color:#d33;" if is_error else ""
-        out += f'<pre style="{style}margin:2px 0;white-space:pre-wrap">→ {e(redact(result))}</pre>'
+        style = f"color:#d33;{pre}" if is_error else pre
+        out += f'<pre style="{style}">→ {e(result)}</pre>'
     return out + "</div>"
