@@ -313,14 +313,15 @@ def test_a_json_schema_answer_defers_jsonschemas_slow_format_checkers() -> None:
     ]
 
 
-def test_a_jsonschema_that_reads_more_of_a_stand_in_imports_the_real_ones() -> None:
-    """A later jsonschema may read something a stand-in lacks at its import: the import is then
-    made again with the real modules, and every format check still works."""
+def test_a_jsonschema_that_reads_more_of_a_stand_in_gets_the_real_modules_names() -> None:
+    """A later jsonschema may read a name a stand-in lacks at its import (an attribute, or
+    ``from x import name``): it gets the real module's, and every format check still works."""
     out = _run(
         "import sys\n"
         "from notebook_llm.core import json_schema_check as c\n"
         "DEFERRED = sorted(c._DEFERRED_FORMAT_MODULES)\n"
-        "c._DEFERRED_ERRORS.clear()  # isoduration's stand-in now lacks the error class read\n"
+        "c._DEFERRED_ERRORS.clear()  # isoduration's stand-in lacks the error class read\n"
+        "c._DEFERRED_FORMAT_MODULES['rfc3986_validator'] = ()  # and this one the function\n"
         "print(len(c.check({'a': 1}, {'properties': {'a': {'type': 'string'}}})) == 1)\n"
         + _USER_FORMAT_CHECKS
     )
@@ -334,6 +335,29 @@ def test_a_jsonschema_that_reads_more_of_a_stand_in_imports_the_real_ones() -> N
         "uri FormatError True",
         "True True True",
     ]
+
+
+def test_code_that_imports_a_deferred_module_while_it_is_stood_in_for_gets_the_real_one() -> None:
+    """Another thread may import a deferred module while jsonschema's first import is under way
+    and keep the stand-in: it then behaves as the real module (its functions, any other name,
+    ``from x import name``, its submodules), and the real module takes its place in
+    ``sys.modules``."""
+    out = _run(
+        "import importlib.util, sys\n"
+        "from notebook_llm.core import json_schema_check as c\n"
+        "stand_in = c._stand_in('isoduration', importlib.util.find_spec('isoduration'))\n"
+        "sys.modules['isoduration'] = stand_in  # as while jsonschema is first imported\n"
+        "import isoduration  # the other thread's import\n"
+        "print(isoduration is stand_in)\n"
+        "import isoduration.parser.exceptions as errors  # a submodule, found by __path__\n"
+        "print(issubclass(errors.DurationParsingException, ValueError))\n"
+        "print(isoduration.parse_duration('P1D').date.days)  # the real function, no recursion\n"
+        "from isoduration import format_duration  # a name the stand-in lacks\n"
+        "print(format_duration(isoduration.parse_duration('P2D')))\n"
+        "real = sys.modules['isoduration']\n"
+        "print(real is not stand_in, real.__spec__ is not None)\n"
+    )
+    assert out.split("\n")[:5] == ["True", "True", "1", "P2D", "True True"]
 
 
 def test_the_mcp_warmup_imports_jsonschema_with_the_slow_checkers_deferred() -> None:

@@ -367,17 +367,61 @@ _DEFERRED_ERRORS: dict[str, dict[str, type[Exception]]] = {
 }
 
 
+#: Set on a stand-in module (in its ``__dict__``), so it is never taken for the real one.
+_STAND_IN_MARK = "__notebook_llm_stand_in__"
+
+
+def _real_module(module: str) -> Any:
+    """The real module a stand-in answers for, imported now. A stand-in still in
+    ``sys.modules`` (jsonschema's first import is under way, in this thread or another) is taken
+    out first, so that the import finds the real module and not the stand-in again."""
+    import importlib
+    import sys
+    import types
+
+    current = sys.modules.get(module)
+    if isinstance(current, types.ModuleType) and current.__dict__.get(_STAND_IN_MARK):
+        sys.modules.pop(module, None)
+    return importlib.import_module(module)
+
+
 def _deferred_function(module: str, name: str) -> Any:
     """Stands for ``module.name`` in one of jsonschema's format checkers: imports the real module
     on the first call (someone's own ``FormatChecker``) and hands on."""
 
     def call(*args: Any, **kwargs: Any) -> Any:
-        import importlib
-
-        return getattr(importlib.import_module(module), name)(*args, **kwargs)
+        return getattr(_real_module(module), name)(*args, **kwargs)
 
     call.__name__ = call.__qualname__ = name
     return call
+
+
+def _stand_in(module: str, spec: Any) -> Any:
+    """A module that answers for ``module`` while jsonschema is first imported: the functions
+    and error classes jsonschema reads at its import (:data:`_DEFERRED_FORMAT_MODULES`,
+    :data:`_DEFERRED_ERRORS`), and for any other name the real module's (PEP 562
+    ``__getattr__``). So a jsonschema that reads more than listed here, or code in another
+    thread that imports the module meanwhile and keeps the stand-in, gets the real thing. A
+    package's stand-in has its ``__path__`` (from ``spec``, the real module's), so a submodule
+    imported meanwhile is found."""
+    import types
+
+    stand_in = types.ModuleType(module)
+    stand_in.__dict__[_STAND_IN_MARK] = True
+    if spec.submodule_search_locations is not None:
+        stand_in.__path__ = list(spec.submodule_search_locations)
+    for name in _DEFERRED_FORMAT_MODULES[module]:
+        setattr(stand_in, name, _deferred_function(module, name))
+    for name, error in _DEFERRED_ERRORS.get(module, {}).items():
+        setattr(stand_in, name, error)
+
+    def __getattr__(name: str) -> Any:
+        if name.startswith("__") and name.endswith("__"):  # the import system's questions
+            raise AttributeError(name)  # (``__file__``...), not the module's API
+        return getattr(_real_module(module), name)
+
+    stand_in.__getattr__ = __getattr__  # type: ignore[method-assign]
+    return stand_in
 
 
 def load_jsonschema() -> Any:
@@ -385,10 +429,11 @@ def load_jsonschema() -> Any:
 
     jsonschema imports every optional format checker it finds when it is first imported, and
     some of them are slow to import (:data:`_DEFERRED_FORMAT_MODULES`). While jsonschema is first
-    imported, a stand-in module answers for each of those that is installed and not yet
-    imported, and is removed at once: a user's own format check still works, and pays the real
-    import on its first call. No library defers an import that another library makes with
-    ``from x import y``, hence these few lines."""
+    imported, a stand-in module (:func:`_stand_in`) answers for each of those that is installed
+    and not yet imported, and is removed at once: a user's own format check still works, and
+    pays the real import on its first call (a broken install of the module fails there, where
+    jsonschema alone would have left that format unchecked). No library defers an import that
+    another library makes with ``from x import y``, hence these few lines."""
     import sys
 
     if "jsonschema" in sys.modules:
@@ -396,38 +441,22 @@ def load_jsonschema() -> Any:
 
         return jsonschema
     import importlib.util
-    import types
 
-    stand_ins: dict[str, types.ModuleType] = {}
-    for module, functions in _DEFERRED_FORMAT_MODULES.items():
-        if module in sys.modules or importlib.util.find_spec(module) is None:
+    stand_ins: dict[str, Any] = {}
+    for module in _DEFERRED_FORMAT_MODULES:
+        spec = None if module in sys.modules else importlib.util.find_spec(module)
+        if spec is None:
             continue
-        stand_in = types.ModuleType(module)
-        for name in functions:
-            setattr(stand_in, name, _deferred_function(module, name))
-        for name, error in _DEFERRED_ERRORS.get(module, {}).items():
-            setattr(stand_in, name, error)
-        stand_ins[module] = stand_in
-    sys.modules.update(stand_ins)
+        stand_in = _stand_in(module, spec)
+        if sys.modules.setdefault(module, stand_in) is stand_in:  # never over a real one
+            stand_ins[module] = stand_in
     try:
         import jsonschema
-    except Exception:  # a jsonschema that reads more of a module: import it with the real ones
-        _remove(stand_ins)
-        for name in [name for name in sys.modules if name.partition(".")[0] == "jsonschema"]:
-            del sys.modules[name]  # its half-made package: its submodules bind to the new one
-        import jsonschema
     finally:
-        _remove(stand_ins)
+        for module, stand_in in stand_ins.items():
+            if sys.modules.get(module) is stand_in:  # the real module may be there by now
+                del sys.modules[module]
     return jsonschema
-
-
-def _remove(stand_ins: Mapping[str, Any]) -> None:
-    """Take the stand-ins out of ``sys.modules`` (those still there: the real module may be)."""
-    import sys
-
-    for module, stand_in in stand_ins.items():
-        if sys.modules.get(module) is stand_in:
-            del sys.modules[module]
 
 
 def _base_class(schema: Any) -> Any:
