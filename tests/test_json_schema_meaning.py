@@ -277,6 +277,17 @@ _USER_FORMAT_CHECKS = (
     "print(*(sys.modules[m].__spec__ is not None for m in DEFERRED))  # the real modules now\n"
 )
 
+#: What :data:`_USER_FORMAT_CHECKS` prints when every check works as plain jsonschema's.
+_USER_FORMAT_CHECKS_SEEN = [
+    "iri True False",
+    "iri FormatError True",
+    "duration True False",
+    "duration FormatError True",
+    "uri True False",
+    "uri FormatError True",
+    "True True True",
+]
+
 
 def test_a_json_schema_answer_defers_jsonschemas_slow_format_checkers() -> None:
     """jsonschema imports its optional format checkers on its own import, and some are slow
@@ -301,16 +312,7 @@ def test_a_json_schema_answer_defers_jsonschemas_slow_format_checkers() -> None:
         "print('jsonschema' in sys.modules, *(m in sys.modules for m in DEFERRED))\n"
         + _USER_FORMAT_CHECKS
     )
-    assert out.split("\n")[:8] == [
-        "True False False False",
-        "iri True False",
-        "iri FormatError True",
-        "duration True False",
-        "duration FormatError True",
-        "uri True False",
-        "uri FormatError True",
-        "True True True",
-    ]
+    assert out.split("\n")[:8] == ["True False False False", *_USER_FORMAT_CHECKS_SEEN]
 
 
 def test_a_jsonschema_that_reads_more_of_a_stand_in_gets_the_real_modules_names() -> None:
@@ -325,16 +327,7 @@ def test_a_jsonschema_that_reads_more_of_a_stand_in_gets_the_real_modules_names(
         "print(len(c.check({'a': 1}, {'properties': {'a': {'type': 'string'}}})) == 1)\n"
         + _USER_FORMAT_CHECKS
     )
-    assert out.split("\n")[:8] == [
-        "True",
-        "iri True False",
-        "iri FormatError True",
-        "duration True False",
-        "duration FormatError True",
-        "uri True False",
-        "uri FormatError True",
-        "True True True",
-    ]
+    assert out.split("\n")[:8] == ["True", *_USER_FORMAT_CHECKS_SEEN]
 
 
 def test_code_that_imports_a_deferred_module_while_it_is_stood_in_for_gets_the_real_one() -> None:
