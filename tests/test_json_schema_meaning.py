@@ -241,6 +241,124 @@ def test_checking_against_branching_references_ends(combinator: str) -> None:
     assert out.count("$ref steps") == 2, out
 
 
+def test_a_dict_that_shares_its_sub_dicts_is_refused_before_it_is_written_out() -> None:
+    """A Python dict may share a sub-dict (``a = {"anyOf": [b, b]}``): written out it holds
+    2^depth values. It is refused after a bounded count, before anything serialises it."""
+    out = _run(
+        "node = {'type': 'string'}\n"
+        "for _ in range(30):\n    node = {'anyOf': [node, node]}  # depth 60, 2^30 leaves\n"
+        "wide = {'type': 'string'}\n"
+        "for _ in range(20):\n    wide = {'allOf': [wide] * 8}\n"
+        "from notebook_llm.core.response_schema import as_schema\n"
+        "from notebook_llm.core.errors import LlmError\n"
+        "for schema in (node, wide):\n"
+        "    try:\n        as_schema(schema)\n"
+        "    except LlmError as err:\n        print(err.code, err.message)\n"
+    )
+    lines = out.splitlines()
+    assert len(lines) == 2, out
+    for line in lines:
+        assert line.startswith("INVALID_OPTIONS"), out
+        assert "more than 100,000 values" in line, out
+
+
+def test_a_ref_to_another_document_is_never_fetched() -> None:
+    """A tool's or MCP server's schema may ``$ref`` a URL: nothing fetches it (it could hang
+    the kernel or reach any host); the check says so in one line."""
+    import socket
+
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.settimeout(0.5)
+    url = f"http://127.0.0.1:{listener.getsockname()[1]}/s.json"
+    try:
+        for schema in (
+            {"type": "object", "properties": {"a": {"$ref": url}}},
+            {"$schema": "http://json-schema.org/draft-07/schema#", "allOf": [{"$ref": url}]},
+            {"$schema": "http://json-schema.org/draft-04/schema#", "anyOf": [{"$ref": url}]},
+        ):
+            problems = check({"a": 1}, schema)
+            assert len(problems) == 1, problems
+            assert "not fetched" in problems[0], problems
+            assert url in problems[0]
+        with pytest.raises(TimeoutError):
+            listener.accept()  # nobody connected
+    finally:
+        listener.close()
+    # the metaschemas are known without fetching
+    meta = {"$ref": "https://json-schema.org/draft/2020-12/schema"}
+    assert check({"type": "string"}, meta) == []
+    assert check({"type": 12}, meta) != []
+
+
+#: Values JSON Schema calls equal or not (numbers by value; booleans are not numbers; objects
+#: whatever their key order), each with jsonschema's own verdict as the reference.
+_UNIQUENESS = [
+    [1, 1.0],
+    [1, True],
+    [0, False],
+    [None, False],
+    ["a", "a"],
+    ["1", 1],
+    [{"a": 1, "b": [1, 2]}, {"b": [1.0, 2], "a": 1}],
+    [{"a": 1}, {"a": True}],
+    [[1, [2]], [1, [2.0]]],
+    [[1, 2], [2, 1]],
+    [{"a": {"b": None}}, {"a": {"b": None}}],
+    [{"a": {"b": None}}, {"a": {"c": None}}],
+    [[], {}],
+    [2**53 + 1, float(2**53)],
+    [[True], [1]],
+]
+
+
+@pytest.mark.parametrize("items", _UNIQUENESS)
+def test_unique_items_means_what_jsonschema_means(items: list[Any]) -> None:
+    schema = {"type": "array", "uniqueItems": True}
+    expected = jsonschema.Draft202012Validator(schema).is_valid(items)
+    problems = check(items, schema)
+    assert (problems == []) is expected, (items, problems)
+    if not expected:
+        assert "non-unique" in problems[0]
+    assert check([*items, "tail"], {"uniqueItems": False}) == []
+
+
+def test_unique_items_of_many_objects_ends() -> None:
+    """jsonschema compares every pair of objects (8,000 took 106 s, holding the loop, with no
+    Stop): the check is one pass over a set, so 60,000 objects end at all."""
+    out = _run(
+        "from notebook_llm.core.json_schema_check import check\n"
+        "items = [{'id': i, 'tags': ['x', i]} for i in range(60_000)]\n"
+        "schema = {'type': 'array', 'uniqueItems': True}\n"
+        "print(check(items, schema) == [], len(check(items + [{'tags': ['x', 5], 'id': 5}], schema)))\n"
+    )
+    assert out.split("\n")[0] == "True 1"
+
+
+def test_draft3_schemas_inside_extends_type_and_disallow_are_checked() -> None:
+    """Draft 3 puts schemas under ``extends``, ``type`` and ``disallow``: their patterns and
+    references are checked like any other (a lookahead is refused; a URL is not followed)."""
+    d3 = "http://json-schema.org/draft-03/schema#"
+    for key, sub in [
+        ("extends", {"properties": {"a": {"pattern": "(?=a)a"}}}),
+        ("extends", [{"properties": {"a": {"pattern": "(?=a)a"}}}]),
+        ("type", [{"properties": {"a": {"pattern": "(?=a)a"}}}, "string"]),
+        ("disallow", [{"properties": {"a": {"pattern": "(?=a)a"}}}]),
+    ]:
+        schema = {"$schema": d3, "type": "object", key: sub}
+        with pytest.raises(LlmError) as err:
+            as_schema(schema)
+        assert err.value.code == ErrorCode.INVALID_OPTIONS
+        assert "linear time" in err.value.message, (key, err.value.message)
+        assert "linear time" in check({"a": "a"}, schema)[0]
+    remote = {"$schema": d3, "type": "object", "extends": {"$ref": "http://127.0.0.1:9/x.json"}}
+    with pytest.raises(LlmError) as err:
+        as_schema(remote)
+    assert "is not local" in err.value.message
+    problems = check({"a": "a"}, remote)
+    assert len(problems) == 1, problems
+    assert "the schema cannot be used" in problems[0], problems
+
+
 # ------------------------------------------------------------------ one validator
 
 

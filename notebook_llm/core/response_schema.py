@@ -55,6 +55,7 @@ from .json_schema_check import (
     SCHEMA_MAP_KEYWORDS,
     check,
     schema_problem,
+    size_problem,
 )
 from .protocol import (
     BlockEnd,
@@ -261,7 +262,12 @@ def _as_schema(obj: Any) -> ResponseSchema:
 
 def _plain_json(obj: Mapping[str, Any]) -> dict[str, Any]:
     """A deep copy of a JSON Schema dict as plain JSON (what would be sent), or a one-line
-    refusal for what JSON cannot carry (a Python type as a value, a non-string key)."""
+    refusal for what JSON cannot carry (a Python type as a value, a non-string key), or for a
+    dict too big or too deep (checked first: a dict that shares its sub-dicts serialises to
+    2^depth values)."""
+    problem = size_problem(obj)
+    if problem is not None:
+        raise _bad_schema(problem)
     try:
         copied: dict[str, Any] = json.loads(json.dumps(obj, allow_nan=False))
     except RecursionError:

@@ -424,8 +424,10 @@ class ServerConnection:
         SDK's check: that one runs ``jsonschema`` with Python's ``re`` for ``pattern`` (a
         server's ``^(a+)+$`` over its own result holds the GIL for hours: the kernel, Stop and
         every deadline wait) and follows ``$ref`` without a bound (``A0 = anyOf[A1, A1]``...:
-        2^depth steps). Ours (:func:`notebook_llm.core.json_schema_check.check`) runs patterns
-        on RE2, bounds ``$ref`` steps by the value's size and the schema's size and depth.
+        2^depth steps) or to another document (it fetches the URL, with no timeout). Ours
+        (:func:`notebook_llm.core.json_schema_check.check`) runs patterns on RE2, bounds
+        ``$ref`` steps by the value's size and the schema's size and depth, fetches nothing,
+        and checks ``uniqueItems`` in one pass.
         A result that does not fit is the call's failure (``RuntimeError``, as the SDK's)."""
         if getattr(result, "is_error", False):
             return
