@@ -12,6 +12,8 @@ exchange). It owns what touches the network, in one place:
   every response is reported to :func:`~notebook_llm.wire.response_watch.notify_response`;
 * **decoded-size caps** (:mod:`notebook_llm.wire.limits`): every body is read by
   :mod:`notebook_llm.wire.body`, counted on decoded bytes, nested ``Content-Encoding`` included;
+  a redirect's body is never read (:meth:`HttpExchange._send` follows the redirects of a caller
+  that asks for them, a hook's ``http_get``, hop by hop, instead of httpx);
 * the **deadline and idle limit** of the request (:class:`~notebook_llm.wire.deadline.RequestClock`),
   on every wait, a hook's requests included;
 * **request slots** (:mod:`notebook_llm.wire.slots`): a batch's limit on requests in flight;
@@ -374,9 +376,10 @@ class HttpExchange:
         follow_redirects: bool,
         socket_timeout: httpx.Timeout | None,
     ) -> AsyncIterator[httpx.Response]:
-        """``request`` sent on this exchange's client, its response reported (redirects too)
-        and, with ``refused="raise"``, a status >= 400 raised as the provider's error; every
-        failure inside the block (the caller's reading included) mapped to its ``LlmError``."""
+        """``request`` sent on this exchange's client (its redirects followed with
+        ``follow_redirects``, :meth:`_send`), its response reported and, with
+        ``refused="raise"``, a status >= 400 raised as the provider's error; every failure
+        inside the block (the caller's reading included) mapped to its ``LlmError``."""
         clock = self.clock()
         request.extensions.setdefault("timeout", (socket_timeout or self.timeout).as_dict())
         client, owned = self._client()
@@ -387,13 +390,8 @@ class HttpExchange:
                     await stack.enter_async_context(client)
                 for name, value in client.headers.items():  # as client.build_request merges them
                     request.headers.setdefault(name, value)
-                response = await clock.run(
-                    client.send(request, stream=True, follow_redirects=follow_redirects)
-                )
+                response = await self._send(client, request, clock, follow_redirects)
                 async with contextlib.aclosing(response):
-                    for earlier in response.history:  # the redirects on the way
-                        notify_response(earlier.status_code, earlier.headers)
-                    notify_response(response.status_code, response.headers)
                     status = response.status_code
                     if status >= 400 and refused == "raise":
                         raw = await clock.run(
@@ -407,6 +405,45 @@ class HttpExchange:
             if err is None or err is exc:
                 raise
             raise err from None
+
+    async def _send(
+        self,
+        client: httpx.AsyncClient,
+        request: httpx.Request,
+        clock: RequestClock,
+        follow_redirects: bool,
+    ) -> httpx.Response:
+        """``request`` sent, each response reported; with ``follow_redirects``, each redirect
+        closed with its body unread and the request httpx built for it sent, to the response
+        that is not a redirect.
+
+        Why not httpx's ``follow_redirects=True``: it reads each redirect's body whole before it
+        follows (``response.aread()``), through its own decoders, which have no output limit,
+        so a few hundred bytes of ``Content-Encoding: gzip, gzip`` on a 302 become hundreds of
+        MiB, past every cap of :mod:`notebook_llm.wire.limits`. A redirect's body is never
+        wanted. Sent without following, a redirect comes back with ``next_request``, which
+        httpx builds by its own rules (after a 303 or a 302, or a 301 to a POST, a GET without
+        a body; after a 307/308 the same request again; ``Authorization`` dropped for another
+        origin; a target other than http(s) refused with ``UnsupportedProtocol``), and the hop
+        limit is the client's ``max_redirects`` with httpx's error for more
+        (``TooManyRedirects``). Each hop is one request on the client's transport, so a
+        recorder records it (a redirect's body empty, as it was not read) and a replayer
+        answers it; each is awaited within the request's clock, and a Stop cancels the wait.
+        """
+        hops = 0
+        while True:
+            response = await clock.run(client.send(request, stream=True, follow_redirects=False))
+            notify_response(response.status_code, response.headers)
+            following = response.next_request
+            if not follow_redirects or not response.has_redirect_location or following is None:
+                return response
+            await response.aclose()  # unread (its connection is dropped if the body was not empty)
+            hops += 1
+            if hops > client.max_redirects:
+                raise httpx.TooManyRedirects(
+                    "Exceeded maximum allowed redirects.", request=following
+                )
+            request = following
 
 
 async def drain(body: AsyncIterator[bytes], grace: float = 0.5) -> None:

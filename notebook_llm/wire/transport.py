@@ -17,6 +17,7 @@ recorder, a replayer) is used as given.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import contextvars
 import ssl
@@ -70,14 +71,25 @@ class _CheckedResponse(aiohttp.ClientResponse):
     that error. Public aiohttp API only: ``response_class``, ``Connection.protocol``, the
     protocol's ``closed`` future and ``exception()``, the reader's ``on_eof`` and
     ``set_exception``.
+
+    aiohttp creates the ``closed`` future only when it is asked for, and on a connection lost
+    with an error (a reset) sets that error on it; a future whose exception nobody reads makes
+    asyncio print "Future exception was never retrieved" when it is collected. So the future
+    also gets :func:`_retrieve`, which reads it: the error itself reaches the body's reader
+    through aiohttp's own path (the protocol's ``set_exception``), as without the watch.
     """
 
     async def start(self, connection: aiohttp.connector.Connection) -> aiohttp.ClientResponse:
         await super().start(connection)
         protocol = connection.protocol
-        closed = protocol.closed if protocol is not None else None
-        if protocol is None or closed is None or self.content.is_eof():
+        if protocol is None or self.content.is_eof():
             return self
+        closed = protocol.closed
+        if closed is None:
+            return self
+        # Once per future (a kept-alive connection's later responses ask for the same one).
+        closed.remove_done_callback(_retrieve)
+        closed.add_done_callback(_retrieve)
         ref = weakref.ref(self)
 
         def lost(_: object) -> None:
@@ -96,6 +108,13 @@ class _CheckedResponse(aiohttp.ClientResponse):
         closed.add_done_callback(lost)
         self.content.on_eof(ended)
         return self
+
+
+def _retrieve(closed: asyncio.Future[None]) -> None:
+    """Read the exception of a connection's ``closed`` future (see :class:`_CheckedResponse`):
+    it is only a notice that the connection ended, and the error reaches the reader anyway."""
+    if not closed.cancelled():
+        closed.exception()
 
 
 def _session_factory(
