@@ -43,9 +43,11 @@ What is never written
     sometimes do, arrive whole.)
 
 Replay
-    Each request is answered by the first unused recording with the same method, URL path and
-    request body (compared after the same redaction, so a key in the URL does not matter and the
-    mock server's port does not either; key order and whitespace around strings are ignored). With ``strict=False`` (the default) a request whose
+    Each request is answered by the first unused recording with the same method, URL path,
+    query string and request body (compared after the same redaction, so a key in the URL does
+    not matter; the query as sorted name/value pairs, so their order does not either; the host
+    and port are not compared, so a loopback server's new port does not; key order and
+    whitespace around strings are ignored). With ``strict=False`` (the default) a request whose
     recordings were all used gets the last of them again, so re-running a cell works; with
     ``strict=True`` each recording answers once. A request with no recording fails with
     ``LlmError`` code ``REPLAY_MISS`` (the stream ends with that error; nothing is sent to the

@@ -19,6 +19,7 @@ import base64
 import json
 import logging
 import threading
+import urllib.parse
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -55,6 +56,9 @@ _TRANSFER_HEADERS = {"content-length", "transfer-encoding", "connection", "keep-
 
 # --------------------------------------------------------------------------------- exchanges
 
+#: ``(method, path, query, body)``: what a replayed request is matched by (:func:`request_key`).
+MatchKey = tuple[str, str, str, str]
+
 
 @dataclass
 class Exchange:
@@ -71,11 +75,14 @@ class Exchange:
     used: bool = field(default=False, compare=False)
     #: ``match_key()`` worked out once, when the exchange is read (a request nested too deeply
     #: to compare is then a fault of the file, not of a later replayed request).
-    _key: tuple[str, str, str] | None = field(default=None, compare=False, repr=False)
+    _key: MatchKey | None = field(default=None, compare=False, repr=False)
 
-    def match_key(self) -> tuple[str, str, str]:
+    def match_key(self) -> MatchKey:
+        """What a replayed request must equal to be answered by this exchange (see
+        :func:`request_key`); the query comes from the stored ``url``, so a recording written
+        before the query was compared replays as it is."""
         if self._key is None:
-            self._key = (self.method.upper(), self.path, _canonical(self.request))
+            self._key = request_key(self.method, self.path, self.url, self.request)
         return self._key
 
     def to_json(self) -> dict[str, Any]:
@@ -172,6 +179,46 @@ def _canonical(body: Any) -> str:
     return json.dumps(
         _strip_strings(body), sort_keys=True, ensure_ascii=False, separators=(",", ":")
     )
+
+
+def request_key(method: str, path: str, url: str, body: Any) -> MatchKey:
+    """The key a request is replayed by: the upper-cased method, the (redacted) URL path, the
+    query of ``url`` (:func:`canonical_query`) and the request body (:func:`_canonical`).
+
+    A request is answered only by an exchange with the same key, so a request to the same path
+    with another query (``?city=Tokyo`` where ``?city=Paris`` was recorded) is a
+    ``REPLAY_MISS``, not another URL's answer. The scheme, host and port are left out on
+    purpose: a loopback server gets a new port on each run, and a recording is meant to replay
+    against whatever base URL the provider has where it is replayed (another machine's local
+    server, a proxy, a base URL set in the environment), with no network, so the host tells
+    nothing about which answer is wanted. (Two hosts asked the same path, query and body are
+    told apart only by the order of the recording.)"""
+    return (method.upper(), path, canonical_query(url), _canonical(body))
+
+
+def canonical_query(url: str) -> str:
+    """The query string of ``url`` as compared on replay: redacted as a recording stores it,
+    then split into name/value pairs (percent-escapes decoded, blank values kept) in sorted
+    order, as JSON text.
+
+    Redacting first makes a key in the query (Gemini's ``?key=...``) compare as ``***``, so a
+    recording made with a real key replays with the placeholder :data:`REPLAY_KEY` or another
+    key; a stored URL is redacted again because a recording made before a redaction rule
+    existed would otherwise hold a value that a replayed request no longer shows. Sorting
+    makes the parameter order and the spelling of the escapes not matter. ``""`` and ``?``
+    alone are no query; an exchange without a ``url`` has none either."""
+    text = redact(url)
+    # RFC 3986: the fragment starts at the first "#", the query at the first "?" before it.
+    query = text.partition("#")[0].partition("?")[2]
+    if not query:
+        return ""
+    pairs = sorted(urllib.parse.parse_qsl(query, keep_blank_values=True))
+    return json.dumps(pairs, ensure_ascii=False, separators=(",", ":"))
+
+
+def query_text(url: str) -> str:
+    """The query of ``url`` as it is written (``"city=Paris"``), for a message; ``""`` if none."""
+    return url.partition("#")[0].partition("?")[2]
 
 
 def _remember_credentials(request: httpx.Request) -> None:

@@ -18,19 +18,21 @@ from typing import Any
 import httpx
 
 from ..core.errors import LlmError
-from ..core.redaction import redact, register_secret
+from ..core.redaction import register_secret
 from .cassette import (
     REPLAY_KEY,
     REPLAY_MISS,
     Exchange,
-    _canonical,
+    MatchKey,
     _read_recording,
     _redacted_url,
     _remember_credentials,
     _request_body,
     _response_headers,
     _Writer,
+    query_text,
     redact_body,
+    request_key,
 )
 
 log = logging.getLogger("notebook_llm.api.recording")
@@ -210,9 +212,13 @@ class Replayer:
         return _ReplayTransport(self)
 
     def find(self, request: httpx.Request) -> Exchange:
+        """The recorded exchange that answers ``request``: the first unused one with the same
+        method, path, query and body (:func:`~notebook_llm.wire.cassette.request_key`; not the
+        host or port), else (not strict) the last used one; ``LlmError(REPLAY_MISS)`` saying
+        which part differs when there is none."""
         _remember_credentials(request)
-        _url, path = _redacted_url(request.url)
-        key = (request.method.upper(), path, _canonical(_request_body(request)))
+        url, path = _redacted_url(request.url)
+        key = request_key(request.method, path, url, _request_body(request))
         with self._lock:
             matching = [e for e in self.exchanges if e.match_key() == key]
             for exchange in matching:
@@ -222,19 +228,35 @@ class Replayer:
             if matching and not self.strict:
                 return matching[-1]
             self.misses += 1
-        same_path = [e for e in self.exchanges if e.method.upper() == key[0] and e.path == path]
-        hint = (
-            f"{len(same_path)} recording(s) for {key[0]} {path} have a different request body"
-            + (" or were already used (strict replay)" if self.strict else "")
-            if same_path
-            else f"nothing was recorded for {key[0]} {path}"
-        )
+        method = key[0]
         raise LlmError(
-            f"replay: no recorded response for {key[0]} {redact(str(request.url))} in "
-            f"{self.path.name}: {hint}. Record it first (record.start_recording / "
-            "%llm record PATH) with the same prompt and options, or stop replaying.",
+            f"replay: no recorded response for {method} {url} in "
+            f"{self.path.name}: {self._miss_hint(key)}. Record it first "
+            "(record.start_recording / %llm record PATH) with the same prompt and options, "
+            "or stop replaying.",
             REPLAY_MISS,
             details={"path": path, "recording": str(self.path)},
+        )
+
+    def _miss_hint(self, key: MatchKey) -> str:
+        """Why no recording answers ``key``: nothing for its path, only other queries (the
+        recorded ones shown, already redacted), or only other bodies (or all used, strict)."""
+        method, path = key[0], key[1]
+        same_path = [e for e in self.exchanges if e.match_key()[:2] == key[:2]]
+        if not same_path:
+            return f"nothing was recorded for {method} {path}"
+        same_query = [e for e in same_path if e.match_key()[2] == key[2]]
+        if same_query:
+            return (
+                f"{len(same_query)} recording(s) for {method} {path}"
+                + (" with this query" if key[2] else "")
+                + " have a different request body"
+                + (" or were already used (strict replay)" if self.strict else "")
+            )
+        shown = list(dict.fromkeys(query_text(e.url)[:80] or "(none)" for e in same_path))
+        return (
+            f"{len(same_path)} recording(s) for {method} {path} have another query string "
+            f"(recorded: {', '.join(shown[:3])}{', ...' if len(shown) > 3 else ''})"
         )
 
     def __repr__(self) -> str:
