@@ -548,3 +548,137 @@ def test_a_schema_pattern_is_matched_in_linear_time_with_ecma_classes() -> None:
     assert check({"k": 1}, {"patternProperties": {"^k$": {"type": "string"}}}) == [
         "$.k: expected string, got integer 1"
     ]
+
+
+# ------------------------------------------------------------------ $ref loops
+
+#: Schemas whose ``$ref`` leads back to itself through schemas of the same value only: checking
+#: any value against one never ends (jsonschema recurses to Python's limit).
+_REF_LOOPS = {
+    "two definitions": {
+        "type": "object",
+        "properties": {"x": {"$ref": "#/$defs/A"}},
+        "$defs": {"A": {"$ref": "#/$defs/B"}, "B": {"$ref": "#/$defs/A"}},
+    },
+    "the root in allOf": {"allOf": [{"$ref": "#"}]},
+    "left recursion in anyOf": {
+        "$defs": {"E": {"anyOf": [{"type": "string"}, {"$ref": "#/$defs/E"}]}},
+        "$ref": "#/$defs/E",
+    },
+    "not": {"type": "object", "not": {"$ref": "#"}},
+    "then beside an if": {"if": {"type": "string"}, "then": {"$ref": "#"}},
+    "dependentSchemas": {"type": "object", "dependentSchemas": {"a": {"$ref": "#"}}},
+    "percent-encoded pointer": {
+        "$defs": {"a b": {"oneOf": [{"$ref": "#/$defs/a%20b"}]}},
+        "$ref": "#/$defs/a%20b",
+    },
+    "draft 7 definitions": {
+        "$schema": "http://json-schema.org/draft-07/schema#",
+        "definitions": {"a": {"$ref": "#/definitions/b"}, "b": {"allOf": [{"$ref": "#"}]}},
+        "$ref": "#/definitions/a",
+    },
+}
+
+
+@pytest.mark.parametrize("name", sorted(_REF_LOOPS))
+def test_a_ref_loop_through_the_same_value_is_refused_in_one_line(name: str) -> None:
+    """A typed answer's schema is refused before any request; a tool's arguments get one line
+    about the schema, not "the answer nests too deeply"."""
+    schema = _REF_LOOPS[name]
+    with pytest.raises(LlmError) as err:
+        as_schema(schema)
+    assert err.value.code == ErrorCode.INVALID_OPTIONS
+    assert "leads back to itself" in err.value.message
+    assert "\n" not in err.value.message
+    problems = check({"x": 1, "a": 1}, schema)
+    assert len(problems) == 1
+    assert "the schema cannot be used" in problems[0]
+    assert "leads back to itself" in problems[0]
+
+
+def test_recursion_through_a_part_of_the_value_is_not_a_loop() -> None:
+    """Recursion under ``properties`` or ``items`` ends with the value, and a ``then`` without
+    an ``if`` or a draft 7 ``$ref``'s siblings are never read: none of these is refused."""
+    tree = {
+        "$defs": {
+            "node": {
+                "type": "object",
+                "properties": {"kids": {"type": "array", "items": {"$ref": "#/$defs/node"}}},
+                "required": ["kids"],
+            }
+        },
+        "$ref": "#/$defs/node",
+    }
+    linked = {
+        "type": "object",
+        "properties": {"next": {"anyOf": [{"$ref": "#"}, {"type": "null"}]}},
+    }
+    then_alone = {"type": "object", "then": {"$ref": "#"}}
+    draft7_sibling = {
+        "$schema": "http://json-schema.org/draft-07/schema#",
+        "definitions": {"a": {"type": "object"}},
+        "$ref": "#/definitions/a",
+        "allOf": [{"$ref": "#"}],  # hidden by the $ref in draft 7
+    }
+    deep = {"kids": [{"kids": [{"kids": []}]}, {"kids": []}]}
+    assert as_schema(tree).validate(json.dumps(deep)) == deep
+    assert as_schema(linked).validate('{"next": {"next": null}}') == {"next": {"next": None}}
+    assert as_schema(then_alone).validate("{}") == {}
+    assert check({}, draft7_sibling) == []
+    assert check({"kids": [{"kids": 1}]}, tree) == ["$.kids[0].kids: expected array, got integer 1"]
+
+
+def test_a_long_ref_loop_is_found_and_named_in_one_line() -> None:
+    defs = {f"D{i}": {"$ref": f"#/$defs/D{i + 1}"} for i in range(5_000)}
+    defs["D5000"] = {"anyOf": [{"type": "null"}, {"$ref": "#/$defs/D0"}]}
+    with pytest.raises(LlmError) as err:
+        as_schema({"$defs": defs, "$ref": "#/$defs/D0"})
+    assert "leads back to itself" in err.value.message
+    assert " -> ... -> " in err.value.message
+    assert len(err.value.message) < 400
+    chain = {f"D{i}": {"$ref": f"#/$defs/D{i + 1}"} for i in range(40)}
+    chain["D40"] = {"type": "null"}  # a chain that ends: accepted
+    assert as_schema({"$defs": chain, "$ref": "#/$defs/D0"}).validate("null") is None
+
+
+def test_the_mock_answers_a_raw_ref_loop_without_recursing_forever() -> None:
+    """The mock server takes a request's schema as it comes (a client that skipped
+    ``as_schema``): a ``$ref`` loop is followed a bounded number of hops."""
+    from notebook_llm.adapters.mock.schema_answers import instance
+
+    for schema in _REF_LOOPS.values():
+        instance(schema, "hi")  # returns: no RecursionError
+
+
+def test_a_broken_install_of_a_deferred_format_module_leaves_that_format_unchecked() -> None:
+    """jsonschema registers a format only when its module imports; ours are imported late, so a
+    module that is installed but fails to import is found at the first check of its format.
+    That check then passes the value, with one warning, as plain jsonschema (which never
+    registered the format) does: never an ImportError in a user's own ``FormatChecker``."""
+    broken = (
+        "import os, sys, tempfile, logging\n"
+        "logging.basicConfig(level=logging.WARNING, format='%(levelname)s %(message)s', "
+        "stream=sys.stdout)\n"
+        "d = tempfile.mkdtemp()\n"
+        "for m in ('rfc3987_syntax', 'rfc3986_validator', 'isoduration'):\n"
+        "    os.makedirs(os.path.join(d, m))\n"
+        "    with open(os.path.join(d, m, '__init__.py'), 'w') as f:\n"
+        "        f.write('raise ImportError(\"a dependency is missing\")')\n"
+        "sys.path.insert(0, d)\n"
+    )
+    checks = (
+        "check = jsonschema.Draft202012Validator.FORMAT_CHECKER\n"
+        "for fmt, value in [('iri', 'not an iri'), ('uri', 'no scheme'), ('duration', 'P3D'),\n"
+        "                   ('iri', 'again')]:\n"
+        "    print(fmt, check.conforms(value, fmt))\n"
+    )
+    ours = _run(
+        broken + "from notebook_llm.core.json_schema_check import load_jsonschema\n"
+        "jsonschema = load_jsonschema()\n" + checks
+    )
+    plain = _run(broken + "import jsonschema\n" + checks)
+    verdicts = [line for line in ours.splitlines() if not line.startswith("WARNING")]
+    assert verdicts == plain.splitlines() == ["iri True", "uri True", "duration True", "iri True"]
+    warnings = [line for line in ours.splitlines() if line.startswith("WARNING")]
+    assert len(warnings) == 3, ours  # one per module, not per check
+    assert all("a dependency is missing" in w for w in warnings)

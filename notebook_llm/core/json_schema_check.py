@@ -45,11 +45,13 @@ a pydantic or dataclass answer pays nothing.
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import functools
 import json
 import logging
 import math
+import urllib.parse
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -60,6 +62,9 @@ __all__ = [
     "MAX_SCHEMA_NODES",
     "check",
     "load_jsonschema",
+    "pointer_target",
+    "ref_loop_problem",
+    "ref_pointer",
     "schema_problem",
     "size_problem",
     "subschemas",
@@ -175,7 +180,7 @@ def size_problem(schema: Any) -> str | None:
 
 
 def _structure_problem(schema: Mapping[str, Any]) -> str | None:
-    found = size_problem(schema)
+    found = size_problem(schema) or ref_loop_problem(schema)
     if found is not None:
         return found
     pattern_properties = unevaluated = False
@@ -200,6 +205,127 @@ def _structure_problem(schema: Mapping[str, Any]) -> str | None:
             "unevaluatedProperties beside patternProperties is not supported (its patterns "
             "would be matched by a backtracking engine)"
         )
+    return None
+
+
+#: Keywords whose schemas apply to the same value as the schema holding them (the others
+#: descend into an item, a property or a name). Draft 3's ``extends``, ``type`` and
+#: ``disallow`` hold same-value schemas too.
+_SAME_VALUE_ONE = frozenset({"not", "if", "then", "else", "extends"})
+_SAME_VALUE_LIST = frozenset({"allOf", "anyOf", "oneOf", "extends", "type", "disallow"})
+_SAME_VALUE_MAP = frozenset({"dependentSchemas", "dependencies"})
+#: Drafts whose ``$ref`` hides the keywords beside it.
+_REF_ALONE_DIALECTS = ("draft-03", "draft-04", "draft-06", "draft-07")
+
+
+def ref_pointer(ref: str) -> str | None:
+    """The JSON pointer of a local ``$ref`` (``#/$defs/a~1b``: percent-decoded, kept escaped
+    per token), or ``None`` for a ref that is not a fragment pointer."""
+    if not ref.startswith("#"):
+        return None
+    pointer = urllib.parse.unquote(ref[1:])
+    return pointer if pointer == "" or pointer.startswith("/") else None
+
+
+def pointer_target(root: Any, pointer: str) -> Any:
+    """The value ``pointer`` (from :func:`ref_pointer`) names in ``root``; ``LookupError``
+    when it names nothing."""
+    node = root
+    for token in pointer.split("/")[1:]:
+        token = token.replace("~1", "/").replace("~0", "~")
+        if isinstance(node, Mapping) and token in node:
+            node = node[token]
+        elif isinstance(node, list) and token.isdigit() and int(token) < len(node):
+            node = node[int(token)]
+        else:
+            raise LookupError(pointer)
+    return node
+
+
+def ref_loop_problem(schema: Mapping[str, Any]) -> str | None:
+    """A local ``$ref`` that leads back to itself through schemas of the same value only
+    (``A = {"$ref": B}``, ``B = {"allOf": [{"$ref": A}]}``), in one line, or ``None``.
+
+    Checking any value against such a loop never ends (the specification leaves it undefined);
+    jsonschema would recurse until Python's limit and the answer would look like it did not fit.
+    A loop through ``properties``, ``items``... is ordinary recursion (each turn is one level of
+    the value) and is not one of these. Iterative, linear in the schema's size (bounded by
+    :func:`size_problem` first). A ``$ref`` under a nested ``$id`` resolves against that
+    resource, which this does not follow: such refs are skipped here."""
+    dialect = schema.get("$schema")
+    ref_alone = isinstance(dialect, str) and any(d in dialect for d in _REF_ALONE_DIALECTS)
+
+    def same_value(node: Mapping[str, Any], under_id: bool) -> list[tuple[str | None, Any]]:
+        """The schemas ``node`` applies to its own value, each with the ``$ref`` that leads
+        there (``None`` for a keyword)."""
+        out: list[tuple[str | None, Any]] = []
+        ref = node.get("$ref")
+        if isinstance(ref, str) and not under_id:
+            pointer = ref_pointer(ref)
+            if pointer is not None:
+                # a $ref that names nothing is the validator's to report
+                with contextlib.suppress(LookupError):
+                    out.append((ref, pointer_target(schema, pointer)))
+        if isinstance(ref, str) and ref_alone:
+            return out
+        for key, value in node.items():
+            if key in ("then", "else") and "if" not in node:
+                continue  # read only beside an "if"
+            if key in _SAME_VALUE_ONE and isinstance(value, Mapping):
+                out.append((None, value))
+            elif key in _SAME_VALUE_LIST and isinstance(value, list):
+                out.extend((None, v) for v in value if isinstance(v, Mapping))
+            elif key in _SAME_VALUE_MAP and isinstance(value, Mapping):
+                out.extend((None, v) for v in value.values() if isinstance(v, Mapping))
+        return out
+
+    # every schema of the document, and whether a nested $id is above it
+    nested_id: dict[int, bool] = {}
+    nodes: list[Mapping[str, Any]] = []
+    walk: list[tuple[Any, bool]] = [(schema, False)]
+    while walk:
+        node, under_id = walk.pop()
+        if not isinstance(node, Mapping) or id(node) in nested_id:
+            continue
+        under_id = under_id or (node is not schema and "$id" in node)
+        nested_id[id(node)] = under_id
+        nodes.append(node)
+        walk.extend((sub, under_id) for _, sub in subschemas(node))
+
+    # depth-first search of the same-value graph: a grey node met again closes a loop
+    state: dict[int, int] = {}  # 1: on the current path, 2: done
+    for start in nodes:
+        if id(start) in state:
+            continue
+        state[id(start)] = 1
+        path: list[tuple[Mapping[str, Any], str | None]] = [(start, None)]
+        pending = [iter(same_value(start, nested_id.get(id(start), False)))]
+        while pending:
+            step = next(pending[-1], None)
+            if step is None:
+                pending.pop()
+                state[id(path.pop()[0])] = 2
+                continue
+            ref, target = step
+            if not isinstance(target, Mapping):
+                continue
+            seen = state.get(id(target), 0)
+            if seen == 1:
+                at = next(i for i, (n, _) in enumerate(path) if n is target)
+                refs = [r for _, r in [*path[at + 1 :], (target, ref)] if r is not None]
+                shown = [*refs[-1:], *refs]
+                if len(shown) > 5:  # a long loop: its start and end
+                    shown = [*shown[:3], "...", shown[-1]]
+                loop = " -> ".join(r if r == "..." else json.dumps(r)[:60] for r in shown)
+                return _short(
+                    f"its $ref {loop.split(' -> ')[0]} leads back to itself without reaching a "
+                    f"part of the value ({loop}): checking anything against it would never "
+                    "end (put the recursion under properties or items)"
+                )
+            if seen == 0:
+                state[id(target)] = 1
+                path.append((target, ref))
+                pending.append(iter(same_value(target, nested_id.get(id(target), False))))
     return None
 
 
@@ -405,6 +531,9 @@ _DEFERRED_ERRORS: dict[str, dict[str, type[Exception]]] = {
 }
 
 
+#: Deferred modules whose import failed (warned about once).
+_BROKEN_FORMAT_MODULES: set[str] = set()
+
 #: Set on a stand-in module (in its ``__dict__``), so it is never taken for the real one.
 _STAND_IN_MARK = "__notebook_llm_stand_in__"
 
@@ -425,10 +554,19 @@ def _real_module(module: str) -> Any:
 
 def _deferred_function(module: str, name: str) -> Any:
     """Stands for ``module.name`` in one of jsonschema's format checkers: imports the real module
-    on the first call (someone's own ``FormatChecker``) and hands on."""
+    on the first call (someone's own ``FormatChecker``) and hands on. A module installed but
+    broken (``isoduration`` without arrow) passes every value, with a warning: jsonschema alone
+    would not have registered that format, and an unknown format passes."""
 
     def call(*args: Any, **kwargs: Any) -> Any:
-        return getattr(_real_module(module), name)(*args, **kwargs)
+        try:
+            real = _real_module(module)
+        except ImportError as exc:
+            if module not in _BROKEN_FORMAT_MODULES:
+                _BROKEN_FORMAT_MODULES.add(module)
+                log.warning("format checks that need %s are not run: %s", module, exc)
+            return True
+        return getattr(real, name)(*args, **kwargs)
 
     call.__name__ = call.__qualname__ = name
     return call
@@ -469,8 +607,8 @@ def load_jsonschema() -> Any:
     some of them are slow to import (:data:`_DEFERRED_FORMAT_MODULES`). While jsonschema is first
     imported, a stand-in module (:func:`_stand_in`) answers for each of those that is installed
     and not yet imported, and is removed at once: a user's own format check still works, and
-    pays the real import on its first call (a broken install of the module fails there, where
-    jsonschema alone would have left that format unchecked). No library defers an import that
+    pays the real import on its first call (a broken install of the module passes every value
+    there, with a warning, as jsonschema alone would have left that format unchecked). No library defers an import that
     another library makes with ``from x import y``, hence these few lines."""
     import sys
 

@@ -41,7 +41,6 @@ import re
 import sys
 import types
 import typing
-import urllib.parse
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -54,6 +53,8 @@ from .json_schema_check import (
     SCHEMA_LIST_KEYWORDS,
     SCHEMA_MAP_KEYWORDS,
     check,
+    pointer_target,
+    ref_pointer,
     schema_problem,
     size_problem,
 )
@@ -303,26 +304,11 @@ def _is_pydantic_model(obj: type) -> bool:
 # ------------------------------------------------------------------------------ inlining
 
 
-def _unescape_pointer(ref: str) -> str | None:
-    """The JSON pointer of a local ``$ref`` (``#/$defs/a~1b``: percent-decoded, kept escaped
-    per token), or ``None`` for a ref that is not a fragment pointer."""
-    if not ref.startswith("#"):
-        return None
-    pointer = urllib.parse.unquote(ref[1:])
-    return pointer if pointer == "" or pointer.startswith("/") else None
-
-
 def _resolve(root: Any, pointer: str) -> Any:
-    node = root
-    for token in pointer.split("/")[1:]:
-        token = token.replace("~1", "/").replace("~0", "~")
-        if isinstance(node, Mapping) and token in node:
-            node = node[token]
-        elif isinstance(node, list) and token.isdigit() and int(token) < len(node):
-            node = node[int(token)]
-        else:
-            raise _bad_schema(f"the $ref {('#' + pointer)[:100]!r} points nowhere")
-    return node
+    try:
+        return pointer_target(root, pointer)
+    except LookupError:
+        raise _bad_schema(f"the $ref {('#' + pointer)[:100]!r} points nowhere") from None
 
 
 class _Inliner:
@@ -388,7 +374,7 @@ class _Inliner:
     def reference(
         self, node: Mapping[str, Any], ref: str, stack: tuple[str, ...], depth: int
     ) -> Any:
-        pointer = _unescape_pointer(ref)
+        pointer = ref_pointer(ref)
         if pointer is None:
             where = "is not local" if not ref.startswith("#") else "is not a #/... pointer"
             raise _bad_schema(f"the $ref {ref[:100]!r} {where} (only #/$defs/... refs)")

@@ -16,6 +16,8 @@ import hashlib
 from collections.abc import Mapping
 from typing import Any
 
+from ...core.json_schema_check import pointer_target, ref_pointer
+
 __all__ = ["instance", "request_schema"]
 
 _FORMATS = {
@@ -58,15 +60,13 @@ MAX_CHARS = 10_000
 
 def _resolve(ref: str, root: Mapping[str, Any]) -> Any:
     """A local ``$ref`` (``#`` or ``#/a/b``) in ``root``; ``None`` when it points nowhere."""
-    if not ref.startswith("#"):
+    pointer = ref_pointer(ref)
+    if pointer is None:
         return None
-    node: Any = root
-    for step in ref[1:].split("/")[1:] if ref != "#" else []:
-        step = step.replace("~1", "/").replace("~0", "~")
-        if not isinstance(node, Mapping) or step not in node:
-            return None
-        node = node[step]
-    return node
+    try:
+        return pointer_target(root, pointer)
+    except LookupError:
+        return None
 
 
 def instance(
@@ -85,7 +85,7 @@ def instance(
     if path.count(".") + path.count("[") > MAX_DEPTH:
         return {}
     ref = schema.get("$ref")
-    if isinstance(ref, str):
+    if isinstance(ref, str) and refs <= MAX_DEPTH:  # a $ref loop is left after MAX_DEPTH hops
         target = _resolve(ref, root)
         if isinstance(target, Mapping):
             rest = {k: v for k, v in schema.items() if k != "$ref"}
