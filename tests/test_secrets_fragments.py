@@ -163,6 +163,37 @@ def test_base64_of_a_key_is_redacted(prefix: str, secret: str) -> None:
         assert out == f"Authorization: Basic {REDACTED} seen"
 
 
+@pytest.mark.parametrize("secret", [KEY, ODD_KEY])
+def test_hex_of_a_key_is_redacted(secret: str) -> None:
+    """The sandbox offers ``tohex``: an adapter that sends the key hex-encoded (a signing
+    header) has it hidden too, in either case."""
+    for token in (secret.encode().hex(), secret.encode().hex().upper()):
+        assert redact(f"x-sig: {token};") == f"x-sig: {REDACTED};"
+
+
+async def test_a_recording_hides_a_key_sent_hex_encoded(tmp_path: Path) -> None:
+    hexed = KEY.encode().hex()
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, json={"echo": hexed.upper()})
+
+    path = tmp_path / "hex.jsonl"
+    recorder = rec.Recorder(path)
+    transport = recorder.transport(httpx.MockTransport(handler))
+    async with httpx.AsyncClient(transport=transport) as client:
+        await client.post(
+            "https://x.test/v1/sign?sig2=" + hexed,
+            headers={"x-key-hex": hexed},
+            json={"signed_with": hexed},
+        )
+    text = path.read_text(encoding="utf-8")
+    assert hexed not in text.lower()
+    (exchange,) = [json.loads(line) for line in text.splitlines()[1:]]
+    assert exchange["url"] == f"https://x.test/v1/sign?sig2={REDACTED}"
+    assert exchange["request"] == {"signed_with": REDACTED}
+    assert json.loads(exchange["body"]) == {"echo": REDACTED}
+
+
 def test_redact_obj_hides_keys_used_as_names() -> None:
     assert redact_obj({KEY: 1, "n": [KEY]}) == {REDACTED: 1, "n": [REDACTED]}
 

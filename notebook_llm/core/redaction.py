@@ -112,7 +112,7 @@ def is_credential_name(name: str) -> bool:
 
 def register_secret(value: str | None) -> None:
     """Remember a secret value so that :func:`redact` hides it: as typed, URL-quoted (as it
-    appears in an ``{api_key}`` endpoint), in base64 (a Basic auth header), with characters
+    appears in an ``{api_key}`` endpoint), in hex, in base64 (a Basic auth header), with characters
     escaped (JSON, URL, HTML) and as a piece left where a text was cut. Short values and
     values too long to be a key are ignored."""
     global _pattern, _encoded, _base64
@@ -129,6 +129,8 @@ def register_secret(value: str | None) -> None:
         # every spelling of it is made with surrogatepass, never an exception
         _secrets.add(urllib.parse.quote(value, safe="", errors="surrogatepass"))
         _secrets.add(urllib.parse.quote_plus(value, errors="surrogatepass"))
+        # hex (the sandbox's ``tohex``, a signing adapter's header): matched in any case below
+        _secrets.add(value.encode("utf-8", "surrogatepass").hex())
         # Longest first so that a key containing another key is replaced whole.
         ordered = sorted(_secrets, key=len, reverse=True)
         # in any case: an upper-cased key (a provider code made ours) is still the key
