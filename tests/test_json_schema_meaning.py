@@ -682,3 +682,42 @@ def test_a_broken_install_of_a_deferred_format_module_leaves_that_format_uncheck
     warnings = [line for line in ours.splitlines() if line.startswith("WARNING")]
     assert len(warnings) == 3, ours  # one per module, not per check
     assert all("a dependency is missing" in w for w in warnings)
+
+
+# ------------------------------------------------------------------ a schema's verdict, kept
+
+
+def test_a_schemas_verdict_is_kept_by_content(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every answer of a ``map`` and every tool call checks the same schema: its metaschema
+    check runs once per content, a schema changed in place is checked again, and a value JSON
+    cannot tell apart (a tuple, an int key) is checked as it is, never answered from the kept
+    verdict of its JSON twin."""
+    from notebook_llm.core import json_schema_check as c
+
+    runs: list[Any] = []
+    real = c._content_problem
+
+    def counted(schema: Any) -> Any:
+        runs.append(schema)
+        return real(schema)
+
+    monkeypatch.setattr(c, "_content_problem", counted)
+    monkeypatch.setattr(c, "_VERDICTS", type(c._VERDICTS)())
+    schema = {"type": "object", "properties": {"a": {"type": "string", "x-case": "kept"}}}
+    for _ in range(50):
+        assert check({"a": "x"}, schema) == []
+        assert check({"a": 1}, schema) == ["$.a: expected string, got integer 1"]
+    assert len(runs) == 1
+    schema["properties"]["a"]["type"] = "strnig"  # changed in place
+    assert "not a valid JSON Schema" in check({"a": "x"}, schema)[0]
+    assert len(runs) == 2
+    assert c.schema_problem({"enum": [1, 2], "x-case": "twin"}) is None
+    before = len(runs)
+    for _ in range(2):  # its JSON twin's verdict is kept; a tuple is checked every time
+        problem = c.schema_problem({"enum": (1, 2), "x-case": "twin"})
+        assert "is not of type 'array'" in str(problem)
+        c.schema_problem({"properties": {1: {}}, "x-case": "int key"})
+    assert len(runs) == before + 4
+    for i in range(c._MAX_VERDICTS + 10):  # bounded
+        c.schema_problem({"type": "string", "x-i": i})
+    assert len(c._VERDICTS) == c._MAX_VERDICTS
