@@ -154,6 +154,7 @@ async def test_a_request_is_bounded_by_the_streams_deadline() -> None:
     got = _model_body(server)["got"]
     assert "status" not in got
     assert "passed its deadline" in got["error"]
+    assert got["code"] == ErrorCode.TIMEOUT
 
 
 async def test_a_body_over_the_cap_is_an_error_answer_counted_decoded() -> None:
@@ -165,6 +166,7 @@ async def test_a_body_over_the_cap_is_an_error_answer_counted_decoded() -> None:
     got = _model_body(server)["got"]
     assert "status" not in got
     assert "16 MiB" in got["error"]
+    assert got["code"] == ErrorCode.RESPONSE_TOO_LARGE
 
 
 async def test_stop_while_a_request_is_on_the_way_gives_up_the_hook_call() -> None:
@@ -232,6 +234,7 @@ async def test_a_request_with_no_recording_is_an_error_answer_during_replay(
         answer = json.loads(await sb.acall("g"))
     assert "status" not in answer
     assert answer["error"]
+    assert answer["code"] == ErrorCode.REPLAY_MISS
 
 
 SCRIPT_CONTEXTS = """
@@ -268,6 +271,7 @@ async def test_where_a_hook_may_send_a_request(hook: str, answered: bool) -> Non
         assert json.loads(answer["body"]) == {"token": "t1"}
     else:
         assert "C function" in answer["error"]
+        assert answer["code"] == ErrorCode.ADAPTER_ERROR
         assert server.seen == []
 
 
@@ -279,6 +283,7 @@ def test_a_stream_chunk_hook_gets_an_error_answer_and_sends_nothing() -> None:
         "only in build_headers, transform_request and transform_response"
         in json.loads(out[0])["error"]
     )
+    assert json.loads(out[0])["code"] == ErrorCode.ADAPTER_ERROR
 
 
 def test_a_bare_yield_in_a_hook_is_still_an_error() -> None:
@@ -291,6 +296,7 @@ def test_a_synchronous_call_without_a_bridge_does_not_reach_the_network() -> Non
     sb = LuaSandbox("return { g = function() return http_get('http://127.0.0.1:9/') end }")
     answer = json.loads(sb.call("g"))
     assert "needs the engine" in answer["error"]
+    assert answer["code"] == ErrorCode.TRANSPORT
 
 
 async def test_the_engines_stop_ends_a_stream_whose_hook_waits_for_a_request() -> None:

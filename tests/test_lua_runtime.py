@@ -421,7 +421,11 @@ def test_http_envelopes() -> None:
         "status": 201,
         "body": "xyz",
     }
-    assert json.loads(sb.call("p", "https://fail", "x")) == {"url": "https://fail", "error": "boom"}
+    assert json.loads(sb.call("p", "https://fail", "x")) == {
+        "url": "https://fail",
+        "error": "boom",
+        "code": "TRANSPORT",
+    }
     assert http.calls[0] == ("GET", "https://a/b", None)
 
 

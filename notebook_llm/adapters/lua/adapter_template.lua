@@ -20,7 +20,8 @@ The sandbox: the Lua 5.4 standard library minus os, io, debug, package and bytec
   log(level, msg)                   "debug" | "info" | "warn" | "error"; shown under the cell that
                                     ran the call and sent to Python logging
   http_get(url) / http_post(url, body)  return a JSON string {"url","status","body"} or
-                                    {"url","error"}
+                                    {"url","error","code"}; code is stable (TIMEOUT,
+                                    RESPONSE_TOO_LARGE, TRANSPORT, ...): test it, not error
   sha256_hex, hmac_sha256_hex(key, msg), base64_encode, tohex   for signing adapters
   require("openai_compat")          the built-in adapters' shared code: for an OpenAI-compatible
                                     API, compat.chat_completions(M, spec) writes all three hooks

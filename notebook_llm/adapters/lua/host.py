@@ -23,10 +23,11 @@ from typing import Any, Protocol, runtime_checkable
 
 import httpx
 
-from ...core.errors import LlmError
+from ...core.errors import ErrorCode, LlmError
 from ...core.redaction import redact
 from ...wire.codec import WireRequest
 from ...wire.exchange import HttpExchange
+from ...wire.transport_errors import transport_error
 
 #: The contract's timeout of one ``http_get`` / ``http_post`` (the hook's wall budget bounds it too).
 HTTP_TIMEOUT_SECONDS = 30.0
@@ -54,8 +55,56 @@ class HttpBridge(Protocol):
     def post(self, url: str, body: str) -> tuple[int, str]: ...
 
 
-def envelope_error(url: str, message: str) -> dict[str, Any]:
-    return {"url": url, "error": message}
+def envelope_error(url: str, message: str, code: str) -> dict[str, Any]:
+    """The contract's error answer to ``http_get`` / ``http_post``: ``url`` and ``error`` (the
+    message, for people) as the kernel contract has them, plus ``code``, the stable
+    :class:`~notebook_llm.core.errors.ErrorCode` a script decides on (a timeout, a cap and a
+    replay miss differ there, not only in their English)."""
+    return {"url": url, "error": message, "code": str(code)}
+
+
+def failure_code(exc: BaseException) -> str:
+    """The ``code`` of the envelope for a hook's request that raised ``exc``.
+
+    An ``LlmError`` (the exchange's: TIMEOUT, RESPONSE_TOO_LARGE, REPLAY_MISS, TRANSPORT, ...)
+    keeps its own. An httpx failure gets the code the exchange gives it
+    (:func:`~notebook_llm.wire.transport_errors.transport_error`, the one mapping). A URL
+    httpx cannot make a request of (``httpx.InvalidURL``, a host IDNA cannot encode: a
+    ``ValueError``) is INVALID_REQUEST: the same request never succeeds. An ``OSError`` (a
+    socket error a transport or bridge did not wrap) is a connection fault, TRANSPORT.
+    Anything else is UNKNOWN.
+    """
+    if isinstance(exc, LlmError):
+        return exc.code
+    mapped = transport_error(exc, "http_get")
+    if mapped is not None:
+        return mapped.code
+    if isinstance(exc, httpx.InvalidURL | ValueError):
+        return ErrorCode.INVALID_REQUEST
+    if isinstance(exc, OSError):
+        return ErrorCode.TRANSPORT
+    return ErrorCode.UNKNOWN
+
+
+def refused_url(url: str) -> str | None:
+    """Why ``url`` cannot be requested by a hook, or ``None``: it must be an absolute
+    ``http://`` or ``https://`` URL with a host.
+
+    httpx refuses the others only when the request is sent (``UnsupportedProtocol``), and the
+    exchange maps that, like any failure to reach a server, to TRANSPORT (for a provider's
+    ``base_url``, whose hint is "check the network or the base URL"). For a script's own
+    argument the failure is the URL's, and no retry changes it: INVALID_REQUEST, decided
+    before anything is sent (so a recording, a replay and the network answer it alike).
+    """
+    try:
+        parsed = httpx.URL(url)
+    except Exception as exc:  # httpx.InvalidURL: a control character, a bad port, ...
+        return f"{type(exc).__name__}: {exc}"
+    if parsed.scheme not in ("http", "https"):
+        return "only http:// and https:// URLs can be requested"
+    if not parsed.host:
+        return "the URL has no host"
+    return None
 
 
 class TransportHttp:
@@ -65,13 +114,19 @@ class TransportHttp:
     transport, its recorder or its replayer, the request's deadline, and the body read within
     ``WireLimits.max_body_bytes`` decoded bytes, nested ``Content-Encoding`` included, like
     every other body. Without one, a default exchange on the network. Never raises: every
-    failure is the contract's ``{"url", "error"}`` envelope.
+    failure is the contract's ``{"url", "error"}`` envelope, with its ``code``
+    (:func:`envelope_error`, :func:`failure_code`).
     """
 
     def __init__(self, exchange: HttpExchange | None = None) -> None:
         self.exchange = exchange if exchange is not None else HttpExchange("http_get")
 
     async def request(self, method: str, url: str, body: str | None) -> dict[str, Any]:
+        refused = refused_url(url)
+        if refused is not None:  # file:///etc/passwd, ftp://..., a relative URL, http://
+            return envelope_error(
+                url, redact(f"fetching {url} failed: {refused}"), ErrorCode.INVALID_REQUEST
+            )
         call = WireRequest(
             method,
             url,
@@ -88,9 +143,9 @@ class TransportHttp:
                 socket_timeout=HTTP_TIMEOUT,
             )
         except LlmError as exc:  # a cap, a timeout, a replay without a recording of it
-            return envelope_error(url, redact(exc.message))
-        except Exception as exc:  # a URL httpx refuses, ...
-            return envelope_error(url, redact(str(exc)) or type(exc).__name__)
+            return envelope_error(url, redact(exc.message), exc.code)
+        except Exception as exc:  # a URL httpx cannot encode (an over-long host label), ...
+            return envelope_error(url, redact(str(exc)) or type(exc).__name__, failure_code(exc))
         return {"url": url, "status": answer.status, "body": answer.text()}
 
 
@@ -253,11 +308,19 @@ class Host:
         to the sandbox, else an error (the network is reached only through the engine)."""
         if self.budget.wall_exceeded():
             return envelope_error(
-                url, f"the adapter call ran out of its {self.budget.wall_limit:g} s"
+                url,
+                f"the adapter call ran out of its {self.budget.wall_limit:g} s",
+                ErrorCode.ADAPTER_TIMEOUT,
             )
         if self.http is None:
+            # TRANSPORT: nothing can carry the request, which to the script is a network it
+            # cannot reach (a script that falls back when offline does the same here). Not
+            # ADAPTER_ERROR, as the script did nothing wrong, nor INVALID_REQUEST, as the same
+            # request succeeds when the engine runs the hook.
             return envelope_error(
-                url, f"{method} needs the engine: this hook was called without an HTTP transport"
+                url,
+                f"{method} needs the engine: this hook was called without an HTTP transport",
+                ErrorCode.TRANSPORT,
             )
         t0 = time.thread_time()
         try:
@@ -267,10 +330,10 @@ class Host:
                 status, text = self.http.post(url, body)
             return {"url": url, "status": int(status), "body": str(text)}
         except Exception as exc:
-            return envelope_error(url, redact(str(exc)) or type(exc).__name__)
+            return envelope_error(url, redact(str(exc)) or type(exc).__name__, failure_code(exc))
         except KeyboardInterrupt:
             self.budget.interrupt()
-            return envelope_error(url, "interrupted")
+            return envelope_error(url, "interrupted", ErrorCode.ABORTED)
         finally:
             self.budget.excluded += time.thread_time() - t0
 

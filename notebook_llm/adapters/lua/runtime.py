@@ -513,9 +513,10 @@ class LuaSandbox:
     async def _async_answer(self, method: str, url: str, body: str | None) -> dict[str, Any]:
         budget = self._budget
         remaining = budget.wall_limit - (time.monotonic() - budget.wall_start)
+        spent = f"the adapter call ran out of its {budget.wall_limit:g} s"
         if remaining <= 0:
             budget.over_wall = budget.over = True
-            return envelope_error(url, f"the adapter call ran out of its {budget.wall_limit:g} s")
+            return envelope_error(url, spent, ErrorCode.ADAPTER_TIMEOUT)
         http = self._ahttp if self._ahttp is not None else TransportHttp()
         paused = time.thread_time()  # what runs on this thread meanwhile is not the hook's
         try:
@@ -523,7 +524,7 @@ class LuaSandbox:
                 return await http.request(method, url, body)
         except TimeoutError:
             budget.over_wall = budget.over = True
-            return envelope_error(url, f"the adapter call ran out of its {budget.wall_limit:g} s")
+            return envelope_error(url, spent, ErrorCode.ADAPTER_TIMEOUT)
         finally:
             budget.excluded += time.thread_time() - paused
 
@@ -531,10 +532,13 @@ class LuaSandbox:
         text = json.dumps(answer, ensure_ascii=False)
         if len(text) + 4096 > self._room():
             mib = len(text) / (1024 * 1024)
+            # RESPONSE_TOO_LARGE, as for a body over max_body_bytes: to the script it is an
+            # answer too big to be handed over (ADAPTER_MEMORY is the script's own allocation).
             text = json.dumps(
                 envelope_error(
                     str(answer.get("url")),
                     f"the answer ({mib:.1f} MiB) does not fit in the adapter's memory limit",
+                    ErrorCode.RESPONSE_TOO_LARGE,
                 )
             )
         return text

@@ -169,7 +169,11 @@ local function http_request(method, url, body)
     local where = hook_co == nil
       and "here (only in build_headers, transform_request and transform_response)"
       or "inside a function called by a C function (table.sort, string.gsub, a metamethod)"
-    return json.encode(json.object({ url = url, error = method .. " is not available " .. where }))
+    -- The envelope of host.envelope_error, code included. ADAPTER_ERROR: the script asked where
+    -- the contract gives no network (its own mistake; the same request works in another hook).
+    return json.encode(json.object({
+      url = url, error = method .. " is not available " .. where, code = "ADAPTER_ERROR",
+    }))
   end
   return co_yield(HTTP, method, url, body)
 end
