@@ -697,12 +697,13 @@ def test_a_schemas_verdict_is_kept_by_content(monkeypatch: pytest.MonkeyPatch) -
     runs: list[Any] = []
     real = c._content_problem
 
-    def counted(schema: Any) -> Any:
+    def counted(schema: Any, original: Any) -> Any:
         runs.append(schema)
-        return real(schema)
+        return real(schema, original)
 
     monkeypatch.setattr(c, "_content_problem", counted)
-    monkeypatch.setattr(c, "_VERDICTS", type(c._VERDICTS)())
+    monkeypatch.setattr(c, "_PREPARED", type(c._PREPARED)())
+    monkeypatch.setattr(c, "_PREPARED_CHARS", 0)
     schema = {"type": "object", "properties": {"a": {"type": "string", "x-case": "kept"}}}
     for _ in range(50):
         assert check({"a": "x"}, schema) == []
@@ -718,6 +719,154 @@ def test_a_schemas_verdict_is_kept_by_content(monkeypatch: pytest.MonkeyPatch) -
         assert "is not of type 'array'" in str(problem)
         c.schema_problem({"properties": {1: {}}, "x-case": "int key"})
     assert len(runs) == before + 4
-    for i in range(c._MAX_VERDICTS + 10):  # bounded
+    for i in range(c._MAX_PREPARED + 10):  # bounded
         c.schema_problem({"type": "string", "x-i": i})
-    assert len(c._VERDICTS) == c._MAX_VERDICTS
+    assert len(c._PREPARED) == c._MAX_PREPARED
+
+
+# ------------------------------------------------------------------ loops the check itself ends
+
+#: Loops on the same value closed by a reference the static check does not follow (an
+#: ``$anchor``, a ``$dynamicRef``, a URL ``$id``, 2019-09's ``$recursiveRef``, the empty
+#: pointer, a negative index): the check's own guard ends each on its first turn.
+_RUNTIME_LOOPS = [
+    {"allOf": [{"$ref": ""}]},
+    {"$anchor": "r", "not": {"$ref": "#r"}},
+    {"$dynamicAnchor": "m", "allOf": [{"$dynamicRef": "#m"}]},
+    {
+        "$schema": "https://json-schema.org/draft/2019-09/schema",
+        "$recursiveAnchor": True,
+        "anyOf": [{"$recursiveRef": "#"}],
+    },
+    {"$id": "https://example.com/s", "allOf": [{"$ref": "https://example.com/s"}]},
+    {"$id": "https://example.com/s", "allOf": [{"$ref": "s"}]},
+    {"allOf": [{"$ref": "#/allOf/-1"}]},
+    {
+        "$schema": "http://json-schema.org/draft-07/schema#",
+        "definitions": {"a": {"$id": "#a", "allOf": [{"$ref": "#a"}]}},
+        "$ref": "#/definitions/a",
+    },
+]
+
+
+@pytest.mark.parametrize("index", range(len(_RUNTIME_LOOPS)))
+def test_a_loop_through_any_kind_of_reference_is_one_line(index: int) -> None:
+    problems = check([1, {"a": 1}], _RUNTIME_LOOPS[index])
+    assert len(problems) == 1, problems
+    assert "leads back to itself" in problems[0], problems
+
+
+def test_the_loop_guard_holds_with_a_raised_recursion_limit() -> None:
+    """With Python's recursion limit raised, a reference loop used to recurse until C's stack
+    ran out (the process died); a chain of references too long for any schema is ended too."""
+    out = _run(
+        "import sys, threading\n"
+        "sys.setrecursionlimit(10**6)\n"
+        "from notebook_llm.core.json_schema_check import check\n"
+        "loop = {'$anchor': 'r', 'not': {'$ref': '#r'}}\n"
+        "defs = {f'D{i}': {'$ref': f'#/$defs/D{i + 1}'} for i in range(5000)}\n"
+        "defs['D5000'] = {'type': 'string'}\n"
+        "chain = {'$defs': defs, '$ref': '#/$defs/D0'}\n"
+        "print(check([1] * 1000, loop))\n"
+        "seen = []\n"
+        "t = threading.Thread(target=lambda: seen.append(check(1, chain)))\n"
+        "t.start(); t.join()\n"
+        "print(seen[0])\n"
+    )
+    loop, chain = out.splitlines()
+    assert "leads back to itself" in loop
+    assert "more than 256 references inside one another" in chain
+
+
+def test_a_ref_back_to_a_root_that_names_its_draft_keeps_the_linear_patterns() -> None:
+    """jsonschema picks its own validator class for a subschema that names a ``$schema`` (a
+    ``$ref`` back to the root does), whose ``pattern`` is ``re``: ``^(a+)+$`` on 40 ``a`` then
+    backtracks for days. Every subschema is checked by the package's class, on RE2."""
+    out = _run(
+        "from notebook_llm.core.json_schema_check import check\n"
+        "s = {'$schema': 'https://json-schema.org/draft/2020-12/schema',\n"
+        "     'type': ['object', 'array'], 'items': {'$ref': '#'},\n"
+        "     'properties': {'x': {'type': 'string', 'pattern': '^(a+)+$'},\n"
+        "                    'n': {'$schema': 'https://json-schema.org/draft/2020-12/schema',\n"
+        "                          'type': 'string', 'pattern': '^(b+)+$'}}}\n"
+        "print(check([[{'x': 'a' * 40 + '!', 'n': 'b' * 40 + '!'}]], s))\n"
+    )
+    assert "$[0][0].x:" in out, out
+    assert "$[0][0].n:" in out, out
+
+
+def test_a_draft_7_ref_still_hides_its_siblings_once_the_dialect_is_taken_out() -> None:
+    s7 = {
+        "$schema": "http://json-schema.org/draft-07/schema#",
+        "properties": {"a": {"$ref": "#/definitions/x", "type": "integer"}},
+        "definitions": {"x": {"type": "string"}},
+        "required": ["$schema"],
+    }
+    assert check({"a": "s", "$schema": "kept: a property's name"}, s7) == []
+    assert check({"a": 1, "$schema": 1}, s7) == ["$.a: expected string, got integer 1"]
+    assert s7["$schema"] == "http://json-schema.org/draft-07/schema#"  # the user's, untouched
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"extends": {"$ref": "#"}},  # draft 3's keyword, not read by 2020-12
+        {"dependencies": {"a": {"$ref": "#"}}},  # not read by 2020-12
+        {
+            "$schema": "http://json-schema.org/draft-07/schema#",
+            "dependentSchemas": {"a": {"$ref": "#"}},
+        },
+        {"$schema": "http://json-schema.org/draft-06/schema#", "if": {"$ref": "#"}},
+        {"type": "object", "$defs": {"a": {"$ref": "#/$defs/a"}}},  # never referenced
+        {"anyOf": [True, {"$ref": "#"}]},  # the first branch always holds
+        {"anyOf": [{}, {"$ref": "#"}]},
+        {
+            "$schema": "http://json-schema.org/draft-04/schema#",
+            "definitions": {"a": {"id": "http://example.com/a", "allOf": [{"$ref": "#"}]}},
+        },
+    ],
+)
+def test_what_a_check_never_reads_is_not_a_loop(schema: dict[str, Any]) -> None:
+    from notebook_llm.core.json_schema_check import ref_loop_problem
+
+    assert ref_loop_problem(schema) is None
+    assert check({"b": 1}, schema) == []
+
+
+def test_a_pointer_index_that_is_not_a_number_is_one_line_everywhere() -> None:
+    from notebook_llm.adapters.mock.schema_answers import instance
+
+    for index in ("\u00b2", "0" * 5000, "x", "99"):
+        schema = {"type": "object", "allOf": [{"$ref": f"#/allOf/{index}"}]}
+        problems = check({}, schema)
+        assert len(problems) == 1, problems
+        assert "\n" not in problems[0]
+        instance(schema, "x")  # the mock takes it as pointing nowhere
+        with pytest.raises(LlmError) as err:
+            as_schema(schema)
+        assert err.value.code == ErrorCode.INVALID_OPTIONS
+
+
+def test_a_kept_verdict_is_the_verdict_of_its_text() -> None:
+    """The verdict is worked out on a copy read back from the JSON text it is kept under: a
+    dict that shares a sub-dict, and its JSON twin, get the same verdict, in either order."""
+    from notebook_llm.core.json_schema_check import schema_problem
+
+    loop = {"allOf": [{"$ref": "#"}]}
+    shared = {"not": loop, "$defs": {"a": {"$id": "https://example.com/a", "not": loop}}}
+    twin = json.loads(json.dumps(shared))
+    first, second = schema_problem(shared), schema_problem(twin)
+    assert first is not None
+    assert first == second
+    assert "leads back to itself" in first
+
+
+def test_the_mock_builds_a_bounded_answer_for_properties_that_each_recurse() -> None:
+    out = _run(
+        "import json\n"
+        "from notebook_llm.adapters.mock.schema_answers import MAX_VALUES, instance\n"
+        "s = {'type': 'object', 'properties': {'a': {'$ref': '#'}, 'b': {'$ref': '#'}}}\n"
+        "text = json.dumps(instance(s, 'x'))\n"
+        "print(text.count('{') <= MAX_VALUES + 1, len(text) < 1_000_000)\n"
+    )
+    assert out.split() == ["True", "True"]

@@ -381,3 +381,21 @@ def test_every_logger_of_the_package_is_redacted() -> None:
                 named.add(node.args[0].value)
     assert named
     assert named <= set(FILTERED_LOGGERS), sorted(named - set(FILTERED_LOGGERS))
+
+
+def test_a_secret_that_is_the_hex_of_another_keeps_every_spelling() -> None:
+    first = "Zk3pQ9vLm2Xa"
+    second = first.encode().hex()
+    register_secret(first)
+    register_secret(second)
+    basic = base64.b64encode(f"user:{second}".encode()).decode()
+    assert redact(f"Basic {basic} x") == f"Basic {REDACTED} x"
+    assert redact(json_escaped(second, "all")) == REDACTED
+    assert redact(second[:10] + "…") == REDACTED + "…"
+
+
+def test_the_hex_of_a_key_read_with_surrogateescape_is_its_original_bytes() -> None:
+    key = b"ab12cd\x80ef34gh".decode("utf-8", "surrogateescape")
+    register_secret(key)
+    original = b"ab12cd\x80ef34gh".hex()
+    assert redact(f"sig {original} end") == f"sig {REDACTED} end"

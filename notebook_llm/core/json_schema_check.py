@@ -16,9 +16,15 @@ replaced. Three are replaced here, because the answer and the arguments are untr
   ``re`` there);
 * ``$ref`` and ``$dynamicRef`` spend a step budget proportional to the value's size, so a schema
   whose references branch (``A0 = anyOf[A1, A1]``, ...) ends with a one-line problem instead of
-  2^depth evaluations;
+  2^depth evaluations; a reference entered again for the same value while it is followed (a
+  loop, whatever kind of reference closes it) ends the check in one line too;
 * ``uniqueItems`` is one pass over a set of equality keys (:func:`_all_unique`), where
   jsonschema compares every pair of objects (8,000 objects: 106 s).
+
+Every subschema is checked by the class with these replacements: the copy validated has its
+``$schema`` keywords taken out (the draft is chosen from the user's schema first), because
+jsonschema picks its own class anew for a subschema that names one (a ``$ref`` back to such a
+root), and its ``pattern`` is ``re``.
 
 A ``$ref`` to another document (a URL) is never fetched (:func:`_local_registry`): jsonschema's
 default fetches it with ``urlopen``, with no timeout or size cap. A schema the library trips
@@ -48,6 +54,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import contextvars
+import copy
 import functools
 import hashlib
 import json
@@ -61,6 +68,7 @@ from typing import Any
 from .linear_re import PatternError, compile_linear
 
 __all__ = [
+    "MAX_NESTED_REFS",
     "MAX_SCHEMA_DEPTH",
     "MAX_SCHEMA_NODES",
     "check",
@@ -86,6 +94,10 @@ MAX_SCHEMA_NODES = 100_000
 #: Values nested deeper than this are refused before validation (the validator recurses, some
 #: ten frames a level; an answer or arguments nest a few levels).
 MAX_VALUE_DEPTH = 64
+#: References followed inside one another at once (a value nests at most
+#: :data:`MAX_VALUE_DEPTH` levels, a few references each): more is a chain no schema needs, and
+#: it would recurse past what the stack holds when Python's recursion limit is raised.
+MAX_NESTED_REFS = 256
 #: ``$ref`` steps a check may take: this many, plus :data:`REF_STEPS_PER_NODE` per value node.
 BASE_REF_STEPS = 2_000
 REF_STEPS_PER_NODE = 4
@@ -142,41 +154,80 @@ def subschemas(node: Any) -> Iterator[tuple[tuple[str, ...], Any]]:
 def schema_problem(schema: Any) -> str | None:
     """Why ``schema`` cannot be used (one line), or ``None``: deeper than
     :data:`MAX_SCHEMA_DEPTH`, bigger than :data:`MAX_SCHEMA_NODES`, a ``pattern`` RE2 cannot
-    run, ``unevaluatedProperties`` beside ``patternProperties``, or not a valid JSON Schema
-    (the metaschema of its ``$schema``, 2020-12 by default, says where)."""
+    run, ``unevaluatedProperties`` beside ``patternProperties``, a ``$ref`` that leads back to
+    itself (:func:`ref_loop_problem`), or not a valid JSON Schema (the metaschema of its
+    ``$schema``, 2020-12 by default, says where)."""
+    return _prepared(schema)[0]
+
+
+def _prepared(schema: Any) -> tuple[str | None, Any]:
+    """``(problem, schema to validate with)``: :func:`schema_problem`'s verdict and, when there
+    is none, a copy of ``schema`` with every ``$schema`` keyword taken out (its draft is chosen
+    from the original, :func:`_base_class`). jsonschema picks the validator class anew for each
+    subschema that names a ``$schema`` (a ``$ref`` back to the root does): its own class, whose
+    ``pattern`` is ``re``, not ours. Without them every subschema is checked by our class.
+
+    Kept by content (:data:`_PREPARED`): every typed answer of a ``map`` and every tool call
+    checks the same schema again, and the metaschema check is most of a check's time (2.3 of
+    2.4 ms for a five-field schema). The key is the SHA-256 of the schema's JSON text, and the
+    work is done on a copy read back from that text, so what is kept is what the key says (a
+    schema changed in place, or while it is checked, is another key). A schema JSON cannot
+    stand for exactly (a tuple, an int key) is checked, and copied, every time."""
+    global _PREPARED_CHARS
     if isinstance(schema, bool):
-        return None
+        return None, schema
     if not isinstance(schema, Mapping):
-        return f"a JSON Schema is an object, not {type(schema).__name__}"
+        return f"a JSON Schema is an object, not {type(schema).__name__}", None
     found = size_problem(schema)  # first: bounded before anything writes the schema out
     if found is not None:
-        return found
-    if not _is_plain_json(schema):  # a tuple or an int key reads as JSON's list or string
-        return _content_problem(schema)  # but not to the validator: checked, not kept
-    try:
-        text = json.dumps(schema, allow_nan=False)
-    except (TypeError, ValueError, RecursionError):
-        return _content_problem(schema)
+        return found, None
+    text = None
+    if _is_plain_json(schema):
+        with contextlib.suppress(TypeError, ValueError, RecursionError):
+            text = json.dumps(schema, allow_nan=False)
+    if text is None:
+        copied = copy.deepcopy(schema)
+        found = _content_problem(copied, schema)
+        return found, None if found is not None else _without_dialects(copied)
     key = hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()
-    with _VERDICTS_LOCK:
-        if key in _VERDICTS:
-            _VERDICTS.move_to_end(key)
-            return _VERDICTS[key]
-    found = _content_problem(schema)
-    with _VERDICTS_LOCK:
-        _VERDICTS[key] = found
-        while len(_VERDICTS) > _MAX_VERDICTS:
-            _VERDICTS.popitem(last=False)
-    return found
+    with _PREPARED_LOCK:
+        if key in _PREPARED:
+            _PREPARED.move_to_end(key)
+            return _PREPARED[key][:2]
+    copied = json.loads(text)
+    found = _content_problem(copied, schema)
+    kept = (found, None if found is not None else _without_dialects(copied), len(text))
+    with _PREPARED_LOCK:
+        if key not in _PREPARED:
+            _PREPARED[key] = kept
+            _PREPARED_CHARS += kept[2]
+        while _PREPARED and (
+            len(_PREPARED) > _MAX_PREPARED or _PREPARED_CHARS > _MAX_PREPARED_CHARS
+        ):
+            _PREPARED_CHARS -= _PREPARED.popitem(last=False)[1][2]
+    return kept[:2]
 
 
-#: :func:`schema_problem`'s verdicts by the SHA-256 of the schema's JSON text: every typed
-#: answer of a ``map`` and every tool call checks the same schema again, and the metaschema check
-#: is most of a check's time (2.3 of 2.4 ms for a five-field schema). Keyed by content, so a
-#: schema changed in place is checked again.
-_VERDICTS: collections.OrderedDict[bytes, str | None] = collections.OrderedDict()
-_VERDICTS_LOCK = threading.Lock()
-_MAX_VERDICTS = 256
+#: :func:`_prepared`'s answers by the SHA-256 of the schema's JSON text: ``(problem, schema to
+#: validate with, characters of the text)``, at most :data:`_MAX_PREPARED` of them and
+#: :data:`_MAX_PREPARED_CHARS` characters of schema text in all.
+_PREPARED: collections.OrderedDict[bytes, tuple[str | None, Any, int]] = collections.OrderedDict()
+_PREPARED_LOCK = threading.Lock()
+_MAX_PREPARED = 256
+_MAX_PREPARED_CHARS = 32 * 1024 * 1024
+_PREPARED_CHARS = 0
+
+
+def _without_dialects(schema: Any) -> Any:
+    """``schema`` (a copy, changed in place) with the ``$schema`` keyword taken out of every
+    schema in it (a property named ``$schema`` is a name, and stays)."""
+    schemas = [schema]
+    while schemas:
+        node = schemas.pop()
+        if isinstance(node, dict):
+            node.pop("$schema", None)
+            schemas.extend(sub for _, sub in subschemas(node))
+    return schema
 
 
 def _is_plain_json(value: Any) -> bool:
@@ -197,13 +248,14 @@ def _is_plain_json(value: Any) -> bool:
     return True
 
 
-def _content_problem(schema: Mapping[str, Any]) -> str | None:
-    """:func:`schema_problem` past the size check: patterns, ``$ref`` loops, the metaschema."""
+def _content_problem(schema: Mapping[str, Any], original: Mapping[str, Any]) -> str | None:
+    """:func:`schema_problem` past the size check, on ``schema`` (a copy of ``original``, whose
+    ``$schema`` chooses the draft): patterns, ``$ref`` loops, the metaschema."""
     found = _structure_problem(schema)
     if found is not None:
         return found
     jsonschema = load_jsonschema()
-    cls = _base_class(schema)
+    cls = _base_class(original)
     errors = cls(cls.META_SCHEMA, registry=_local_registry()).iter_errors(schema)
     error = jsonschema.exceptions.best_match(errors)
     if error is None:
@@ -263,13 +315,18 @@ def _structure_problem(schema: Mapping[str, Any]) -> str | None:
 
 
 #: Keywords whose schemas apply to the same value as the schema holding them (the others
-#: descend into an item, a property or a name). Draft 3's ``extends``, ``type`` and
-#: ``disallow`` hold same-value schemas too.
-_SAME_VALUE_ONE = frozenset({"not", "if", "then", "else", "extends"})
+#: descend into an item, a property or a name), where the schema's draft reads them (its
+#: validator class's ``VALIDATORS``; ``then`` and ``else`` are read by ``if``). Draft 3's
+#: ``extends``, ``type`` and ``disallow`` hold same-value schemas too.
+_SAME_VALUE_ONE = frozenset({"not", "if", "extends"})
 _SAME_VALUE_LIST = frozenset({"allOf", "anyOf", "oneOf", "extends", "type", "disallow"})
 _SAME_VALUE_MAP = frozenset({"dependentSchemas", "dependencies"})
-#: Drafts whose ``$ref`` hides the keywords beside it.
-_REF_ALONE_DIALECTS = ("draft-03", "draft-04", "draft-06", "draft-07")
+#: Drafts whose ``$ref`` hides the keywords beside it (jsonschema's ``ignore_ref_siblings``).
+_REF_ALONE_DRAFTS = frozenset(
+    {"Draft3Validator", "Draft4Validator", "Draft6Validator", "Draft7Validator"}
+)
+#: Drafts whose resources are named by ``id`` rather than ``$id``.
+_PLAIN_ID_DRAFTS = frozenset({"Draft3Validator", "Draft4Validator"})
 
 
 def ref_pointer(ref: str) -> str | None:
@@ -282,15 +339,19 @@ def ref_pointer(ref: str) -> str | None:
 
 
 def pointer_target(root: Any, pointer: str) -> Any:
-    """The value ``pointer`` (from :func:`ref_pointer`) names in ``root``; ``LookupError``
-    when it names nothing."""
+    """The value ``pointer`` (from :func:`ref_pointer`) names in ``root``, read as
+    ``referencing`` reads it (a list index is ``int()`` of the token: ``-1`` is the last item);
+    ``LookupError`` when it names nothing."""
     node = root
     for token in pointer.split("/")[1:]:
         token = token.replace("~1", "/").replace("~0", "~")
         if isinstance(node, Mapping) and token in node:
             node = node[token]
-        elif isinstance(node, list) and token.isdigit() and int(token) < len(node):
-            node = node[int(token)]
+        elif isinstance(node, list):
+            try:
+                node = node[int(token)]
+            except (ValueError, IndexError):  # "x", "\u00b2", 5,000 digits; past the end
+                raise LookupError(pointer) from None
         else:
             raise LookupError(pointer)
     return node
@@ -300,69 +361,102 @@ def ref_loop_problem(schema: Mapping[str, Any]) -> str | None:
     """A local ``$ref`` that leads back to itself through schemas of the same value only
     (``A = {"$ref": B}``, ``B = {"allOf": [{"$ref": A}]}``), in one line, or ``None``.
 
-    Checking any value against such a loop never ends (the specification leaves it undefined);
+    Checking a value against such a loop never ends (the specification leaves it undefined);
     jsonschema would recurse until Python's limit and the answer would look like it did not fit.
     A loop through ``properties``, ``items``... is ordinary recursion (each turn is one level of
-    the value) and is not one of these. Iterative, linear in the schema's size (bounded by
-    :func:`size_problem` first). A ``$ref`` under a nested ``$id`` resolves against that
-    resource, which this does not follow: such refs are skipped here."""
-    dialect = schema.get("$schema")
-    ref_alone = isinstance(dialect, str) and any(d in dialect for d in _REF_ALONE_DIALECTS)
+    the value) and is not one of these. Only what a check reads counts: schemas reached from the
+    root, the keywords the schema's draft reads, and a draft 3 to 7 ``$ref`` alone; ``anyOf``
+    stops at a branch that always holds. Iterative, linear in the schema's size (bounded by
+    :func:`size_problem` first). Pointer refs only: one under a nested ``$id`` (another base),
+    an ``$anchor`` or a ``$dynamicRef`` is left to the check's own loop guard (:class:`_Steps`),
+    which ends any loop on its first turn."""
+    cls = _base_class(schema)
+    live = cls.VALIDATORS
+    ref_alone = cls.__name__ in _REF_ALONE_DRAFTS
+    id_word = "id" if cls.__name__ in _PLAIN_ID_DRAFTS else "$id"
+    targets: dict[str, Any] = {}  # each ref string resolved once
 
-    def same_value(node: Mapping[str, Any], under_id: bool) -> list[tuple[str | None, Any]]:
-        """The schemas ``node`` applies to its own value, each with the ``$ref`` that leads
-        there (``None`` for a keyword)."""
-        out: list[tuple[str | None, Any]] = []
-        ref = node.get("$ref")
-        if isinstance(ref, str) and not under_id:
+    def target_of(ref: str) -> Any:
+        if ref not in targets:
             pointer = ref_pointer(ref)
+            targets[ref] = None
             if pointer is not None:
                 # a $ref that names nothing is the validator's to report
                 with contextlib.suppress(LookupError):
-                    out.append((ref, pointer_target(schema, pointer)))
-        if isinstance(ref, str) and ref_alone:
-            return out
-        for key, value in node.items():
-            if key in ("then", "else") and "if" not in node:
-                continue  # read only beside an "if"
-            if key in _SAME_VALUE_ONE and isinstance(value, Mapping):
-                out.append((None, value))
-            elif key in _SAME_VALUE_LIST and isinstance(value, list):
-                out.extend((None, v) for v in value if isinstance(v, Mapping))
-            elif key in _SAME_VALUE_MAP and isinstance(value, Mapping):
-                out.extend((None, v) for v in value.values() if isinstance(v, Mapping))
-        return out
+                    targets[ref] = pointer_target(schema, pointer)
+        return targets[ref]
 
-    # every schema of the document, and whether a nested $id is above it
+    # where each schema of the document is: under a nested $id (another base URI) or not
     nested_id: dict[int, bool] = {}
-    nodes: list[Mapping[str, Any]] = []
     walk: list[tuple[Any, bool]] = [(schema, False)]
     while walk:
-        node, under_id = walk.pop()
+        node, under = walk.pop()
         if not isinstance(node, Mapping) or id(node) in nested_id:
             continue
-        under_id = under_id or (node is not schema and "$id" in node)
-        nested_id[id(node)] = under_id
-        nodes.append(node)
-        walk.extend((sub, under_id) for _, sub in subschemas(node))
+        base = node.get(id_word)
+        under = under or (node is not schema and isinstance(base, str) and base[:1] != "#")
+        nested_id[id(node)] = under
+        walk.extend((sub, under) for _, sub in subschemas(node))
+
+    def applied(node: Mapping[str, Any]) -> tuple[list[tuple[str | None, Any]], list[Any]]:
+        """The schemas a check applies beside ``node``: to its own value (each with the
+        ``$ref`` that leads there, ``None`` for a keyword), and to parts of the value."""
+        same: list[tuple[str | None, Any]] = []
+        ref = node.get("$ref")
+        if isinstance(ref, str) and not nested_id.get(id(node), False):
+            target = target_of(ref)
+            if isinstance(target, Mapping):
+                same.append((ref, target))
+        if isinstance(ref, str) and ref_alone:
+            return same, []
+        parts: list[Any] = []
+        for path, sub in subschemas(node):
+            key = path[0]
+            if key in ("$defs", "definitions") or not isinstance(sub, Mapping):
+                continue
+            if key not in live and not (key in ("then", "else") and "if" in live):
+                continue
+            if key in ("then", "else") and "if" not in node:
+                continue
+            if key in _SAME_VALUE_ONE or key in _SAME_VALUE_LIST or key in _SAME_VALUE_MAP:
+                if key == "anyOf" and _holds_before(node["anyOf"], sub):
+                    continue  # after a branch that always holds: never evaluated
+                same.append((None, sub))
+            elif key in ("then", "else"):
+                same.append((None, sub))
+            else:
+                parts.append(sub)
+        return same, parts
+
+    # the schemas a check can reach from the root, and their same-value edges
+    edges: dict[int, list[tuple[str | None, Any]]] = {}
+    reached: list[Mapping[str, Any]] = []
+    pending: list[Any] = [schema]
+    while pending:
+        node = pending.pop()
+        if id(node) in edges:
+            continue
+        same, parts = applied(node)
+        edges[id(node)] = same
+        reached.append(node)
+        pending.extend(sub for _, sub in same)
+        pending.extend(parts)
 
     # depth-first search of the same-value graph: a grey node met again closes a loop
     state: dict[int, int] = {}  # 1: on the current path, 2: done
-    for start in nodes:
+    for start in reached:
         if id(start) in state:
             continue
         state[id(start)] = 1
         path: list[tuple[Mapping[str, Any], str | None]] = [(start, None)]
-        pending = [iter(same_value(start, nested_id.get(id(start), False)))]
-        while pending:
-            step = next(pending[-1], None)
+        stack = [iter(edges[id(start)])]
+        while stack:
+            step = next(stack[-1], None)
             if step is None:
-                pending.pop()
+                stack.pop()
                 state[id(path.pop()[0])] = 2
                 continue
             ref, target = step
-            if not isinstance(target, Mapping):
-                continue
             seen = state.get(id(target), 0)
             if seen == 1:
                 at = next(i for i, (n, _) in enumerate(path) if n is target)
@@ -379,8 +473,19 @@ def ref_loop_problem(schema: Mapping[str, Any]) -> str | None:
             if seen == 0:
                 state[id(target)] = 1
                 path.append((target, ref))
-                pending.append(iter(same_value(target, nested_id.get(id(target), False))))
+                stack.append(iter(edges[id(target)]))
     return None
+
+
+def _holds_before(branches: Any, sub: Any) -> bool:
+    """Whether a branch of ``anyOf`` that always holds (``true``, ``{}``) comes before
+    ``sub``: jsonschema stops at the first branch that holds."""
+    for branch in branches:
+        if branch is sub:
+            return False
+        if branch is True or (isinstance(branch, Mapping) and not branch):
+            return True
+    return False
 
 
 def _patterns_of(node: Mapping[str, Any]) -> list[str]:
@@ -411,13 +516,13 @@ def check(value: Any, schema: Mapping[str, Any] | bool, path: str = "$") -> list
     if bad is not None:
         return [bad]
     root = path or "(root)"
-    problem = schema_problem(schema)
+    problem, checked = _prepared(schema)
     if problem is not None:
         return [f"{root}: the schema cannot be used: {problem}"]
     steps = _Steps(BASE_REF_STEPS + REF_STEPS_PER_NODE * _count_nodes(value))
     token = _STEPS.set(steps)
     try:
-        validator = _validator_class(_base_class(schema))(schema, registry=_local_registry())
+        validator = _validator_class(_base_class(schema))(checked, registry=_local_registry())
         errors = []
         for error in validator.iter_errors(value):
             errors.append(error)
@@ -433,6 +538,16 @@ def check(value: Any, schema: Mapping[str, Any] | bool, path: str = "$") -> list
         return [
             f"{root}: checking this value took more than {steps.limit:,} $ref steps: the "
             "schema's references branch too much to check (simplify its anyOf/oneOf of $refs)"
+        ]
+    except _RefLoop as exc:
+        return [
+            f"{root}: the schema cannot be used: its reference {_json(exc.ref)} leads back to "
+            "itself without reaching a part of the value (checking would never end)"
+        ]
+    except _RefsTooDeep:
+        return [
+            f"{root}: the schema cannot be used: it follows more than {MAX_NESTED_REFS} "
+            "references inside one another for this value"
         ]
     except RecursionError:
         return [f"{root}: the schema and the value nest too deeply to check"]
@@ -549,10 +664,30 @@ class _TooCostly(Exception):
     """The step budget of one check is spent."""
 
 
+class _RefLoop(Exception):
+    """A ``$ref`` was entered again for the same value while it was still being followed."""
+
+    def __init__(self, ref: Any) -> None:
+        super().__init__(ref)
+        self.ref = ref
+
+
+class _RefsTooDeep(Exception):
+    """More than :data:`MAX_NESTED_REFS` references are followed at once."""
+
+
 class _Steps:
+    """One check's ``$ref`` budget, and the references being followed now (each the schema
+    holding it and the value it is applied to): a JSON value never holds itself, so meeting
+    the same pair again inside itself is a loop on the same value, whatever kind of reference
+    (``$ref``, ``$dynamicRef``, an ``$anchor``, a URL ``$id``) closes it. The static check
+    (:func:`ref_loop_problem`) refuses the plain ones with the schema; this ends the others
+    where Python's recursion limit would (or, with a raised limit, where C's stack would not)."""
+
     def __init__(self, limit: int) -> None:
         self.limit = limit
         self.taken = 0
+        self.following: set[tuple[int, int]] = set()
 
     def take(self) -> None:
         self.taken += 1
@@ -609,8 +744,10 @@ def _real_module(module: str) -> Any:
 def _deferred_function(module: str, name: str) -> Any:
     """Stands for ``module.name`` in one of jsonschema's format checkers: imports the real module
     on the first call (someone's own ``FormatChecker``) and hands on. A module installed but
-    broken (``isoduration`` without arrow) passes every value, with a warning: jsonschema alone
-    would not have registered that format, and an unknown format passes."""
+    broken (``isoduration`` without arrow) answers "valid", with one warning, as jsonschema
+    alone, which would not have registered the format, lets every value pass: ``iri`` and
+    ``uri`` then pass every value; ``duration`` still runs jsonschema's own last test (the value
+    ends in a unit letter), which plain jsonschema would not have run."""
 
     def call(*args: Any, **kwargs: Any) -> Any:
         try:
@@ -661,8 +798,8 @@ def load_jsonschema() -> Any:
     some of them are slow to import (:data:`_DEFERRED_FORMAT_MODULES`). While jsonschema is first
     imported, a stand-in module (:func:`_stand_in`) answers for each of those that is installed
     and not yet imported, and is removed at once: a user's own format check still works, and
-    pays the real import on its first call (a broken install of the module passes every value
-    there, with a warning, as jsonschema alone would have left that format unchecked). No library defers an import that
+    pays the real import on its first call (a broken install of the module answers "valid"
+    there, with a warning: :func:`_deferred_function`). No library defers an import that
     another library makes with ``from x import y``, hence these few lines."""
     import sys
 
@@ -753,9 +890,20 @@ def _validator_class(base: Any) -> Any:
     def counted(keyword: Any) -> Any:
         def run(validator: Any, value: Any, instance: Any, schema: Any) -> Iterator[Any]:
             steps = _STEPS.get()
-            if steps is not None:
-                steps.take()
-            yield from keyword(validator, value, instance, schema)
+            if steps is None:
+                yield from keyword(validator, value, instance, schema)
+                return
+            steps.take()
+            here = (id(schema), id(instance))
+            if here in steps.following:
+                raise _RefLoop(value)
+            if len(steps.following) >= MAX_NESTED_REFS:
+                raise _RefsTooDeep
+            steps.following.add(here)
+            try:
+                yield from keyword(validator, value, instance, schema)
+            finally:
+                steps.following.discard(here)
 
         return run
 

@@ -17,6 +17,7 @@ takes a backslash or a quote with it, so redacting the raw text of a JSON body k
 from __future__ import annotations
 
 import base64
+import contextlib
 import logging
 import threading
 import urllib.parse
@@ -28,6 +29,9 @@ from .linear_re import compile_linear, escape
 REDACTED = "***"
 
 _lock = threading.Lock()
+#: The values registered (what :func:`register_secret` was given).
+_registered: set[str] = set()
+#: Every spelling looked for as it is: the values, URL-quoted, in hex.
 _secrets: set[str] = set()
 #: The registered values themselves (not their quoted or base64 forms): what fragments and
 #: escaped spellings are looked for.
@@ -119,8 +123,9 @@ def register_secret(value: str | None) -> None:
     if not value or len(value) < 6 or len(value) > MAX_SECRET:
         return
     with _lock:
-        if value in _secrets:
+        if value in _registered:
             return
+        _registered.add(value)
         if len(value) <= MAX_SPELLED:
             _raw.add(value)
             _b64_cores.update(_base64_cores(value))
@@ -129,8 +134,11 @@ def register_secret(value: str | None) -> None:
         # every spelling of it is made with surrogatepass, never an exception
         _secrets.add(urllib.parse.quote(value, safe="", errors="surrogatepass"))
         _secrets.add(urllib.parse.quote_plus(value, errors="surrogatepass"))
-        # hex (the sandbox's ``tohex``, a signing adapter's header): matched in any case below
+        # hex (the sandbox's ``tohex``, a signing adapter's header): matched in any case below;
+        # a value read with surrogateescape stands for its original bytes, hex of those too
         _secrets.add(value.encode("utf-8", "surrogatepass").hex())
+        with contextlib.suppress(UnicodeEncodeError):
+            _secrets.add(value.encode("utf-8", "surrogateescape").hex())
         # Longest first so that a key containing another key is replaced whole.
         ordered = sorted(_secrets, key=len, reverse=True)
         # in any case: an upper-cased key (a provider code made ours) is still the key

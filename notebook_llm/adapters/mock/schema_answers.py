@@ -56,6 +56,9 @@ MAX_DEPTH = 32
 #: answer then fails validation, honestly).
 MAX_ITEMS = 100
 MAX_CHARS = 10_000
+#: The most values one answer is built of: a schema whose properties each recurse
+#: (``{"properties": {"a": {"$ref": "#"}, "b": {"$ref": "#"}}}``) would give 2^MAX_DEPTH.
+MAX_VALUES = 10_000
 
 
 def _resolve(ref: str, root: Mapping[str, Any]) -> Any:
@@ -75,21 +78,26 @@ def instance(
     path: str = "$",
     root: Mapping[str, Any] | None = None,
     refs: int = 0,
+    budget: list[int] | None = None,
 ) -> Any:
     """A value valid against ``schema`` (see the module docstring), seeded by ``text``.
-    ``root`` is the whole schema (for ``$ref``), ``refs`` how many refs led here."""
+    ``root`` is the whole schema (for ``$ref``), ``refs`` how many refs led here, ``budget``
+    the values left to build (:data:`MAX_VALUES` in all)."""
+    if budget is None:
+        budget = [MAX_VALUES]
+    budget[0] -= 1
     if not isinstance(schema, Mapping):
         return text
     if root is None:
         root = schema
-    if path.count(".") + path.count("[") > MAX_DEPTH:
+    if budget[0] < 0 or path.count(".") + path.count("[") > MAX_DEPTH:
         return {}
     ref = schema.get("$ref")
     if isinstance(ref, str) and refs <= MAX_DEPTH:  # a $ref loop is left after MAX_DEPTH hops
         target = _resolve(ref, root)
         if isinstance(target, Mapping):
             rest = {k: v for k, v in schema.items() if k != "$ref"}
-            return instance({**target, **rest}, text, path, root, refs + 1)
+            return instance({**target, **rest}, text, path, root, refs + 1, budget)
     deep = refs > RECURSION_DEPTH
     if "const" in schema:
         return schema["const"]
@@ -103,13 +111,13 @@ def instance(
             if deep and nulls:
                 return None
             real = [o for o in options if o.get("type") != "null"] or options
-            return instance(real[0], text, path, root, refs)
+            return instance(real[0], text, path, root, refs, budget)
     if isinstance(schema.get("allOf"), list) and schema["allOf"]:
         merged: dict[str, Any] = {}
         for part in schema["allOf"]:
             if isinstance(part, Mapping):
                 merged.update(part)
-        return instance(merged, text, path, root, refs)
+        return instance(merged, text, path, root, refs, budget)
     typ = schema.get("type")
     if isinstance(typ, list):
         typ = "null" if deep and "null" in typ else next((t for t in typ if t != "null"), "null")
@@ -118,14 +126,16 @@ def instance(
     if typ == "object":
         props = schema.get("properties") or {}
         names = list(props) + [r for r in schema.get("required") or [] if r not in props]
-        return {n: instance(props.get(n, {}), text, f"{path}.{n}", root, refs) for n in names}
+        return {
+            n: instance(props.get(n, {}), text, f"{path}.{n}", root, refs, budget) for n in names
+        }
     if typ == "array":
         low = int(schema.get("minItems", 1) or 0)
         high = int(schema.get("maxItems", max(low, 1)))
         count = int(schema.get("minItems", 0) or 0) if deep else max(low, min(1, high))
         count = min(count, MAX_ITEMS)
         items = schema.get("items", {})
-        return [instance(items, text, f"{path}[{i}]", root, refs) for i in range(count)]
+        return [instance(items, text, f"{path}[{i}]", root, refs, budget) for i in range(count)]
     if typ == "boolean":
         return _pick(text, path, 2) == 1
     if typ == "integer":
