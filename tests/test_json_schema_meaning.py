@@ -795,7 +795,7 @@ def test_a_ref_back_to_a_root_that_names_its_draft_keeps_the_linear_patterns() -
     assert "$[0][0].n:" in out, out
 
 
-def test_a_draft_7_ref_still_hides_its_siblings_once_the_dialect_is_taken_out() -> None:
+def test_a_draft_7_ref_still_hides_its_siblings_and_a_property_may_be_named_schema() -> None:
     s7 = {
         "$schema": "http://json-schema.org/draft-07/schema#",
         "properties": {"a": {"$ref": "#/definitions/x", "type": "integer"}},
@@ -870,3 +870,101 @@ def test_the_mock_builds_a_bounded_answer_for_properties_that_each_recurse() -> 
         "print(text.count('{') <= MAX_VALUES + 1, len(text) < 1_000_000)\n"
     )
     assert out.split() == ["True", "True"]
+
+
+def test_every_subschema_and_the_metaschema_check_run_on_the_packages_class() -> None:
+    """A ``$ref`` to a subschema that names a ``$schema`` (anywhere in the document: under an
+    unknown keyword, in an ``enum``) or to a metaschema used to put the rest of the check on
+    jsonschema's own class: ``re`` patterns, no step budget, no loop guard (with a raised
+    recursion limit, the process died). And the metaschema check's ``uniqueItems`` was
+    jsonschema's quadratic one: 30,000 ``required`` names took minutes."""
+    out = _run(
+        "import sys\n"
+        "sys.setrecursionlimit(10**6)\n"
+        "from notebook_llm.core.json_schema_check import check, schema_problem\n"
+        "D7 = 'http://json-schema.org/draft-07/schema#'\n"
+        "D12 = 'https://json-schema.org/draft/2020-12/schema'\n"
+        "bad = 'a' * 40 + '!'\n"
+        "slow = {'$schema': D7, 'pattern': '^(a+)+$'}\n"
+        "print(check(bad, {'$ref': '#/x/a', 'x': {'a': slow}}))\n"
+        "print(check(bad, {'$ref': '#/enum/0', 'enum': [slow]}))\n"
+        "print(check({'not': bad}, {'$id': 'urn:x', '$dynamicAnchor': 'meta',\n"
+        "                           'pattern': '^(a+)+$', '$ref': D12}))\n"
+        "print(check(1, {'allOf': [{'$ref': '#/x'}], 'x': {'$schema': D12, '$ref': '#/$defs/l'},\n"
+        "                '$defs': {'l': {'$dynamicAnchor': 'l', '$dynamicRef': '#l'}}}))\n"
+        "print(schema_problem({'required': [str(i) for i in range(30_000)]}))\n"
+    )
+    lines = out.splitlines()
+    assert len(lines) == 5, out
+    for line in lines[:3]:
+        assert "does not match '^(a+)+$'" in line, line
+    assert "leads back to itself" in lines[3]
+    assert lines[4] == "None"
+
+
+@pytest.mark.parametrize(
+    ("schema", "value"),
+    [
+        (  # a 2020-12 root, a draft 7 definition: its $ref hides "maximum"
+            {
+                "$ref": "#/$defs/d7",
+                "$defs": {
+                    "t": {"type": "integer"},
+                    "d7": {
+                        "$schema": "http://json-schema.org/draft-07/schema#",
+                        "allOf": [{"$ref": "#/$defs/t", "maximum": 5}],
+                    },
+                },
+            },
+            10,
+        ),
+        (  # a draft 7 root, a 2020-12 definition: prefixItems is read there
+            {
+                "$schema": "http://json-schema.org/draft-07/schema#",
+                "$ref": "#/definitions/a",
+                "definitions": {
+                    "a": {
+                        "$schema": "https://json-schema.org/draft/2020-12/schema",
+                        "prefixItems": [{"type": "integer"}],
+                    }
+                },
+            },
+            ["x"],
+        ),
+    ],
+)
+def test_a_definition_of_another_draft_means_what_jsonschema_says(
+    schema: dict[str, Any], value: Any
+) -> None:
+    plain = jsonschema.validators.validator_for(schema)(schema).is_valid(value)
+    assert (check(value, schema) == []) == plain
+
+
+def test_unevaluated_properties_beside_pattern_properties_anywhere_is_refused() -> None:
+    """jsonschema's ``unevaluatedProperties`` matches the ``patternProperties`` it reaches
+    through a ``$ref`` with ``re``, wherever the ``$ref`` points."""
+    schema = {
+        "type": "object",
+        "unevaluatedProperties": False,
+        "$ref": "#/x/p",
+        "x": {"p": {"patternProperties": {"^(a+)+$": True}}},
+    }
+    with pytest.raises(LlmError) as err:
+        as_schema(schema)
+    assert "unevaluatedProperties beside patternProperties" in err.value.message
+    assert "not supported" in check({"a" * 40 + "!": 1}, schema)[0]
+
+
+def test_anyof_stops_at_a_branch_that_holds_unless_unevaluated_reads_them_all() -> None:
+    from notebook_llm.core.json_schema_check import ref_loop_problem
+
+    assert ref_loop_problem({"type": "object", "anyOf": [True, {"$ref": "#"}]}) is None
+    looping = {"type": "object", "unevaluatedProperties": False, "anyOf": [True, {"$ref": "#"}]}
+    assert "leads back to itself" in str(ref_loop_problem(looping))
+
+
+@pytest.mark.parametrize("dialect", [5, [1], {"a": 1}, None])
+def test_a_schema_keyword_that_is_not_a_string_is_one_line(dialect: Any) -> None:
+    problems = check({}, {"$schema": dialect})
+    assert len(problems) == 1, problems
+    assert "not a valid JSON Schema at $schema" in problems[0]

@@ -21,10 +21,12 @@ replaced. Three are replaced here, because the answer and the arguments are untr
 * ``uniqueItems`` is one pass over a set of equality keys (:func:`_all_unique`), where
   jsonschema compares every pair of objects (8,000 objects: 106 s).
 
-Every subschema is checked by the class with these replacements: the copy validated has its
-``$schema`` keywords taken out (the draft is chosen from the user's schema first), because
-jsonschema picks its own class anew for a subschema that names one (a ``$ref`` back to such a
-root), and its ``pattern`` is ``re``.
+Every subschema is checked by a class with these replacements, the metaschema check too:
+jsonschema picks its own class anew for a subschema that names a ``$schema`` (a ``$ref`` back
+to such a root, or to a metaschema), whose ``pattern`` is ``re``; ours picks the same draft's
+class of ours (:func:`_validator_class`'s ``evolve``). jsonschema's ``unevaluatedProperties``
+matches patterns with ``re`` itself, so it is refused beside ``patternProperties`` anywhere in
+the document.
 
 A ``$ref`` to another document (a URL) is never fetched (:func:`_local_registry`): jsonschema's
 default fetches it with ``urlopen``, with no timeout or size cap. A schema the library trips
@@ -162,10 +164,7 @@ def schema_problem(schema: Any) -> str | None:
 
 def _prepared(schema: Any) -> tuple[str | None, Any]:
     """``(problem, schema to validate with)``: :func:`schema_problem`'s verdict and, when there
-    is none, a copy of ``schema`` with every ``$schema`` keyword taken out (its draft is chosen
-    from the original, :func:`_base_class`). jsonschema picks the validator class anew for each
-    subschema that names a ``$schema`` (a ``$ref`` back to the root does): its own class, whose
-    ``pattern`` is ``re``, not ours. Without them every subschema is checked by our class.
+    is none, a copy of ``schema`` to validate with.
 
     Kept by content (:data:`_PREPARED`): every typed answer of a ``map`` and every tool call
     checks the same schema again, and the metaschema check is most of a check's time (2.3 of
@@ -188,7 +187,7 @@ def _prepared(schema: Any) -> tuple[str | None, Any]:
     if text is None:
         copied = copy.deepcopy(schema)
         found = _content_problem(copied, schema)
-        return found, None if found is not None else _without_dialects(copied)
+        return found, None if found is not None else copied
     key = hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()
     with _PREPARED_LOCK:
         if key in _PREPARED:
@@ -196,7 +195,8 @@ def _prepared(schema: Any) -> tuple[str | None, Any]:
             return _PREPARED[key][:2]
     copied = json.loads(text)
     found = _content_problem(copied, schema)
-    kept = (found, None if found is not None else _without_dialects(copied), len(text))
+    # what is kept is charged its text's length, times ~12 for a parsed copy (none if refused)
+    kept = (found, None if found is not None else copied, 0 if found else 12 * len(text))
     with _PREPARED_LOCK:
         if key not in _PREPARED:
             _PREPARED[key] = kept
@@ -209,25 +209,13 @@ def _prepared(schema: Any) -> tuple[str | None, Any]:
 
 
 #: :func:`_prepared`'s answers by the SHA-256 of the schema's JSON text: ``(problem, schema to
-#: validate with, characters of the text)``, at most :data:`_MAX_PREPARED` of them and
-#: :data:`_MAX_PREPARED_CHARS` characters of schema text in all.
+#: validate with, its estimated bytes)``, at most :data:`_MAX_PREPARED` of them and
+#: :data:`_MAX_PREPARED_CHARS` bytes in all.
 _PREPARED: collections.OrderedDict[bytes, tuple[str | None, Any, int]] = collections.OrderedDict()
 _PREPARED_LOCK = threading.Lock()
 _MAX_PREPARED = 256
-_MAX_PREPARED_CHARS = 32 * 1024 * 1024
+_MAX_PREPARED_CHARS = 128 * 1024 * 1024
 _PREPARED_CHARS = 0
-
-
-def _without_dialects(schema: Any) -> Any:
-    """``schema`` (a copy, changed in place) with the ``$schema`` keyword taken out of every
-    schema in it (a property named ``$schema`` is a name, and stays)."""
-    schemas = [schema]
-    while schemas:
-        node = schemas.pop()
-        if isinstance(node, dict):
-            node.pop("$schema", None)
-            schemas.extend(sub for _, sub in subschemas(node))
-    return schema
 
 
 def _is_plain_json(value: Any) -> bool:
@@ -256,7 +244,8 @@ def _content_problem(schema: Mapping[str, Any], original: Mapping[str, Any]) -> 
         return found
     jsonschema = load_jsonschema()
     cls = _base_class(original)
-    errors = cls(cls.META_SCHEMA, registry=_local_registry()).iter_errors(schema)
+    # our class: jsonschema's uniqueItems is quadratic ({"required": [8,000 names]}: 20 s)
+    errors = _validator_class(cls)(cls.META_SCHEMA, registry=_local_registry()).iter_errors(schema)
     error = jsonschema.exceptions.best_match(errors)
     if error is None:
         return None
@@ -289,7 +278,6 @@ def _structure_problem(schema: Mapping[str, Any]) -> str | None:
     found = ref_loop_problem(schema)
     if found is not None:
         return found
-    pattern_properties = unevaluated = False
     schemas: list[Any] = [schema]
     while schemas:
         node = schemas.pop()
@@ -303,15 +291,34 @@ def _structure_problem(schema: Mapping[str, Any]) -> str | None:
                     f"the pattern {pattern[:80]!r} cannot run in linear time ({exc}): "
                     "lookarounds and backreferences are not supported"
                 )
-        pattern_properties |= "patternProperties" in node
-        unevaluated |= "unevaluatedProperties" in node
         schemas.extend(sub for _, sub in subschemas(node))
+    # jsonschema's unevaluatedProperties matches the patternProperties it finds through any
+    # $ref (which may point anywhere in the document) with re: both keys are looked for in
+    # every object of the document, not only at schema positions
+    pattern_properties, unevaluated = _keys_anywhere(
+        schema, ("patternProperties", "unevaluatedProperties")
+    )
     if pattern_properties and unevaluated:
         return (
             "unevaluatedProperties beside patternProperties is not supported (its patterns "
             "would be matched by a backtracking engine)"
         )
     return None
+
+
+def _keys_anywhere(document: Any, keys: tuple[str, ...]) -> list[bool]:
+    """For each of ``keys``, whether any object in ``document`` (at any position) has it."""
+    found = [False] * len(keys)
+    stack = [document]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, Mapping):
+            for i, key in enumerate(keys):
+                found[i] = found[i] or key in node
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    return found
 
 
 #: Keywords whose schemas apply to the same value as the schema holding them (the others
@@ -372,6 +379,9 @@ def ref_loop_problem(schema: Mapping[str, Any]) -> str | None:
     which ends any loop on its first turn."""
     cls = _base_class(schema)
     live = cls.VALIDATORS
+    # jsonschema's unevaluated* evaluate every anyOf branch (no stop at one that holds)
+    short_circuit = not any(_keys_anywhere(schema, ("unevaluatedProperties", "unevaluatedItems")))
+    cutoffs: dict[int, int] = {}  # id(anyOf list) -> index of its first branch that holds
     ref_alone = cls.__name__ in _REF_ALONE_DRAFTS
     id_word = "id" if cls.__name__ in _PLAIN_ID_DRAFTS else "$id"
     targets: dict[str, Any] = {}  # each ref string resolved once
@@ -419,7 +429,11 @@ def ref_loop_problem(schema: Mapping[str, Any]) -> str | None:
             if key in ("then", "else") and "if" not in node:
                 continue
             if key in _SAME_VALUE_ONE or key in _SAME_VALUE_LIST or key in _SAME_VALUE_MAP:
-                if key == "anyOf" and _holds_before(node["anyOf"], sub):
+                if (
+                    key == "anyOf"
+                    and short_circuit
+                    and int(path[1]) > _first_holding(node["anyOf"], cutoffs)
+                ):
                     continue  # after a branch that always holds: never evaluated
                 same.append((None, sub))
             elif key in ("then", "else"):
@@ -477,15 +491,15 @@ def ref_loop_problem(schema: Mapping[str, Any]) -> str | None:
     return None
 
 
-def _holds_before(branches: Any, sub: Any) -> bool:
-    """Whether a branch of ``anyOf`` that always holds (``true``, ``{}``) comes before
-    ``sub``: jsonschema stops at the first branch that holds."""
-    for branch in branches:
-        if branch is sub:
-            return False
-        if branch is True or (isinstance(branch, Mapping) and not branch):
-            return True
-    return False
+def _first_holding(branches: list[Any], cutoffs: dict[int, int]) -> int:
+    """The index of the first branch of an ``anyOf`` that always holds (``true``, ``{}``), or
+    its length: jsonschema stops at the first branch that holds. Found once per list."""
+    if id(branches) not in cutoffs:
+        cutoffs[id(branches)] = next(
+            (i for i, b in enumerate(branches) if b is True or (isinstance(b, Mapping) and not b)),
+            len(branches),
+        )
+    return cutoffs[id(branches)]
 
 
 def _patterns_of(node: Mapping[str, Any]) -> list[str]:
@@ -846,16 +860,20 @@ def _unresolvable() -> type[Exception]:
 
 
 def _base_class(schema: Any) -> Any:
-    """The validator class of the schema's ``$schema`` (2020-12 when it names none)."""
+    """The validator class of the schema's ``$schema`` (2020-12 when it names none, or names
+    one with a value that is not a string: the metaschema then says what is wrong)."""
     jsonschema = load_jsonschema()
-    return jsonschema.validators.validator_for(
-        schema, default=jsonschema.validators.Draft202012Validator
-    )
+    default = jsonschema.validators.Draft202012Validator
+    if isinstance(schema, Mapping) and not isinstance(schema.get("$schema", ""), str):
+        return default
+    return jsonschema.validators.validator_for(schema, default=default)
 
 
 @functools.cache
 def _validator_class(base: Any) -> Any:
     """``base`` with the keywords of the module docstring replaced (built once per draft)."""
+    import attrs  # jsonschema's validators are attrs classes
+
     jsonschema = load_jsonschema()
     error = jsonschema.exceptions.ValidationError
     original = base.VALIDATORS
@@ -920,7 +938,26 @@ def _validator_class(base: Any) -> Any:
     for name in ("$ref", "$dynamicRef", "$recursiveRef"):
         if name in original:
             replaced[name] = counted(original[name])
-    return jsonschema.validators.extend(base, replaced)
+    ours = jsonschema.validators.extend(base, replaced)
+
+    def evolve(self: Any, **changes: Any) -> Any:
+        """jsonschema's ``evolve`` (how every subschema is checked, through ``descend``), except
+        for the class: jsonschema picks its own for a subschema that names a ``$schema`` (a
+        ``$ref`` to a root or a definition that names its draft, or to a metaschema), and
+        stays on it for every ``$ref`` below, without the keywords replaced here (``pattern``
+        on ``re``, no step budget, no loop guard). Here it is the same draft's class of ours."""
+        subschema = changes.setdefault("schema", self.schema)
+        named = base
+        if isinstance(subschema, Mapping) and isinstance(subschema.get("$schema"), str):
+            named = jsonschema.validators.validator_for(subschema, default=base)
+        new = ours if named is base else _validator_class(named)
+        for field in attrs.fields(type(self)):
+            if field.init and field.alias not in changes:
+                changes[field.alias] = getattr(self, field.name)
+        return new(**changes)
+
+    ours.evolve = evolve
+    return ours
 
 
 def _all_unique(items: list[Any]) -> bool:
