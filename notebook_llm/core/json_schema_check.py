@@ -210,7 +210,9 @@ def _prepared(schema: Any) -> tuple[str | None, Any]:
 
 #: :func:`_prepared`'s answers by the SHA-256 of the schema's JSON text: ``(problem, schema to
 #: validate with, its estimated bytes)``, at most :data:`_MAX_PREPARED` of them and
-#: :data:`_MAX_PREPARED_CHARS` bytes in all.
+#: :data:`_MAX_PREPARED_CHARS` bytes in all. An ``OrderedDict`` rather than
+#: ``functools.lru_cache``: that one bounds the number of entries only, and one kept copy may
+#: be tens of megabytes.
 _PREPARED: collections.OrderedDict[bytes, tuple[str | None, Any, int]] = collections.OrderedDict()
 _PREPARED_LOCK = threading.Lock()
 _MAX_PREPARED = 256
